@@ -1,0 +1,31 @@
+from entitlements.models.catalogue import Accelerator, OperatingPoint, Region, ServedModel, Zone
+from entitlements.models.grants import (
+    Entitlement,
+    EntitlementHistory,
+    HistoryContext,
+    ReasonCode,
+    TrafficClass,
+)
+from entitlements.models.supply import FailoverReserve, Pool, PoolZone
+from entitlements.models.tenancy import ApiToken, Membership, PlatformRole, Project, Tenant
+
+__all__ = [
+    "Accelerator",
+    "ApiToken",
+    "Entitlement",
+    "EntitlementHistory",
+    "FailoverReserve",
+    "HistoryContext",
+    "Membership",
+    "OperatingPoint",
+    "PlatformRole",
+    "Pool",
+    "PoolZone",
+    "Project",
+    "ReasonCode",
+    "Region",
+    "ServedModel",
+    "Tenant",
+    "TrafficClass",
+    "Zone",
+]

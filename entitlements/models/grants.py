@@ -1,0 +1,164 @@
+"""Entitlements, traffic classes, reason codes, and the entitlement history.
+
+History rows are written by database triggers (see migration 0002), so bulk `update()`,
+`bulk_create()` and raw SQL are captured as well as service calls; who and why come from
+`entitlements.history.history_context`.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import F, Q
+
+from entitlements.models.catalogue import Region, ServedModel
+from entitlements.models.supply import CU, Pool
+from entitlements.models.tenancy import Project, Tenant
+
+
+class TrafficClass(models.Model):
+    slug = models.SlugField(max_length=16, unique=True)
+    name = models.CharField(max_length=40)
+    guaranteed = models.BooleanField()
+    may_lend = models.BooleanField()
+    may_borrow = models.BooleanField()
+    counts_as_sold = models.BooleanField()
+    shed_order = models.PositiveSmallIntegerField(help_text="shed first = 1")
+    description = models.CharField(max_length=300)
+
+    class Meta:
+        ordering = ["shed_order"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class ReasonCode(models.Model):
+    """CONTRACT §4: the one set of reasons every throttle carries."""
+
+    code = models.CharField(max_length=32, unique=True)
+    responsible = models.CharField(max_length=20)
+    when = models.CharField(max_length=200)
+    default_retry_after_s = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["pk"]
+
+    def __str__(self) -> str:
+        return self.code
+
+
+class Entitlement(models.Model):
+    class Overage(models.TextChoices):
+        THROTTLE = "throttle", "Throttle above the entitlement"
+        BORROW = "borrow", "Borrow idle capacity, then throttle"
+
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="entitlements")
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, null=True, blank=True, related_name="entitlements")
+    model = models.ForeignKey(ServedModel, on_delete=models.PROTECT, related_name="entitlements")
+    region = models.ForeignKey(Region, on_delete=models.PROTECT, related_name="entitlements")
+    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="entitlements")
+    traffic_class = models.ForeignKey(
+        TrafficClass, on_delete=models.PROTECT, to_field="slug", db_column="traffic_class", related_name="entitlements"
+    )
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField(null=True, blank=True, help_text="empty: open-ended")
+    cu = models.DecimalField(**CU)
+    # Workload envelope
+    max_prompt_tokens = models.PositiveIntegerField()
+    max_output_tokens = models.PositiveIntegerField()
+    prompt_p50 = models.PositiveIntegerField()
+    prompt_p95 = models.PositiveIntegerField()
+    output_p50 = models.PositiveIntegerField()
+    output_p95 = models.PositiveIntegerField()
+    max_concurrency = models.PositiveIntegerField()
+    ttft_p99_ms = models.PositiveIntegerField()
+    tpot_p99_ms = models.PositiveIntegerField()
+    streaming = models.BooleanField(default=True)
+    overage = models.CharField(max_length=16, choices=Overage.choices, default=Overage.THROTTLE)
+    borrowing_limit_cu = models.DecimalField(**CU, default=0)
+    version = models.PositiveIntegerField(default=1)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["tenant__slug", "model__slug", "region__slug", "starts_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(cu__gte=0), name="ent_cu_nonneg"),
+            models.CheckConstraint(condition=Q(borrowing_limit_cu__gte=0), name="ent_borrow_nonneg"),
+            models.CheckConstraint(
+                condition=Q(ends_at__isnull=True) | Q(ends_at__gt=F("starts_at")), name="ent_window_ordered"
+            ),
+            models.CheckConstraint(
+                condition=Q(prompt_p50__lte=F("prompt_p95"))
+                & Q(prompt_p95__lte=F("max_prompt_tokens"))
+                & Q(output_p50__lte=F("output_p95"))
+                & Q(output_p95__lte=F("max_output_tokens")),
+                name="ent_envelope_ordered",
+            ),
+            models.CheckConstraint(condition=Q(max_concurrency__gt=0), name="ent_concurrency_positive"),
+        ]
+        indexes = [models.Index(fields=["pool", "starts_at"], name="ent_pool_window")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug} {self.model.slug}@{self.region.slug} {self.traffic_class_id} {self.cu} CU"
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        if self.project_id and self.tenant_id and self.project.tenant_id != self.tenant_id:
+            errors["project"] = "the project belongs to another tenant"
+        if self.pool_id:
+            if self.model_id and self.pool.model_id != self.model_id:
+                errors["pool"] = "the pool serves another model"
+            if self.region_id and self.pool.region_id != self.region_id:
+                errors["pool"] = "the pool is in another region"
+        if errors:
+            raise ValidationError(errors)
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    @property
+    def rate_wt_per_s(self) -> float:
+        return float(self.cu) * self.model.r_wt_per_s
+
+
+class HistoryContext(models.Model):
+    """SQLite has no session variables: the triggers read who and why from this one row.
+
+    Writers are serialised on SQLite (IMMEDIATE transactions), so the row set inside a
+    transaction belongs to that transaction. PostgreSQL uses `SET LOCAL` instead.
+    """
+
+    id = models.PositiveSmallIntegerField(primary_key=True)
+    actor_id = models.BigIntegerField(null=True)
+    reason = models.TextField(default="")
+
+    def __str__(self) -> str:
+        return f"actor {self.actor_id}: {self.reason}"
+
+
+class EntitlementHistory(models.Model):
+    """One row per insert, update or delete of an entitlement, written by a trigger."""
+
+    entitlement_id = models.BigIntegerField(db_index=True)
+    op = models.CharField(max_length=8)
+    version = models.PositiveIntegerField(null=True)
+    snapshot = models.JSONField()
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.DO_NOTHING, null=True, db_constraint=False, related_name="+"
+    )
+    reason = models.TextField(blank=True)
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["entitlement_id", "pk"]
+
+    def __str__(self) -> str:
+        return f"entitlement {self.entitlement_id} {self.op} v{self.version}"

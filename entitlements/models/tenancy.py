@@ -1,0 +1,91 @@
+"""Who is who: tenants, projects, members, platform roles and API tokens."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class Tenant(models.Model):
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=120)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Project(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="projects")
+    slug = models.SlugField(max_length=64)
+    name = models.CharField(max_length=120)
+
+    class Meta:
+        ordering = ["tenant__slug", "slug"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "slug"], name="project_unique_in_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}/{self.slug}"
+
+
+class Membership(models.Model):
+    """A person's role inside one tenant. A member belongs to exactly one tenant."""
+
+    class Role(models.TextChoices):
+        VIEWER = "viewer", "Viewer"
+        REQUESTER = "requester", "Requester"
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="membership")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices)
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.role} of {self.tenant.slug}"
+
+
+class PlatformRole(models.Model):
+    class Role(models.TextChoices):
+        APPROVER = "approver", "Approver"
+        OPERATOR = "operator", "Operator"
+        GATEWAY = "gateway", "Gateway"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="platform_roles")
+    role = models.CharField(max_length=16, choices=Role.choices)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "role"], name="platformrole_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.role}"
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class ApiToken(models.Model):
+    """`Authorization: Token <key>`. Only the SHA-256 of the key is stored."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=80, default="default")
+    prefix = models.CharField(max_length=8)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"
+
+    @classmethod
+    def issue(cls, user: object, name: str = "default") -> tuple[ApiToken, str]:
+        key = secrets.token_urlsafe(30)
+        token = cls.objects.create(user=user, name=name, prefix=key[:8], key_hash=hash_key(key))
+        return token, key

@@ -1,0 +1,56 @@
+"""DRF permission classes built on entitlements.roles."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+
+from entitlements import roles
+
+
+class _RolePermission(BasePermission):
+    allowed: frozenset[str] = frozenset()
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        return bool(roles.roles_of(request.user) & self.allowed)
+
+
+class IsGateway(_RolePermission):
+    allowed = frozenset({roles.GATEWAY})
+
+
+class IsOperator(_RolePermission):
+    allowed = frozenset({roles.OPERATOR})
+
+
+class IsStaffRole(_RolePermission):
+    """Approvers and operators."""
+
+    allowed = frozenset({roles.APPROVER, roles.OPERATOR})
+
+
+class IsPerson(BasePermission):
+    """Anyone signed in except gateway-only accounts, which reach the serving-path endpoints only."""
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        r = roles.roles_of(request.user)
+        return bool(request.user and request.user.is_authenticated) and r != frozenset({roles.GATEWAY})
+
+
+class StaffReadOperatorWrite(BasePermission):
+    def has_permission(self, request: Any, view: Any) -> bool:
+        r = roles.roles_of(request.user)
+        if request.method in SAFE_METHODS:
+            return bool(r & {roles.APPROVER, roles.OPERATOR})
+        return roles.OPERATOR in r
+
+
+class MemberReadOperatorWrite(BasePermission):
+    """Tenant members and staff read (querysets narrow what they see); operators write."""
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        r = roles.roles_of(request.user)
+        if request.method in SAFE_METHODS:
+            return bool(r & {roles.VIEWER, roles.REQUESTER, roles.APPROVER, roles.OPERATOR})
+        return roles.OPERATOR in r

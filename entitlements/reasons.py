@@ -1,0 +1,52 @@
+"""The reason-code registry (CONTRACT §4) and the traffic classes, as data.
+
+Migration 0002 loads both into their tables; admission and the web read these constants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Reason:
+    code: str
+    responsible: str
+    when: str
+    default_retry_after_s: int
+
+
+NOT_ENTITLED = "NOT_ENTITLED"
+OUTSIDE_ENVELOPE = "OUTSIDE_ENVELOPE"
+CONCURRENCY_LIMIT = "CONCURRENCY_LIMIT"
+QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
+RECLAIMED = "RECLAIMED"
+PLATFORM_CAPACITY = "PLATFORM_CAPACITY"
+PLACEMENT = "PLACEMENT"
+ADMISSION_UNAVAILABLE = "ADMISSION_UNAVAILABLE"
+
+REASONS: dict[str, Reason] = {
+    r.code: r
+    for r in [
+        Reason(NOT_ENTITLED, "tenant", "no active entitlement for that scope and time", 300),
+        Reason(OUTSIDE_ENVELOPE, "tenant", "prompt or max output above the envelope", 0),
+        Reason(CONCURRENCY_LIMIT, "tenant", "in-flight reservations at the entitlement's cap", 1),
+        Reason(
+            QUOTA_EXCEEDED,
+            "tenant",
+            "the entitlement's token bucket is empty and borrowing is not allowed or used up",
+            1,
+        ),
+        Reason(RECLAIMED, "platform policy", "borrowing is allowed, but lenders are using their capacity now", 5),
+        Reason(PLATFORM_CAPACITY, "platform", "supply is degraded below what was promised", 10),
+        Reason(PLACEMENT, "platform", "no pool serves that model in that region", 300),
+        Reason(ADMISSION_UNAVAILABLE, "platform", "the enforcement store is down and the class fails closed", 5),
+    ]
+}
+
+TRAFFIC_CLASSES = [
+    # slug, name, guaranteed, may_lend, may_borrow, counts_as_sold, shed_order, description
+    ("best_effort", "Best effort", False, False, True, False, 1, "no guarantee; only borrows idle capacity"),
+    ("shared", "Shared", True, True, True, True, 2, "guaranteed; lends idle capacity and may borrow"),
+    ("reserved", "Reserved", True, True, False, True, 3, "guaranteed; idle capacity may be lent and is reclaimed"),
+]
