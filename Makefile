@@ -25,13 +25,26 @@ run: $(STAMP)
 	@echo ""
 	$(BIN)/python bin/run_all.py --host $(HOST) --port $(PORT)
 
+# `make test` = lint, then pytest. PYTEST_ARGS passes options through
+# (e.g. PYTEST_ARGS='-m "not postgres and not redis"'); SKIP_LINT=1 runs pytest alone
+# (.ci/run's second pass, after the first pass has linted the same tree).
+PYTEST_ARGS ?=
+SKIP_LINT ?=
+# `check --deploy` runs on production-shaped settings: DEBUG off, a throwaway strong key made
+# fresh for each run (never a real secret), a real host name.
+DEPLOY_SECRET_KEY = $(shell $(PY) -c 'import secrets; print(secrets.token_urlsafe(64))')
+DEPLOY_ENV = DJANGO_DEBUG=0 DJANGO_SECRET_KEY='$(DEPLOY_SECRET_KEY)' DJANGO_ALLOWED_HOSTS=headroom.example
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy capacity
 	$(BIN)/lint-imports
 	$(BIN)/python manage.py makemigrations --check --dry-run
+	@echo "manage.py check --deploy --fail-level WARNING  (DJANGO_DEBUG=0, generated key, host headroom.example)"
+	@$(DEPLOY_ENV) $(BIN)/python manage.py check --deploy --fail-level WARNING
 
-test: $(STAMP) lint
+test: $(STAMP) $(if $(filter 1 true yes,$(SKIP_LINT)),,lint)
 	$(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
 bench: $(STAMP)

@@ -1,5 +1,11 @@
 """API routes of this app, mounted under /api/v1/ by config/urls.py."""
 
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from admission import api
+
+urlpatterns = [
+    path("admission/reserve", api.ReserveView.as_view(), name="admission-reserve"),
+    path("admission/complete", api.CompleteView.as_view(), name="admission-complete"),
+    path("admission/pools/<slug:slug>/health", api.PoolHealthView.as_view(), name="admission-pool-health"),
+]

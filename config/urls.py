@@ -7,6 +7,7 @@ api = [
     path("", include("admission.api_urls")),
     path("", include("telemetry.api_urls")),
     path("", include("forecasting.api_urls")),
+    path("", include("portal.api_urls")),
 ]
 
 urlpatterns = [

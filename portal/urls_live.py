@@ -1,3 +1,13 @@
-from django.urls import path  # noqa: F401
+"""Live pages and the portal's /metrics (mounted at the root by portal/urls.py)."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from portal.views import live
+
+urlpatterns = [
+    path("fleet/", live.fleet, name="live-fleet"),
+    path("entitlements/<uuid:uuid>/", live.entitlement, name="live-entitlement"),
+    path("usage/", live.usage, name="live-usage"),
+    path("usage/export.csv", live.usage_export, name="live-usage-export"),
+    path("metrics", live.metrics, name="metrics"),
+]

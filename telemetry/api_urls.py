@@ -1,5 +1,11 @@
 """API routes of this app, mounted under /api/v1/ by config/urls.py."""
 
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from telemetry import api
+
+urlpatterns = [
+    path("telemetry/events", api.EventsIngestView.as_view(), name="telemetry-events"),
+    path("telemetry/fleet", api.FleetIngestView.as_view(), name="telemetry-fleet"),
+    path("usage", api.UsageView.as_view(), name="usage"),
+]

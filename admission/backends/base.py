@@ -1,0 +1,126 @@
+"""What a backend stores and decides, shared by the Redis scripts and the in-process backend.
+
+Both backends take the same `ReserveOp` / `CompleteOp` and must give the same answers; the
+decision rule lives in `decide()` here and is mirrored line for line in `lua/lib.lua`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from entitlements import reasons
+
+RESERVED, SHARED, BEST_EFFORT = "reserved", "shared", "best_effort"
+
+
+class StoreUnavailable(Exception):
+    """The enforcement store did not answer (connection refused, timeout)."""
+
+
+@dataclass(frozen=True)
+class Bucket:
+    key: str
+    rate: float  # wt/s
+    depth: float  # wt
+
+
+@dataclass(frozen=True)
+class ReserveOp:
+    idem_key: str
+    reservation_id: str
+    inflight_key: str
+    max_concurrency: int
+    traffic_class: str
+    own: Bucket
+    pool: Bucket
+    borrow: Bucket | None  # None: this entitlement may not borrow
+    cost: float
+    margin: float  # borrowers need pool level − cost ≥ margin
+    degraded: bool  # pool health-scaled rate below what is sold
+    reserved_floor: float  # ≤ 0: how deep reserved may take a degraded pool
+    ttl_s: float
+    idem_ttl_s: int
+    meta: str  # JSON carried to the complete / expiry events
+    w_out: float
+    w_cached: float
+    retry_defaults: dict[str, int] = field(
+        default_factory=lambda: {
+            r: reasons.REASONS[r].default_retry_after_s
+            for r in (reasons.CONCURRENCY_LIMIT, reasons.RECLAIMED, reasons.PLATFORM_CAPACITY)
+        }
+    )
+
+
+@dataclass(frozen=True)
+class CompleteOp:
+    reservation_id: str
+    prompt_tokens: int
+    cached_prompt_tokens: int
+    output_tokens: int
+    status: str
+    idem_ttl_s: int
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A reserve answer as stored for idempotent replay: 'A|rid|wt|source|expires' or 'T|reason|retry'."""
+
+    raw: str
+    replay: bool
+    expired_metas: list[str]
+
+    @property
+    def admitted(self) -> bool:
+        return self.raw.startswith("A|")
+
+    def parts(self) -> list[str]:
+        return self.raw.split("|")
+
+
+@dataclass(frozen=True)
+class Settled:
+    result: dict[str, Any]
+    replay: bool
+    meta: str | None
+
+
+def decide(op: ReserveOp, own_l: float, pool_l: float, borrow_l: float) -> tuple[str, str, float]:
+    """→ ("admit", source, 0) or ("throttle", reason, seconds until the bucket would have room).
+
+    Own-bucket admissions of lenders (reserved, shared) are never refused by the pool bucket
+    unless supply is degraded; borrowers (and best_effort, which is never guaranteed) need pool
+    room above the reclaim margin, so a lender admitting at its rate always gets through.
+    """
+    c = op.cost
+    pool_ok_for_borrow = pool_l - c >= op.margin
+    borrow_reason = reasons.PLATFORM_CAPACITY if op.degraded else reasons.RECLAIMED
+    if op.traffic_class == RESERVED:
+        if op.degraded and pool_l - c < op.reserved_floor:
+            return "throttle", reasons.PLATFORM_CAPACITY, 0.0
+        if own_l >= c:
+            return "admit", "entitlement", 0.0
+        return "throttle", reasons.QUOTA_EXCEEDED, _wait(c - own_l, op.own.rate)
+    if own_l >= c:
+        if op.traffic_class == SHARED:
+            if op.degraded and pool_l - c < 0:
+                return "throttle", reasons.PLATFORM_CAPACITY, 0.0
+            return "admit", "entitlement", 0.0
+        return ("admit", "entitlement", 0.0) if pool_ok_for_borrow else ("throttle", borrow_reason, 0.0)
+    if op.borrow is None:
+        return "throttle", reasons.QUOTA_EXCEEDED, _wait(c - own_l, op.own.rate)
+    if borrow_l < c:
+        return "throttle", reasons.QUOTA_EXCEEDED, _wait(c - max(own_l, borrow_l), op.own.rate + op.borrow.rate)
+    if not pool_ok_for_borrow:
+        return "throttle", borrow_reason, 0.0
+    return "admit", "borrowed", 0.0
+
+
+def _wait(deficit: float, rate: float) -> float:
+    return deficit / rate if rate > 0 else 3600.0
+
+
+def retry_after_s(reason: str, wait: float, defaults: dict[str, int]) -> int:
+    if reason == reasons.QUOTA_EXCEEDED:
+        return max(1, min(3600, int(-(-wait // 1))))
+    return defaults[reason]

@@ -1,0 +1,176 @@
+"""In-process backend: the embedded default (one process). Same semantics as the Redis scripts.
+
+One lock serialises every operation, as Redis does for a script; `clock` is a monotonic clock
+shifted to Unix time so `expires_at` reads like Redis' and tests can inject their own.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from admission.backends.base import (
+    Answer,
+    CompleteOp,
+    ReserveOp,
+    Settled,
+    decide,
+    retry_after_s,
+)
+
+
+def _unix_monotonic() -> Callable[[], float]:
+    offset = time.time() - time.monotonic()
+    return lambda: time.monotonic() + offset
+
+
+@dataclass
+class _Res:
+    state: str
+    inflight_key: str
+    charged: tuple[str, float, float]  # key, rate, depth
+    pool: tuple[str, float, float]
+    est: float
+    w_out: float
+    w_cached: float
+    meta: str
+    gone_at: float  # when the record itself is forgotten
+    result: dict | None = None
+
+
+@dataclass
+class _Store:
+    buckets: dict[str, tuple[float, float]] = field(default_factory=dict)  # key → (level, at)
+    idem: dict[str, tuple[str, float]] = field(default_factory=dict)  # key → (answer, gone_at)
+    inflight: dict[str, dict[str, float]] = field(default_factory=dict)  # scope → {rid: expires}
+    res: dict[str, _Res] = field(default_factory=dict)
+
+
+class MemoryBackend:
+    name = "memory"
+    prefix = "adm:"
+
+    def __init__(self, clock: Callable[[], float] | None = None) -> None:
+        self.clock = clock or _unix_monotonic()
+        self._lock = threading.Lock()
+        self._s = _Store()
+        self._ops = 0
+
+    def _level(self, key: str, rate: float, depth: float, now: float) -> float:
+        got = self._s.buckets.get(key)
+        if got is None:
+            return depth
+        lvl, at = got
+        return min(depth, lvl + rate * max(0.0, now - at))
+
+    def _expire_one(self, rid: str) -> str | None:
+        r = self._s.res.get(rid)
+        if r is None or r.state != "open":
+            return None
+        r.state = "expired"
+        self._s.inflight.get(r.inflight_key, {}).pop(rid, None)
+        return r.meta
+
+    def _gc(self, now: float) -> None:
+        """Forget idempotency answers and settled records past their TTL (every 1024 ops)."""
+        self._ops += 1
+        if self._ops % 1024:
+            return
+        self._s.idem = {k: v for k, v in self._s.idem.items() if v[1] > now}
+        self._s.res = {k: v for k, v in self._s.res.items() if v.gone_at > now or v.state == "open"}
+
+    def reserve(self, op: ReserveOp) -> Answer:
+        with self._lock:
+            now = self.clock()
+            self._gc(now)
+            prev = self._s.idem.get(op.idem_key)
+            if prev is not None and prev[1] > now:
+                return Answer(raw=prev[0], replay=True, expired_metas=[])
+            scope = self._s.inflight.setdefault(op.inflight_key, {})
+            expired = [m for rid, exp in list(scope.items()) if exp <= now and (m := self._expire_one(rid))]
+            if len(scope) >= op.max_concurrency:
+                return self._throttle(op, "CONCURRENCY_LIMIT", 0.0, now, expired)
+            own_l = self._level(op.own.key, op.own.rate, op.own.depth, now)
+            pool_l = self._level(op.pool.key, op.pool.rate, op.pool.depth, now)
+            b = op.borrow
+            bor_l = self._level(b.key, b.rate, b.depth, now) if b else 0.0
+            verdict, what, wait = decide(op, own_l, pool_l, bor_l)
+            if verdict == "throttle":
+                return self._throttle(op, what, wait, now, expired)
+            if what == "borrowed" and b is not None:
+                charged = (b.key, b.rate, b.depth)
+                self._s.buckets[b.key] = (bor_l - op.cost, now)
+                self._s.buckets[op.own.key] = (own_l, now)
+            else:
+                charged = (op.own.key, op.own.rate, op.own.depth)
+                self._s.buckets[op.own.key] = (own_l - op.cost, now)
+            self._s.buckets[op.pool.key] = (pool_l - op.cost, now)
+            expires = now + op.ttl_s
+            scope[op.reservation_id] = expires
+            self._s.res[op.reservation_id] = _Res(
+                "open", op.inflight_key, charged, (op.pool.key, op.pool.rate, op.pool.depth),
+                op.cost, op.w_out, op.w_cached, op.meta, expires + op.idem_ttl_s,
+            )  # fmt: skip
+            raw = f"A|{op.reservation_id}|{op.cost!r}|{what}|{expires!r}"
+            self._s.idem[op.idem_key] = (raw, expires + op.idem_ttl_s)
+            return Answer(raw=raw, replay=False, expired_metas=expired)
+
+    def _throttle(self, op: ReserveOp, reason: str, wait: float, now: float, expired: list[str]) -> Answer:
+        ra = retry_after_s(reason, wait, op.retry_defaults)
+        raw = f"T|{reason}|{ra}"
+        self._s.idem[op.idem_key] = (raw, now + max(1, ra))
+        return Answer(raw=raw, replay=False, expired_metas=expired)
+
+    def complete(self, op: CompleteOp) -> Settled | None:
+        with self._lock:
+            now = self.clock()
+            r = self._s.res.get(op.reservation_id)
+            if r is None or r.gone_at <= now and r.state != "open":
+                return None
+            if r.state == "done":
+                return Settled(result=dict(r.result or {}), replay=True, meta=None)
+            if r.state == "expired" or now >= self._s.inflight.get(r.inflight_key, {}).get(op.reservation_id, now):
+                # Past its TTL: settled at the full estimate; whoever expires it reports it.
+                first = self._expire_one(op.reservation_id)
+                expired = {"reservation_id": op.reservation_id, "status": "expired", "reserved_wt": r.est,
+                           "actual_wt": r.est, "refunded_wt": 0}  # fmt: skip
+                return Settled(result=expired, replay=first is None, meta=first)
+            cached = op.cached_prompt_tokens
+            actual = (op.prompt_tokens - cached) + r.w_cached * cached + r.w_out * op.output_tokens
+            delta = r.est - actual
+            for key, rate, depth in (r.charged, r.pool):
+                self._s.buckets[key] = (min(depth, self._level(key, rate, depth, now) + delta), now)
+            self._s.inflight.get(r.inflight_key, {}).pop(op.reservation_id, None)
+            r.state = "done"
+            r.result = {"reservation_id": op.reservation_id, "status": op.status, "reserved_wt": r.est,
+                        "actual_wt": actual, "refunded_wt": delta}  # fmt: skip
+            r.gone_at = now + op.idem_ttl_s
+            return Settled(result=dict(r.result), replay=False, meta=r.meta)
+
+    def sweep(self, limit: int = 1000) -> list[str]:
+        with self._lock:
+            now = self.clock()
+            out: list[str] = []
+            for scope in self._s.inflight.values():
+                for rid, exp in list(scope.items()):
+                    if exp <= now and len(out) < limit and (m := self._expire_one(rid)):
+                        out.append(m)
+            return out
+
+    def inflight(self, inflight_key: str) -> int:
+        with self._lock:
+            return len(self._s.inflight.get(inflight_key, {}))
+
+    def level(self, bucket_key: str) -> float | None:
+        with self._lock:
+            got = self._s.buckets.get(bucket_key)
+            return None if got is None else got[0]
+
+    def ping(self) -> None:
+        return None
+
+    def clear(self) -> None:
+        with self._lock:
+            self._s = _Store()

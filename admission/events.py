@@ -1,0 +1,158 @@
+"""Admission events, batched off the hot path (docs/INTERFACES.md: admission → telemetry).
+
+`emit()` appends to a bounded in-process buffer; a daemon thread flushes every FLUSH_S or as
+soon as BATCH events wait, calling `telemetry.services.ingest_events(source="admission", …)`.
+A failing sink keeps the events at the front of the buffer and is retried with exponential
+backoff; only what overflows the bound is lost, and it is counted (`stats()["dropped"]`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+Sink = Callable[[list[dict[str, Any]]], Any]
+
+
+def telemetry_sink(events: list[dict[str, Any]]) -> Any:
+    """The real sink; imported lazily because telemetry is built alongside admission."""
+    from django.db import close_old_connections
+
+    from telemetry.services import ingest_events  # type: ignore[attr-defined]
+
+    close_old_connections()
+    try:
+        return ingest_events(source="admission", events=events)
+    finally:
+        close_old_connections()
+
+
+class EventBuffer:
+    def __init__(
+        self, sink: Sink = telemetry_sink, *, bound: int = 100_000, batch: int = 500, flush_s: float = 1.0,
+        max_backoff_s: float = 30.0,
+    ) -> None:  # fmt: skip
+        self.sink = sink
+        self.bound, self.batch, self.flush_s, self.max_backoff_s = bound, batch, flush_s, max_backoff_s
+        self._q: deque[dict[str, Any]] = deque()
+        self._lock = threading.Lock()
+        self._flushing = threading.Lock()  # one flusher at a time, or a batch could be sent twice
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        self._backoff = 0.0
+        self.counts = {"emitted": 0, "flushed": 0, "dropped": 0, "rejected": 0, "sink_failures": 0}
+
+    def emit(self, event: dict[str, Any]) -> None:
+        with self._lock:
+            if len(self._q) >= self.bound:
+                self.counts["dropped"] += 1
+                return
+            self._q.append(event)
+            self.counts["emitted"] += 1
+            full = len(self._q) >= self.batch
+        if self._pid != os.getpid():
+            self._start()
+        if full:
+            self._wake.set()
+
+    def _start(self) -> None:
+        # After a fork (gunicorn workers) the parent's thread does not exist here: start our own.
+        with self._lock:
+            if self._pid == os.getpid():
+                return
+            self._pid = os.getpid()
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="admission-events", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self._backoff or self.flush_s)
+            self._wake.clear()
+            self.flush()
+
+    def flush(self) -> int:
+        """Send what is buffered, batch by batch; stop at the first failure. → events delivered."""
+        with self._flushing:
+            return self._flush()
+
+    def _flush(self) -> int:
+        sent = 0
+        while True:
+            with self._lock:
+                batch = [self._q[i] for i in range(min(self.batch, len(self._q)))]
+            if not batch:
+                self._backoff = 0.0
+                return sent
+            try:
+                result = self.sink(batch)
+            except Exception:
+                log.warning("admission events: sink failed; %d events kept for retry", len(self._q), exc_info=True)
+                self.counts["sink_failures"] += 1
+                self._backoff = min(self.max_backoff_s, max(self.flush_s, self._backoff * 2 or self.flush_s))
+                return sent
+            with self._lock:
+                for _ in batch:
+                    self._q.popleft()
+                errors = getattr(result, "errors", None) or (result.get("errors") if isinstance(result, dict) else [])
+                self.counts["rejected"] += len(errors or [])
+                self.counts["flushed"] += len(batch)
+            sent += len(batch)
+
+    def stop(self, *, flush: bool = True) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._pid = 0
+        if flush:
+            self.flush()
+
+    def pending(self) -> int:
+        return len(self._q)
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {**self.counts, "pending": len(self._q), "bound": self.bound}
+
+
+_buffer: EventBuffer | None = None
+_buffer_lock = threading.Lock()
+
+
+def buffer() -> EventBuffer:
+    global _buffer
+    if _buffer is None:
+        with _buffer_lock:
+            if _buffer is None:
+                from django.conf import settings
+
+                _buffer = EventBuffer(
+                    bound=int(getattr(settings, "ADMISSION_EVENT_BUFFER", 100_000)),
+                    batch=int(getattr(settings, "ADMISSION_EVENT_BATCH", 500)),
+                    flush_s=float(getattr(settings, "ADMISSION_EVENT_FLUSH_S", 1.0)),
+                )
+    return _buffer
+
+
+def set_buffer(buf: EventBuffer | None) -> EventBuffer | None:
+    global _buffer
+    with _buffer_lock:
+        prev, _buffer = _buffer, buf
+    return prev
+
+
+def emit(event: dict[str, Any]) -> None:
+    buffer().emit(event)
+
+
+def stats() -> dict[str, int]:
+    return buffer().stats()

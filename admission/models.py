@@ -1,0 +1,50 @@
+"""Admission's own rows: operator health overrides and measured reclaims.
+
+Reservations themselves live in the enforcement store (Redis or in-process), never here: the
+serving path does not write to the database.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+
+
+class PoolHealthOverride(models.Model):
+    """An operator's statement of a pool's healthy replicas; wins over telemetry while it exists."""
+
+    pool = models.OneToOneField("entitlements.Pool", on_delete=models.CASCADE, related_name="health_override")
+    replicas_healthy = models.PositiveIntegerField()
+    replicas_total = models.PositiveIntegerField()
+    set_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(replicas_total__gt=0), name="health_total_positive"),
+            models.CheckConstraint(condition=Q(replicas_healthy__lte=F("replicas_total")), name="health_within_total"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pool_id}: {self.replicas_healthy}/{self.replicas_total}"
+
+    @property
+    def ratio(self) -> float:
+        return self.replicas_healthy / self.replicas_total
+
+
+class ReclaimEvent(models.Model):
+    """A lender came back and borrowers on the pool were cut off: how long that took."""
+
+    pool = models.ForeignKey("entitlements.Pool", on_delete=models.CASCADE, related_name="reclaim_events")
+    at = models.DateTimeField()
+    latency_ms = models.FloatField(help_text="from the lender's return to the first RECLAIMED borrower")
+    borrowers_cut = models.PositiveIntegerField(help_text="borrowing scopes refused with RECLAIMED")
+
+    class Meta:
+        ordering = ["-at"]
+        constraints = [models.CheckConstraint(condition=Q(latency_ms__gte=0), name="reclaim_latency_nonneg")]
+
+    def __str__(self) -> str:
+        return f"pool {self.pool_id} reclaimed in {self.latency_ms:.1f} ms ({self.borrowers_cut} cut)"

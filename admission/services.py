@@ -1,0 +1,356 @@
+"""Reserve and complete: the serving path (CONTRACT §5).
+
+Parameters come from the in-process snapshot (admission.params), the atomic decision from the
+backend (one Redis script or the in-process store), and every decision leaves an event in the
+buffer (admission.events). Nothing here touches the database per request.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+
+from admission import events, params
+from admission.backends import get_backend
+from admission.backends.base import BEST_EFFORT, Bucket, CompleteOp, ReserveOp, StoreUnavailable
+from entitlements import reasons
+
+CLASSES = ("reserved", "shared", "best_effort")
+STATUSES = ("ok", "cancelled", "error")
+DEFAULT_TTL_S = 600.0
+DEFAULT_IDEM_TTL_S = 900
+
+
+@dataclass(frozen=True)
+class ReserveRequest:
+    request_id: str
+    tenant: str
+    project: str
+    model: str
+    region: str
+    traffic_class: str
+    prompt_tokens: int
+    cached_prompt_tokens: int
+    max_output_tokens: int | None
+
+
+@dataclass(frozen=True)
+class CompleteRequest:
+    reservation_id: str
+    prompt_tokens: int
+    cached_prompt_tokens: int
+    output_tokens: int
+    status: str
+    ttft_ms: float | None
+    e2e_ms: float | None
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: int  # 200 admit, 429 throttle
+    body: dict[str, Any]
+
+
+# ---- input ----------------------------------------------------------------------------------
+
+
+def _str(d: dict[str, Any], name: str, *, required: bool = True) -> str:
+    v = d.get(name)
+    if v is None or v == "":
+        if required:
+            raise ValidationError({name: "this field is required"})
+        return ""
+    if not isinstance(v, str) or len(v) > 200:
+        raise ValidationError({name: "must be a string of at most 200 characters"})
+    return v
+
+
+def _int(d: dict[str, Any], name: str, *, required: bool = True) -> int | None:
+    v = d.get(name)
+    if v is None:
+        if required:
+            raise ValidationError({name: "this field is required"})
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ValidationError({name: "must be a whole number ≥ 0"})
+    return v
+
+
+def _num(d: dict[str, Any], name: str) -> float | None:
+    v = d.get(name)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
+        raise ValidationError({name: "must be a number ≥ 0"})
+    return float(v)
+
+
+def _cached(d: dict[str, Any], prompt: int) -> int:
+    cached = _int(d, "cached_prompt_tokens", required=False) or 0
+    if cached > prompt:
+        raise ValidationError({"cached_prompt_tokens": "cannot exceed prompt_tokens"})
+    return cached
+
+
+def parse_reserve(d: Any) -> ReserveRequest:
+    if not isinstance(d, dict):
+        raise ValidationError({"non_field_errors": "expected a JSON object"})
+    cls = _str(d, "traffic_class")
+    if cls not in CLASSES:
+        raise ValidationError({"traffic_class": f"must be one of {', '.join(CLASSES)}"})
+    prompt = _int(d, "prompt_tokens") or 0
+    return ReserveRequest(
+        request_id=_str(d, "request_id"), tenant=_str(d, "tenant"), project=_str(d, "project", required=False),
+        model=_str(d, "model"), region=_str(d, "region"), traffic_class=cls, prompt_tokens=prompt,
+        cached_prompt_tokens=_cached(d, prompt), max_output_tokens=_int(d, "max_output_tokens", required=False),
+    )  # fmt: skip
+
+
+def parse_complete(d: Any) -> CompleteRequest:
+    if not isinstance(d, dict):
+        raise ValidationError({"non_field_errors": "expected a JSON object"})
+    status = _str(d, "status")
+    if status not in STATUSES:
+        raise ValidationError({"status": f"must be one of {', '.join(STATUSES)}"})
+    prompt = _int(d, "prompt_tokens") or 0
+    return CompleteRequest(
+        reservation_id=_str(d, "reservation_id"), prompt_tokens=prompt, cached_prompt_tokens=_cached(d, prompt),
+        output_tokens=_int(d, "output_tokens") or 0, status=status, ttft_ms=_num(d, "ttft_ms"), e2e_ms=_num(d, "e2e_ms"),
+    )  # fmt: skip
+
+
+# ---- reserve --------------------------------------------------------------------------------
+
+
+def _ttl_s() -> float:
+    return float(getattr(settings, "ADMISSION_RESERVATION_TTL_S", DEFAULT_TTL_S))
+
+
+def _idem_ttl_s() -> int:
+    return int(getattr(settings, "ADMISSION_IDEMPOTENCY_TTL_S", DEFAULT_IDEM_TTL_S))
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat().replace("+00:00", "Z")
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def throttle(reason: str, retry_after: int | None = None) -> Decision:
+    r = reasons.REASONS[reason]
+    ra = r.default_retry_after_s if retry_after is None else retry_after
+    return Decision(429, {"decision": "throttle", "reason": reason, "responsible": r.responsible, "retry_after_s": ra})
+
+
+def _event(req: ReserveRequest, decision: str, est: float, **extra: Any) -> dict[str, Any]:
+    ev = {
+        "event_id": req.request_id, "ts": _now_iso(), "tenant": req.tenant, "model": req.model,
+        "region": req.region, "traffic_class": req.traffic_class, "decision": decision, "estimated_wt": est,
+        "prompt_tokens": req.prompt_tokens, "cached_prompt_tokens": req.cached_prompt_tokens, **extra,
+    }  # fmt: skip
+    if req.project:
+        ev["project"] = req.project
+    return ev
+
+
+def _refuse(
+    req: ReserveRequest, reason: str, est: float = 0.0, retry_after: int | None = None, **extra: Any
+) -> Decision:
+    events.emit(_event(req, "throttle", est, reason=reason, **extra))
+    return throttle(reason, retry_after)
+
+
+def reserve(req: ReserveRequest) -> Decision:
+    snap = params.current()
+    if (req.model, req.region) not in snap.placements:
+        return _refuse(req, reasons.PLACEMENT)
+    scope = snap.lookup(req.tenant, req.project, req.model, req.region, req.traffic_class)
+    pool = snap.pools.get(scope.pool_id) if scope else None
+    if scope is None or pool is None:
+        return _refuse(req, reasons.NOT_ENTITLED)
+    ent = {"entitlement": scope.entitlement}
+    if req.prompt_tokens > scope.max_prompt_tokens or (req.max_output_tokens or 0) > scope.max_output_tokens:
+        return _refuse(req, reasons.OUTSIDE_ENVELOPE, **ent)
+    out_est = req.max_output_tokens if req.max_output_tokens is not None else scope.output_p95
+    cached = req.cached_prompt_tokens
+    cost = (req.prompt_tokens - cached) + scope.w_cached * cached + scope.w_out * out_est
+    backend = get_backend()
+    p = backend.prefix
+    depth_s = float(getattr(settings, "ADMISSION_BUCKET_DEPTH_S", params.BUCKET_DEPTH_S))
+    rid = uuid.uuid4().hex
+    meta = {
+        "request_id": req.request_id, "tenant": req.tenant, "project": req.project, "model": req.model,
+        "region": req.region, "traffic_class": req.traffic_class, "estimated_wt": cost,
+        "prompt_tokens": req.prompt_tokens, "cached_prompt_tokens": cached, "ttft_slo": scope.ttft_p99_ms,
+        "tpot_slo": scope.tpot_p99_ms, **ent,
+    }  # fmt: skip
+    op = ReserveOp(
+        idem_key=f"{p}req:{req.tenant}:{req.request_id}", reservation_id=rid, inflight_key=f"{p}if:{scope.key}",
+        max_concurrency=scope.max_concurrency, traffic_class=req.traffic_class,
+        own=Bucket(f"{p}b:{scope.key}", scope.rate, scope.rate * depth_s),
+        pool=Bucket(f"{p}p:{pool.pool_id}", pool.rate, pool.depth),
+        borrow=Bucket(f"{p}bb:{scope.key}", scope.borrow_rate, scope.borrow_rate * depth_s) if scope.borrow_rate else None,
+        cost=cost, margin=pool.margin, degraded=pool.degraded, reserved_floor=pool.reserved_floor,
+        ttl_s=_ttl_s(), idem_ttl_s=_idem_ttl_s(), meta=json.dumps(meta, separators=(",", ":")),
+        w_out=scope.w_out, w_cached=scope.w_cached,
+    )  # fmt: skip
+    try:
+        ans = backend.reserve(op)
+    except StoreUnavailable:
+        return _fail_mode(req, cost, meta)
+    for m in ans.expired_metas:
+        _emit_expired(m)
+    parts = ans.parts()
+    if ans.admitted:
+        _, res_id, wt, source, expires = parts
+        if not ans.replay:
+            events.emit(_event(req, "admit", cost, source_kind=source, **ent))
+        body = {"decision": "admit", "reservation_id": res_id, "reserved_wt": float(wt), "source": source,
+                "expires_at": _iso(float(expires))}  # fmt: skip
+        return Decision(200, body)
+    _, reason, ra = parts
+    if not ans.replay:
+        events.emit(_event(req, "throttle", cost, reason=reason, **ent))
+    return throttle(reason, int(ra))
+
+
+# Fail-open reservations exist only in the process that made them; kept so their complete
+# can still report an event. Bounded: the oldest are forgotten first.
+_fail_open: OrderedDict[str, dict[str, Any]] = OrderedDict()
+_fail_open_lock = threading.Lock()
+FAIL_OPEN_KEEP = 100_000
+
+
+def _fail_mode(req: ReserveRequest, cost: float, meta: dict[str, Any]) -> Decision:
+    """Store down: guaranteed classes are admitted and recorded as such; best_effort is refused."""
+    if req.traffic_class == BEST_EFFORT:
+        return _refuse(req, reasons.ADMISSION_UNAVAILABLE, cost, entitlement=meta["entitlement"])
+    rid = "fo-" + uuid.uuid4().hex
+    expires = datetime.now(UTC).timestamp() + _ttl_s()
+    with _fail_open_lock:
+        _fail_open[rid] = {**meta, "source_kind": "fail_open"}
+        while len(_fail_open) > FAIL_OPEN_KEEP:
+            _fail_open.popitem(last=False)
+    events.emit(_event(req, "admit", cost, source_kind="fail_open", entitlement=meta["entitlement"]))
+    body = {"decision": "admit", "reservation_id": rid, "reserved_wt": cost, "source": "fail_open",
+            "expires_at": _iso(expires)}  # fmt: skip
+    return Decision(200, body)
+
+
+# ---- complete -------------------------------------------------------------------------------
+
+
+def _slo_met(meta: dict[str, Any], req: CompleteRequest) -> bool | None:
+    if req.ttft_ms is None:
+        return None
+    ok = req.ttft_ms <= meta.get("ttft_slo", float("inf"))
+    if req.e2e_ms is not None and req.output_tokens > 1:
+        ok = ok and (req.e2e_ms - req.ttft_ms) / (req.output_tokens - 1) <= meta.get("tpot_slo", float("inf"))
+    return ok
+
+
+def _complete_event(meta: dict[str, Any], status: str, actual_wt: float, req: CompleteRequest | None) -> dict[str, Any]:
+    ev = {
+        "event_id": f"{meta['request_id']}:complete", "ts": _now_iso(), "tenant": meta["tenant"],
+        "model": meta["model"], "region": meta["region"], "traffic_class": meta["traffic_class"],
+        "decision": "complete", "status": status, "estimated_wt": meta["estimated_wt"], "actual_wt": actual_wt,
+        "prompt_tokens": req.prompt_tokens if req else meta["prompt_tokens"],
+        "cached_prompt_tokens": req.cached_prompt_tokens if req else meta["cached_prompt_tokens"],
+        "entitlement": meta.get("entitlement"),
+    }  # fmt: skip
+    if meta.get("project"):
+        ev["project"] = meta["project"]
+    if meta.get("source_kind"):
+        ev["source_kind"] = meta["source_kind"]
+    if req is not None:
+        ev.update(output_tokens=req.output_tokens, ttft_ms=req.ttft_ms, e2e_ms=req.e2e_ms, slo_met=_slo_met(meta, req))
+    return ev
+
+
+def _emit_expired(meta_json: str) -> None:
+    meta = json.loads(meta_json)
+    events.emit(_complete_event(meta, "expired", meta["estimated_wt"], None))
+
+
+def complete(req: CompleteRequest) -> tuple[int, dict[str, Any]]:
+    if req.reservation_id.startswith("fo-"):
+        with _fail_open_lock:
+            meta = _fail_open.pop(req.reservation_id, None)
+        if meta is not None:
+            w = req.prompt_tokens - req.cached_prompt_tokens  # weights unknown here; the event carries raw counts
+            events.emit(_complete_event(meta, req.status, float(w), req))
+        return 200, {"reservation_id": req.reservation_id, "status": req.status, "source": "fail_open"}
+    op = CompleteOp(
+        reservation_id=req.reservation_id, prompt_tokens=req.prompt_tokens,
+        cached_prompt_tokens=req.cached_prompt_tokens, output_tokens=req.output_tokens, status=req.status,
+        idem_ttl_s=_idem_ttl_s(),
+    )  # fmt: skip
+    try:
+        settled = get_backend().complete(op)
+    except StoreUnavailable:
+        r = reasons.REASONS[reasons.ADMISSION_UNAVAILABLE]
+        return 503, {"error": {"code": reasons.ADMISSION_UNAVAILABLE, "message": r.when}}
+    if settled is None:
+        return 404, {"error": {"code": "not_found", "message": "no such reservation (unknown, or settled long ago)"}}
+    if not settled.replay and settled.meta:
+        meta = json.loads(settled.meta)
+        status = settled.result["status"]
+        events.emit(_complete_event(meta, status, settled.result["actual_wt"], None if status == "expired" else req))
+    return 200, settled.result
+
+
+def sweep(limit: int = 1000) -> int:
+    """Settle reservations past their TTL at their full estimate (Celery beat + lazily on access)."""
+    total = 0
+    while True:
+        metas = get_backend().sweep(limit)
+        for m in metas:
+            _emit_expired(m)
+        total += len(metas)
+        if len(metas) < limit:
+            return total
+
+
+# ---- operator: pool health, reclaim measurements ---------------------------------------------
+
+
+def set_pool_health(*, pool: Any, replicas_healthy: int, replicas_total: int, actor: Any) -> Any:
+    from admission.models import PoolHealthOverride
+
+    if replicas_total <= 0:
+        raise ValidationError({"replicas_total": "must be greater than 0"})
+    if replicas_healthy > replicas_total:
+        raise ValidationError({"replicas_healthy": "cannot exceed replicas_total"})
+    row, _ = PoolHealthOverride.objects.update_or_create(
+        pool=pool,
+        defaults={"replicas_healthy": replicas_healthy, "replicas_total": replicas_total, "set_by": actor},
+    )
+    params.invalidate()
+    return row
+
+
+def clear_pool_health(*, pool: Any) -> None:
+    from admission.models import PoolHealthOverride
+
+    PoolHealthOverride.objects.filter(pool=pool).delete()
+    params.invalidate()
+
+
+def record_reclaim(*, pool_id: int, latency_ms: float, borrowers_cut: int, at: datetime | None = None) -> Any:
+    from django.utils import timezone
+
+    from admission.models import ReclaimEvent
+
+    return ReclaimEvent.objects.create(
+        pool_id=pool_id, at=at or timezone.now(), latency_ms=latency_ms, borrowers_cut=borrowers_cut
+    )

@@ -1,0 +1,19 @@
+"""Celery tasks for beat: settle reservations past their TTL, push buffered events.
+
+Schedule `admission.tasks.sweep_expired` every ~30 s (django_celery_beat PeriodicTask); reserve
+also settles a scope's expired reservations lazily, so a late sweep only delays the events.
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from admission import events, services
+
+
+@shared_task(name="admission.tasks.sweep_expired", ignore_result=True)
+def sweep_expired(limit: int = 1000) -> int:
+    n = services.sweep(limit)
+    # A beat worker emits expiry events but serves no requests: flush them now.
+    events.buffer().flush()
+    return n

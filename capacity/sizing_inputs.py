@@ -1,0 +1,158 @@
+"""What sizing one request class takes (CONTRACT §3 inputs), and its validation."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from capacity.cost import AcceleratorCost, CostInputs, PurchasedAccelerator
+from capacity.failure import FailurePolicy, parse_failure_policy
+from capacity.input_errors import SizingInputError
+from capacity.lengths import LengthSamples, LengthSpec, validate_length
+from capacity.operating_points import OperatingPoint, Slo, validate_slo
+from capacity.units import TokenWeights
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model's weights and memory footprint. `weights_gb` is per replica (one copy of the weights,
+    sharded over the replica's accelerators); `kv_bytes_per_token` covers all layers and heads."""
+
+    slug: str
+    kv_bytes_per_token: float
+    context_length: int
+    weights_gb: float
+    r_wt_per_s: float
+    w_out: float = 4.0
+    w_cached: float = 0.0
+
+    @property
+    def weights(self) -> TokenWeights:
+        return TokenWeights(w_out=self.w_out, w_cached=self.w_cached)
+
+
+@dataclass(frozen=True)
+class AcceleratorSpec:
+    slug: str
+    memory_gb: float
+    cost: AcceleratorCost = field(default_factory=lambda: PurchasedAccelerator(price=0.0, depreciation_years=1.0))
+    chips_per_slice: int = 1
+
+
+@dataclass(frozen=True)
+class NetworkModel:
+    """Bytes on the wire: text is about `bytes_per_token` per token each way, plus a fixed
+    per-request overhead (HTTP/TLS headers, JSON envelope) and, when streaming, a per-output-token
+    event frame."""
+
+    bytes_per_token: float = 4.0
+    overhead_bytes_per_request: float = 1024.0
+    stream_bytes_per_output_token: float = 0.0
+
+
+@dataclass(frozen=True, eq=False)
+class SizingInput:
+    """One request class (CONTRACT §3).
+
+    `accelerators` are the catalogue entries the chosen operating point may run on; `accelerator`
+    pins one slug. `arrival_times_s`, when given, replaces the Poisson arrivals of the KV simulation
+    (it is time-scaled to `arrival_rate_rps`, keeping its burst shape). Prompt and output samples of
+    equal length are paired by index.
+    """
+
+    model: ModelSpec
+    operating_points: tuple[OperatingPoint, ...]
+    accelerators: tuple[AcceleratorSpec, ...]
+    arrival_rate_rps: float
+    prompt_tokens: LengthSpec
+    output_tokens: LengthSpec
+    slo: Slo
+    cache_hit_ratio: float = 0.0
+    cancellation_ratio: float = 0.0
+    utilization_target: float = 0.7
+    failure_policy: str = "none"
+    zones: int = 1
+    lb_unevenness: float = 1.0
+    startup_minutes: float = 0.0
+    ramp_rps_per_minute: float = 0.0
+    accelerator: str | None = None
+    allow_ceiling: bool = False
+    arrival_times_s: npt.NDArray[np.float64] | None = None
+    cost_inputs: CostInputs = field(default_factory=CostInputs)
+    network: NetworkModel = field(default_factory=NetworkModel)
+    seed: int = 0
+    sim_requests: int = 20_000
+
+
+def _finite(name: str, x: object, *, low: float = 0.0, high: float = math.inf, low_open: bool = False) -> float:
+    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+        raise SizingInputError(name, f"must be a finite number (got {x!r})")
+    v = float(x)
+    if (v <= low if low_open else v < low) or v > high:
+        lo = "(" if low_open else "["
+        hi = "]" if math.isfinite(high) else ")"
+        raise SizingInputError(name, f"must be in {lo}{low:g}, {high:g}{hi} (got {v:g})")
+    return v
+
+
+def validate(inp: SizingInput) -> FailurePolicy:
+    """Raise SizingInputError for the first bad field; return the parsed failure policy."""
+    m = inp.model
+    _finite("model.kv_bytes_per_token", m.kv_bytes_per_token, low_open=True)
+    _finite("model.weights_gb", m.weights_gb)
+    _finite("model.r_wt_per_s", m.r_wt_per_s, low_open=True)
+    _finite("model.w_out", m.w_out)
+    _finite("model.w_cached", m.w_cached)
+    if not isinstance(m.context_length, int) or m.context_length < 1:
+        raise SizingInputError("model.context_length", "must be a whole number ≥ 1")
+    _finite("arrival_rate_rps", inp.arrival_rate_rps)
+    validate_length(inp.prompt_tokens, "prompt_tokens")
+    validate_length(inp.output_tokens, "output_tokens")
+    validate_slo(inp.slo)
+    _finite("cache_hit_ratio", inp.cache_hit_ratio, high=1.0)
+    _finite("cancellation_ratio", inp.cancellation_ratio, high=1.0)
+    _finite("utilization_target", inp.utilization_target, low_open=True, high=1.0)
+    _finite("lb_unevenness", inp.lb_unevenness, low=1.0)
+    _finite("startup_minutes", inp.startup_minutes)
+    _finite("ramp_rps_per_minute", inp.ramp_rps_per_minute)
+    if not isinstance(inp.zones, int) or inp.zones < 1:
+        raise SizingInputError("zones", "must be a whole number ≥ 1")
+    try:
+        policy = parse_failure_policy(inp.failure_policy)
+    except ValueError as e:
+        raise SizingInputError("failure_policy", str(e))
+    if policy.kind == "zone" and inp.zones < 2:
+        raise SizingInputError("zones", f"a zone failure policy needs at least 2 zones (got {inp.zones})")
+    if inp.sim_requests < 1:
+        raise SizingInputError("sim_requests", "must be ≥ 1")
+    for i, acc in enumerate(inp.accelerators):
+        _finite(f"accelerators[{i}].memory_gb", acc.memory_gb, low_open=True)
+        if acc.chips_per_slice < 1:
+            raise SizingInputError(f"accelerators[{i}].chips_per_slice", "must be ≥ 1")
+        acc.cost.validate(f"accelerators[{i}].cost")
+    inp.cost_inputs.validate()
+    for name in ("bytes_per_token", "overhead_bytes_per_request", "stream_bytes_per_output_token"):
+        _finite(f"network.{name}", getattr(inp.network, name))
+    _validate_times(inp)
+    return policy
+
+
+def _validate_times(inp: SizingInput) -> None:
+    t = inp.arrival_times_s
+    if t is None:
+        return
+    if t.ndim != 1 or len(t) < 2:
+        raise SizingInputError("arrival_times_s", "needs at least two arrivals")
+    if not np.all(np.isfinite(t)):
+        raise SizingInputError("arrival_times_s", "must be finite numbers of seconds")
+    if float(t.max() - t.min()) <= 0:
+        raise SizingInputError("arrival_times_s", "all arrivals are at the same instant")
+    for name, spec in (("prompt_tokens", inp.prompt_tokens), ("output_tokens", inp.output_tokens)):
+        if isinstance(spec, LengthSamples) and len(spec.values) != len(t):
+            raise SizingInputError(
+                "arrival_times_s",
+                f"{len(t)} arrival times but {len(spec.values)} {name} samples; a replayed trace needs one each",
+            )

@@ -1,0 +1,295 @@
+"""Entitlements: tenant members read their own tenant's, approvers and operators read all,
+operators grant, amend and revoke through entitlements.services (with a reason, kept in history).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+from django_filters import rest_framework as filters
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from entitlements import roles, services
+from entitlements.api.history import history_for
+from entitlements.models import Entitlement, Pool, Project, Region, ServedModel, Tenant, TrafficClass
+from entitlements.selectors import active_at, entitlements_visible_to
+
+ENVELOPE_FIELDS = [
+    "max_prompt_tokens",
+    "max_output_tokens",
+    "prompt_p50",
+    "prompt_p95",
+    "output_p50",
+    "output_p95",
+    "max_concurrency",
+    "ttft_p99_ms",
+    "tpot_p99_ms",
+    "streaming",
+]
+# (lower, higher): the envelope's percentiles must be ordered; the error names the higher one.
+ORDERED = [("prompt_p50", "prompt_p95"), ("prompt_p95", "max_prompt_tokens"),
+           ("output_p50", "output_p95"), ("output_p95", "max_output_tokens")]  # fmt: skip
+CU_FIELD = {"max_digits": 14, "decimal_places": 3, "coerce_to_string": False}
+
+
+class EntitlementPermission(BasePermission):
+    """Members and staff read; operators write.
+
+    A tenant member's write on a single entitlement passes this first gate so that the lookup
+    runs first: another tenant's entitlement is then a 404, and their own one a 403.
+    """
+
+    readers = frozenset({roles.VIEWER, roles.REQUESTER, roles.APPROVER, roles.OPERATOR})
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        r = roles.roles_of(request.user)
+        if request.method in SAFE_METHODS:
+            return bool(r & self.readers)
+        return roles.OPERATOR in r or bool(getattr(view, "detail", False) and r & self.readers)
+
+    def has_object_permission(self, request: Any, view: Any, obj: Any) -> bool:
+        return request.method in SAFE_METHODS or roles.OPERATOR in roles.roles_of(request.user)
+
+
+class HistoryEntrySerializer(serializers.Serializer):
+    op = serializers.CharField()
+    version = serializers.IntegerField(allow_null=True)
+    actor = serializers.CharField(allow_null=True)
+    reason = serializers.CharField()
+    at = serializers.DateTimeField()
+    changes = serializers.DictField(child=serializers.DictField(), help_text="field → {from, to}")
+
+
+class EntitlementSerializer(serializers.ModelSerializer):
+    id = serializers.UUIDField(source="uuid", read_only=True)
+    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    region = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    pool = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    traffic_class = serializers.CharField(source="traffic_class_id", read_only=True)
+    cu = serializers.DecimalField(**CU_FIELD, read_only=True)
+    borrowing_limit_cu = serializers.DecimalField(**CU_FIELD, read_only=True)
+    rate_wt_per_s = serializers.FloatField(read_only=True)
+    active = serializers.SerializerMethodField()
+    history = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Entitlement
+        fields = [
+            "id", "tenant", "project", "model", "region", "pool", "traffic_class", "cu", "rate_wt_per_s",
+            "starts_at", "ends_at", *ENVELOPE_FIELDS, "overage", "borrowing_limit_cu", "version", "active",
+            "revoked_at", "created_at", "updated_at", "history",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    def get_active(self, obj: Entitlement) -> bool:
+        now = self.context.get("now") or timezone.now()
+        return obj.revoked_at is None and obj.starts_at <= now and (obj.ends_at is None or obj.ends_at > now)
+
+    @extend_schema_field(HistoryEntrySerializer(many=True))
+    def get_history(self, obj: Entitlement) -> Any:
+        histories = self.context.get("histories")
+        entries = histories.get(obj.pk, []) if histories is not None else history_for([obj.pk])[obj.pk]
+        return HistoryEntrySerializer(entries, many=True).data
+
+
+class _EnvelopeRules(serializers.Serializer):
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError({unknown[0]: self.unknown_message})
+        merged = {**self.current(), **attrs}
+        for low, high in ORDERED:
+            if low in merged and high in merged and merged[low] > merged[high]:
+                raise serializers.ValidationError({high: f"must be ≥ {low} ({merged[low]})"})
+        if "starts_at" in merged and merged.get("ends_at") is not None and merged["ends_at"] <= merged["starts_at"]:
+            raise serializers.ValidationError({"ends_at": "must be after starts_at"})
+        return attrs
+
+    unknown_message = "unknown field"
+
+    def current(self) -> dict[str, Any]:
+        return {}
+
+
+class _EnvelopeRequired(_EnvelopeRules):
+    max_prompt_tokens = serializers.IntegerField(min_value=0)
+    max_output_tokens = serializers.IntegerField(min_value=0)
+    prompt_p50 = serializers.IntegerField(min_value=0)
+    prompt_p95 = serializers.IntegerField(min_value=0)
+    output_p50 = serializers.IntegerField(min_value=0)
+    output_p95 = serializers.IntegerField(min_value=0)
+    max_concurrency = serializers.IntegerField(min_value=1)
+    ttft_p99_ms = serializers.IntegerField(min_value=0)
+    tpot_p99_ms = serializers.IntegerField(min_value=0)
+    streaming = serializers.BooleanField(required=False)
+
+
+class _EnvelopeOptional(_EnvelopeRules):
+    max_prompt_tokens = serializers.IntegerField(min_value=0, required=False)
+    max_output_tokens = serializers.IntegerField(min_value=0, required=False)
+    prompt_p50 = serializers.IntegerField(min_value=0, required=False)
+    prompt_p95 = serializers.IntegerField(min_value=0, required=False)
+    output_p50 = serializers.IntegerField(min_value=0, required=False)
+    output_p95 = serializers.IntegerField(min_value=0, required=False)
+    max_concurrency = serializers.IntegerField(min_value=1, required=False)
+    ttft_p99_ms = serializers.IntegerField(min_value=0, required=False)
+    tpot_p99_ms = serializers.IntegerField(min_value=0, required=False)
+    streaming = serializers.BooleanField(required=False)
+
+
+class EntitlementCreateSerializer(_EnvelopeRequired):
+    tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
+    project = serializers.CharField(required=False, allow_null=True, help_text="project slug within the tenant")
+    model = serializers.SlugRelatedField(slug_field="slug", queryset=ServedModel.objects.all())
+    region = serializers.SlugRelatedField(slug_field="slug", queryset=Region.objects.all())
+    pool = serializers.SlugRelatedField(slug_field="slug", queryset=Pool.objects.all(), required=False, allow_null=True)
+    traffic_class = serializers.SlugRelatedField(slug_field="slug", queryset=TrafficClass.objects.all())
+    cu = serializers.DecimalField(max_digits=14, decimal_places=3)
+    starts_at = serializers.DateTimeField()
+    ends_at = serializers.DateTimeField(required=False, allow_null=True)
+    overage = serializers.ChoiceField(choices=Entitlement.Overage.choices, default=Entitlement.Overage.THROTTLE)
+    borrowing_limit_cu = serializers.DecimalField(max_digits=14, decimal_places=3, min_value=0, default=0)
+    reason = serializers.CharField(max_length=2000)
+
+    def validate_cu(self, value: Any) -> Any:
+        if value <= 0:
+            raise serializers.ValidationError("must be greater than 0")
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = super().validate(attrs)
+        slug = attrs.get("project")
+        if slug:
+            project = Project.objects.filter(tenant=attrs["tenant"], slug=slug).first()
+            if project is None:
+                raise serializers.ValidationError({"project": f"tenant {attrs['tenant'].slug} has no project '{slug}'"})
+            attrs["project"] = project
+        else:
+            attrs["project"] = None
+        return attrs
+
+
+class EntitlementAmendSerializer(_EnvelopeOptional):
+    unknown_message = "cannot be amended; revoke and grant instead"
+    cu = serializers.DecimalField(max_digits=14, decimal_places=3, min_value=0, required=False)
+    starts_at = serializers.DateTimeField(required=False)
+    ends_at = serializers.DateTimeField(required=False, allow_null=True)
+    overage = serializers.ChoiceField(choices=Entitlement.Overage.choices, required=False)
+    borrowing_limit_cu = serializers.DecimalField(max_digits=14, decimal_places=3, min_value=0, required=False)
+    reason = serializers.CharField(max_length=2000)
+
+    def current(self) -> dict[str, Any]:
+        ent = self.context["entitlement"]
+        return {k: getattr(ent, k) for k in [*ENVELOPE_FIELDS, "starts_at", "ends_at"]}
+
+
+class RevokeSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000)
+    at = serializers.DateTimeField(required=False, help_text="default: now")
+
+
+class EntitlementFilter(filters.FilterSet):
+    tenant = filters.CharFilter(field_name="tenant__slug")
+    project = filters.CharFilter(field_name="project__slug")
+    model = filters.CharFilter(field_name="model__slug")
+    region = filters.CharFilter(field_name="region__slug")
+    pool = filters.CharFilter(field_name="pool__slug")
+    traffic_class = filters.CharFilter(field_name="traffic_class_id")
+    active = filters.BooleanFilter(method="filter_active", help_text="active now (started, not ended, not revoked)")
+
+    class Meta:
+        model = Entitlement
+        fields = ["tenant", "project", "model", "region", "pool", "traffic_class", "active"]
+
+    def filter_active(self, queryset: Any, name: str, value: bool | None) -> Any:
+        if value is None:
+            return queryset
+        live = active_at(queryset, timezone.now())
+        return live if value else queryset.exclude(pk__in=live.values("pk"))
+
+
+class EntitlementViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet,
+):
+    permission_classes = [EntitlementPermission]
+    serializer_class = EntitlementSerializer
+    filterset_class = EntitlementFilter
+    lookup_field = "uuid"
+    lookup_url_kwarg = "id"
+    lookup_value_converter = "uuid"
+    lookup_value_regex = "[0-9a-fA-F-]{36}"
+
+    def get_queryset(self) -> Any:
+        return entitlements_visible_to(self.request.user)
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        return {**super().get_serializer_context(), "now": timezone.now()}
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        rows = list(page if page is not None else [])
+        ctx = {**self.get_serializer_context(), "histories": history_for(e.pk for e in rows)}
+        return self.get_paginated_response(EntitlementSerializer(rows, many=True, context=ctx).data)
+
+    def _render(self, ent: Entitlement, code: int = status.HTTP_200_OK) -> Response:
+        fresh = self.get_queryset().get(pk=ent.pk)
+        return Response(EntitlementSerializer(fresh, context=self.get_serializer_context()).data, status=code)
+
+    @extend_schema(request=EntitlementCreateSerializer, responses={201: EntitlementSerializer})
+    def create(self, request: Request) -> Response:
+        inp = EntitlementCreateSerializer(data=request.data)
+        inp.is_valid(raise_exception=True)
+        d = dict(inp.validated_data)
+        envelope = services.Envelope(**{k: d.pop(k) for k in ENVELOPE_FIELDS if k in d})
+        ent = services.entitlement_grant(
+            actor=request.user,
+            reason=d.pop("reason"),
+            traffic_class=d.pop("traffic_class").slug,
+            envelope=envelope,
+            ends_at=d.pop("ends_at", None),
+            **d,
+        )
+        return self._render(ent, status.HTTP_201_CREATED)
+
+    @extend_schema(request=EntitlementAmendSerializer, responses=EntitlementSerializer)
+    def partial_update(self, request: Request, id: str) -> Response:
+        ent = self.get_object()
+        inp = EntitlementAmendSerializer(data=request.data, context={"entitlement": ent})
+        inp.is_valid(raise_exception=True)
+        changes = dict(inp.validated_data)
+        reason = changes.pop("reason")
+        ent = services.entitlement_amend(actor=request.user, reason=reason, entitlement=ent, **changes)
+        return self._render(ent)
+
+    def _revoke(self, request: Request) -> Response:
+        ent = self.get_object()
+        data = request.data if request.data else request.query_params
+        inp = RevokeSerializer(data=data)
+        inp.is_valid(raise_exception=True)
+        d = inp.validated_data
+        ent = services.entitlement_revoke(actor=request.user, reason=d["reason"], entitlement=ent, at=d.get("at"))
+        return self._render(ent)
+
+    @extend_schema(
+        request=RevokeSerializer,
+        responses=EntitlementSerializer,
+        parameters=[OpenApiParameter("reason", str, description="why (or in the body)")],
+    )
+    def destroy(self, request: Request, id: str) -> Response:
+        """Revoke (the row stays, with its history): reason in the body or `?reason=`."""
+        return self._revoke(request)
+
+    @extend_schema(request=RevokeSerializer, responses=EntitlementSerializer)
+    @action(detail=True, methods=["post"])
+    def revoke(self, request: Request, id: str) -> Response:
+        return self._revoke(request)

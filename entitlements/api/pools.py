@@ -1,0 +1,218 @@
+"""Pools: supply with its deliverable terms, sold and headroom now, and the reserves around it.
+
+Approvers and operators read; operators change a pool's shape and its reserves.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from django.http import Http404
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from entitlements import pool_services, services
+from entitlements.models import FailoverReserve, Pool, Zone
+from entitlements.permissions import StaffReadOperatorWrite
+from entitlements.selectors import pools_with_totals
+
+NUM = {"max_digits": 14, "decimal_places": 3, "coerce_to_string": False, "read_only": True}
+
+
+def _protects(res: FailoverReserve) -> dict[str, str]:
+    if res.protected_pool_id:
+        return {"pool": res.protected_pool.slug}
+    return {"zone": res.protected_zone.slug}
+
+
+def protecting_map() -> dict[int, list[dict[str, Any]]]:
+    """Reserves held elsewhere for each pool, in one query.
+
+    A reserve protects a pool when it names the pool, or names a zone the pool has replicas in
+    (and is held by another pool): losing that zone is what the reserve stands in for.
+    """
+    out: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    rows = FailoverReserve.objects.order_by("pk").values_list(
+        "id",
+        "cu",
+        "host_pool_id",
+        "host_pool__slug",
+        "protected_pool_id",
+        "protected_pool__slug",
+        "protected_zone__slug",
+        "protected_zone__pool_zones__pool_id",
+        "protected_zone__pool_zones__replicas",
+    )
+    for rid, cu, host_id, host_slug, pool_id, pool_slug, zone_slug, zone_pool_id, zone_replicas in rows:
+        if pool_id is not None:
+            target, protects = pool_id, {"pool": pool_slug}
+        elif zone_pool_id is not None and zone_replicas and zone_pool_id != host_id:
+            target, protects = zone_pool_id, {"zone": zone_slug}
+        else:
+            continue
+        out[target].append({"id": rid, "host_pool": host_slug, "protects": protects, "cu": cu})
+    return out
+
+
+class ZoneReplicasSerializer(serializers.Serializer):
+    zone = serializers.SlugRelatedField(slug_field="slug", queryset=Zone.objects.all())
+    replicas = serializers.IntegerField(min_value=0)
+
+
+class BreakdownSerializer(serializers.Serializer):
+    physical = serializers.FloatField()
+    failover_reserve = serializers.FloatField()
+    maintenance = serializers.FloatField()
+    safety = serializers.FloatField()
+    fragmentation = serializers.FloatField()
+    deliverable = serializers.FloatField()
+
+
+class ReserveOutSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    host_pool = serializers.CharField()
+    protects = serializers.DictField(child=serializers.CharField(allow_null=True))
+    cu = serializers.DecimalField(**NUM)
+
+
+class ReservesSerializer(serializers.Serializer):
+    held = ReserveOutSerializer(many=True)
+    protecting_this = ReserveOutSerializer(many=True)
+
+
+class PoolSerializer(serializers.Serializer):
+    """Renders one row of selectors.pools_with_totals plus the reserves around it."""
+
+    slug = serializers.CharField(source="pool.slug")
+    model = serializers.CharField(source="pool.model.slug")
+    region = serializers.CharField(source="pool.region.slug")
+    accelerator = serializers.CharField(source="pool.accelerator.slug")
+    operating_point = serializers.IntegerField(source="pool.operating_point_id")
+    accelerators_per_replica = serializers.IntegerField(source="pool.accelerators_per_replica")
+    zones = serializers.SerializerMethodField()
+    replicas = serializers.IntegerField(source="pool.replicas")
+    maintenance_pct = serializers.FloatField(source="pool.maintenance_pct")
+    safety_pct = serializers.FloatField(source="pool.safety_pct")
+    fragmentation_pct = serializers.FloatField(source="pool.fragmentation_pct")
+    failure_policy = serializers.CharField(source="pool.failure_policy")
+    cu_per_replica = serializers.FloatField(source="pool.cu_per_replica")
+    physical_cu = serializers.DecimalField(**NUM)
+    deliverable_cu = serializers.DecimalField(**NUM)
+    sold_cu = serializers.DecimalField(**NUM)
+    headroom_cu = serializers.DecimalField(**NUM)
+    breakdown = serializers.SerializerMethodField()
+    reserves = serializers.SerializerMethodField()
+
+    @extend_schema_field(ZoneReplicasSerializer(many=True))
+    def get_zones(self, row: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"zone": z.zone.slug, "replicas": z.replicas} for z in row["pool"].zones.all()]
+
+    @extend_schema_field(BreakdownSerializer)
+    def get_breakdown(self, row: dict[str, Any]) -> dict[str, float]:
+        b = row["breakdown"]
+        return {
+            "physical": b.physical,
+            "failover_reserve": b.failover_reserve,
+            "maintenance": b.maintenance,
+            "safety": b.safety,
+            "fragmentation": b.fragmentation,
+            "deliverable": b.deliverable,
+        }
+
+    @extend_schema_field(ReservesSerializer)
+    def get_reserves(self, row: dict[str, Any]) -> dict[str, Any]:
+        pool = row["pool"]
+        held = [
+            {"id": r.pk, "host_pool": pool.slug, "protects": _protects(r), "cu": r.cu} for r in pool.reserves_held.all()
+        ]
+        protecting = self.context["protecting"].get(pool.pk, [])
+        return ReservesSerializer({"held": held, "protecting_this": protecting}).data
+
+
+class PoolPatchSerializer(serializers.Serializer):
+    maintenance_pct = serializers.FloatField(min_value=0, max_value=100, required=False)
+    safety_pct = serializers.FloatField(min_value=0, max_value=100, required=False)
+    fragmentation_pct = serializers.FloatField(min_value=0, max_value=100, required=False)
+    failure_policy = serializers.CharField(max_length=32, required=False)
+    zones = ZoneReplicasSerializer(many=True, required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError({unknown[0]: "cannot be changed here"})
+        return attrs
+
+
+class ReserveInSerializer(serializers.Serializer):
+    protected_pool = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Pool.objects.all(), required=False, allow_null=True
+    )
+    protected_zone = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Zone.objects.all(), required=False, allow_null=True
+    )
+    cu = serializers.DecimalField(max_digits=14, decimal_places=3, min_value=0)
+    note = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if (attrs.get("protected_pool") is None) == (attrs.get("protected_zone") is None):
+            raise serializers.ValidationError({"protected_pool": "give exactly one of protected_pool, protected_zone"})
+        return attrs
+
+
+class PoolViewSet(viewsets.GenericViewSet):
+    permission_classes = [StaffReadOperatorWrite]
+    serializer_class = PoolSerializer
+    lookup_field = "slug"
+    lookup_value_converter = "slug"
+    queryset = Pool.objects.all()
+    filter_backends: list[type] = []
+
+    def _rows(self, slug: str | None = None) -> list[dict[str, Any]]:
+        rows = pools_with_totals()
+        if slug is not None:
+            rows = [r for r in rows if r["pool"].slug == slug]
+            if not rows:
+                raise Http404
+        return rows
+
+    def _render(self, rows: list[dict[str, Any]], *, many: bool) -> Any:
+        ctx = {**self.get_serializer_context(), "protecting": protecting_map()}
+        return PoolSerializer(rows if many else rows[0], many=many, context=ctx).data
+
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(self._rows())
+        return self.get_paginated_response(self._render(page or [], many=True))
+
+    def retrieve(self, request: Request, slug: str) -> Response:
+        return Response(self._render(self._rows(slug), many=False))
+
+    @extend_schema(request=PoolPatchSerializer, responses=PoolSerializer)
+    def partial_update(self, request: Request, slug: str) -> Response:
+        pool = self.get_object()
+        inp = PoolPatchSerializer(data=request.data)
+        inp.is_valid(raise_exception=True)
+        data = dict(inp.validated_data)
+        zones = [(z["zone"], z["replicas"]) for z in data.pop("zones", [])]
+        pool_services.pool_update(pool=pool, zones=zones, **data)
+        return Response(self._render(self._rows(slug), many=False))
+
+    @extend_schema(request=ReserveInSerializer, responses=PoolSerializer)
+    @action(detail=True, methods=["post"])
+    def reserves(self, request: Request, slug: str) -> Response:
+        """Create, resize or (cu 0) remove the reserve this pool holds for one pool or zone."""
+        pool = self.get_object()
+        inp = ReserveInSerializer(data=request.data)
+        inp.is_valid(raise_exception=True)
+        d = inp.validated_data
+        services.reserve_set(
+            host_pool=pool,
+            cu=d["cu"],
+            protected_pool=d.get("protected_pool"),
+            protected_zone=d.get("protected_zone"),
+            note=d["note"],
+        )
+        return Response(self._render(self._rows(slug), many=False), status=status.HTTP_200_OK)

@@ -1,0 +1,120 @@
+"""The gateway snapshot (CONTRACT §5): every entitlement active now with what enforcement needs.
+
+Built from two values() queries and no model instances, because gateways poll it; the version
+is a hash of the content, so an unchanged snapshot answers 304 to `If-None-Match`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Any
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.utils import timezone
+
+from capacity.deliverable import PoolSupply, deliverable
+from capacity.units import cu_to_wt_per_s
+from entitlements.models import Entitlement, Pool
+from entitlements.selectors import active_at
+
+BUCKET_DEPTH_S = 60  # CONTRACT §5: each bucket holds 60 s of its rate
+
+ENVELOPE = ["max_prompt_tokens", "max_output_tokens", "prompt_p50", "prompt_p95", "output_p50", "output_p95",
+            "ttft_p99_ms", "tpot_p99_ms", "streaming"]  # fmt: skip
+
+
+def _entitlements(at: datetime) -> list[dict[str, Any]]:
+    rows = (
+        active_at(Entitlement.objects.all(), at)
+        .order_by("pk")
+        .values(
+            "uuid",
+            "tenant__slug",
+            "project__slug",
+            "model__slug",
+            "region__slug",
+            "pool__slug",
+            "traffic_class_id",
+            "cu",
+            "borrowing_limit_cu",
+            "overage",
+            "max_concurrency",
+            "version",
+            "model__r_wt_per_s",
+            "model__w_out",
+            "model__w_cached",
+            *ENVELOPE,
+        )  # fmt: skip
+    )
+    out = []
+    for r in rows:
+        r_wt = r["model__r_wt_per_s"]
+        rate = cu_to_wt_per_s(float(r["cu"]), r_wt)
+        out.append(
+            {
+                "uuid": str(r["uuid"]),
+                "tenant": r["tenant__slug"],
+                "project": r["project__slug"],
+                "model": r["model__slug"],
+                "region": r["region__slug"],
+                "pool": r["pool__slug"],
+                "traffic_class": r["traffic_class_id"],
+                "cu": float(r["cu"]),
+                "rate_wt_per_s": rate,
+                "bucket_depth_wt": rate * BUCKET_DEPTH_S,
+                "w_out": r["model__w_out"],
+                "w_cached": r["model__w_cached"],
+                "envelope": {k: r[k] for k in ENVELOPE},
+                "max_concurrency": r["max_concurrency"],
+                "overage": r["overage"],
+                "borrowing_limit_cu": float(r["borrowing_limit_cu"]),
+                "borrowing_limit_wt_per_s": cu_to_wt_per_s(float(r["borrowing_limit_cu"]), r_wt),
+                "version": r["version"],
+            }
+        )
+    return out
+
+
+def _pools() -> list[dict[str, Any]]:
+    rows = Pool.objects.order_by("slug").values(
+        "slug", "model__slug", "region__slug", "physical_cu", "reserve_held_cu", "maintenance_pct", "safety_pct",
+        "fragmentation_pct", "model__r_wt_per_s",
+    )  # fmt: skip
+    out = []
+    for r in rows:
+        # physical_cu is kept current by services.pool_refresh; as one "replica" of that size it
+        # feeds the same deliverable formula the pool pages use, without loading zones.
+        supply = PoolSupply(
+            replicas_per_zone=(1,),
+            cu_per_replica=float(r["physical_cu"]),
+            maintenance_pct=r["maintenance_pct"],
+            safety_pct=r["safety_pct"],
+            fragmentation_pct=r["fragmentation_pct"],
+            reserve_held_cu=float(r["reserve_held_cu"]),
+        )
+        cu = round(deliverable(supply).deliverable, 3)
+        out.append(
+            {
+                "slug": r["slug"],
+                "model": r["model__slug"],
+                "region": r["region__slug"],
+                "deliverable_cu": cu,
+                "rate_wt_per_s": cu_to_wt_per_s(cu, r["model__r_wt_per_s"]),
+            }
+        )
+    return out
+
+
+def build_snapshot(at: datetime | None = None) -> dict[str, Any]:
+    t = at or timezone.now()
+    content = {"entitlements": _entitlements(t), "pools": _pools()}
+    canonical = json.dumps(content, sort_keys=True, cls=DjangoJSONEncoder, separators=(",", ":"))
+    return {"version": hashlib.sha256(canonical.encode()).hexdigest()[:32], "generated_at": t, **content}
+
+
+def if_none_match(header: str, version: str) -> bool:
+    """True when an `If-None-Match` header names this version (or `*`); weak tags count too."""
+    tags = [t.strip() for t in header.split(",") if t.strip()]
+    return any(t == "*" or t.removeprefix("W/").strip('"') == version for t in tags)

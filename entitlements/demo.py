@@ -1,0 +1,427 @@
+"""The demo fleet: catalogue from the published operating points, pools over three regions,
+failover reserves, four tenants with entitlements in every traffic class, and the demo logins.
+
+Idempotent: every row is keyed on slugs (or, for entitlements, on tenant × project × pool × class),
+so loading twice changes nothing and writes no second history row. Entitlement amounts are shares
+of each pool's deliverable capacity, so the fleet stays oversell-free whatever the measured numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta
+from decimal import ROUND_FLOOR, Decimal
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.db import transaction
+from django.utils import timezone
+
+from entitlements import services
+from entitlements.loaders import OperatingPointRow, load_operating_points
+from entitlements.models import (
+    Accelerator,
+    Entitlement,
+    Membership,
+    OperatingPoint,
+    PlatformRole,
+    Pool,
+    PoolZone,
+    Project,
+    Region,
+    ServedModel,
+    Tenant,
+    Zone,
+)
+
+ACTOR = "demo-operator"
+PASSWORD = "demo"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    r_wt_per_s: float  # R: chosen so one replica of the demo pool is a few to tens of CU
+    layers: int
+    kv_heads: int
+    head_dim: int
+    context_length: int
+    weights_gb: float  # bf16 unless noted
+    kv_bytes_override: int | None = None
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        # K and V, 2 bytes each (bf16), every layer: layers × kv_heads × head_dim × 2 × 2.
+        return self.kv_bytes_override or self.layers * self.kv_heads * self.head_dim * 2 * 2
+
+
+MODELS: dict[str, ModelSpec] = {
+    "llama-2-70b": ModelSpec("Llama 2 70B Chat", 5000, 80, 8, 128, 4096, 138),
+    "llama-3-8b": ModelSpec("Llama 3 8B Instruct", 5000, 32, 8, 128, 8192, 16.1),
+    "llama-3.1-8b": ModelSpec("Llama 3.1 8B Instruct", 20000, 32, 8, 128, 131072, 16.1),
+    "llama-3.1-70b": ModelSpec("Llama 3.1 70B Instruct", 5000, 80, 8, 128, 131072, 141),
+    "llama-3.3-70b": ModelSpec("Llama 3.3 70B Instruct", 5000, 80, 8, 128, 131072, 141),
+    "llama-3.1-405b": ModelSpec("Llama 3.1 405B Instruct", 1000, 126, 8, 128, 131072, 812),
+    "mixtral-8x7b": ModelSpec("Mixtral 8x7B Instruct", 10000, 32, 8, 128, 32768, 93.4),
+    # MLA caches one compressed latent per layer: (kv_lora_rank 512 + rope dim 64) × 2 bytes × 61 layers.
+    # Weights are FP8 as released (671B parameters).
+    "deepseek-r1": ModelSpec("DeepSeek R1", 5000, 61, 1, 576, 163840, 671, kv_bytes_override=61 * 576 * 2),
+}
+
+# Illustrative costs per accelerator (per slice for TPUs): list-price assumptions for the cost
+# model, not quotes. (purchase USD, watts, cloud on-demand USD/h, cloud reserved USD/h, lead weeks)
+ACCELERATOR_COSTS: dict[str, tuple[float, float, float, float, int]] = {
+    "h100-80gb": (30000, 700, 4.00, 2.50, 12),
+    "h200-141gb": (35000, 700, 5.00, 3.20, 16),
+    "b200-180gb": (45000, 1000, 7.00, 4.50, 26),
+    "gb200-186gb": (60000, 1200, 9.00, 6.00, 36),
+    "a100-80gb": (15000, 400, 2.00, 1.30, 8),
+    "l40s-48gb": (9000, 350, 1.50, 1.00, 8),
+    "mi300x-192gb": (17000, 750, 4.00, 2.60, 16),
+    "mi325x-256gb": (22000, 1000, 5.00, 3.30, 20),
+    "tpu-v5e-8": (0, 1600, 9.60, 6.00, 8),  # cloud only: 8 chips × $1.20/chip-hour
+}
+
+REGIONS = {"us-east": "US East", "eu-west": "EU West", "ap-south": "Asia Pacific South"}
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    slug: str
+    model: str
+    region: str
+    accelerator: str
+    per_replica: int
+    scenario: str  # operating point scenario prefix
+    runtime: str  # operating point runtime substring
+    replicas: tuple[int, ...]  # per zone a, b, c
+    maintenance_pct: float = 5
+    safety_pct: float = 5
+    fragmentation_pct: float = 2
+    failure_policy: str = "zone"
+
+
+POOLS = [
+    PoolSpec("llama-2-70b-us-east-h200", "llama-2-70b", "us-east", "h200-141gb", 8, "Server", "Nebius", (3, 3, 2)),
+    PoolSpec("llama-2-70b-us-east-b200", "llama-2-70b", "us-east", "b200-180gb", 8, "Server", "10.11", (1, 1, 1), 4),
+    PoolSpec("llama-2-70b-eu-west-h100", "llama-2-70b", "eu-west", "h100-80gb", 8, "Server", "", (3, 3, 2)),
+    PoolSpec("llama-3.1-8b-us-east-h100", "llama-3.1-8b", "us-east", "h100-80gb", 1, "Server", "", (6, 6, 6)),
+    PoolSpec("llama-3.1-8b-eu-west-h200", "llama-3.1-8b", "eu-west", "h200-141gb", 8, "Server", "", (1, 1, 1)),
+    PoolSpec("mixtral-8x7b-ap-south-h200", "mixtral-8x7b", "ap-south", "h200-141gb", 8, "Server", "HPE", (2, 1, 1)),
+    PoolSpec("llama-3.1-405b-us-east-b200", "llama-3.1-405b", "us-east", "b200-180gb", 8, "Server", "", (1, 1)),
+    PoolSpec("deepseek-r1-us-east-b200", "deepseek-r1", "us-east", "b200-180gb", 8, "Server", "", (1, 1, 1)),
+    # No latency-bounded TPU point is published: this pool runs on a ceiling (safety margin raised).
+    PoolSpec(
+        "llama-3-8b-ap-south-tpu-v5e",
+        "llama-3-8b",
+        "ap-south",
+        "tpu-v5e-8",
+        1,
+        "max throughput; batch=128",
+        "",
+        (2, 2, 2),
+        5,
+        15,
+        4,
+    ),
+]
+
+# (host pool, protected pool or None, protected zone or None, CU, note)
+RESERVES = [
+    (
+        "llama-2-70b-us-east-b200",
+        "llama-2-70b-us-east-h200",
+        None,
+        100,
+        "covers one lost us-east zone of the H200 pool (3 replicas ≈ 102 CU)",
+    ),
+    ("llama-3.1-8b-us-east-h100", None, "us-east-a", 8, "re-lands us-east-a's 8B traffic if that zone fails"),
+]
+
+TENANTS = {
+    "acme": ("Acme Corp", ["support-bot", "search"]),
+    "globex": ("Globex", ["analytics"]),
+    "initech": ("Initech", ["codegen"]),
+    "umbrella": ("Umbrella Research", ["research"]),
+}
+
+
+@dataclass(frozen=True)
+class GrantSpec:
+    tenant: str
+    project: str | None
+    pool: str
+    traffic_class: str
+    share: float  # of the pool's deliverable CU (best_effort: of physical, it is not sold)
+    ends_after_days: int | None = None
+    starts_in_days: int = -60
+    overage: str = "throttle"
+    borrow_share: float = 0.0  # borrowing limit as a share of the grant
+
+
+GRANTS = [
+    # Nearly full: 93 % of the H200 pool sold.
+    GrantSpec("acme", "support-bot", "llama-2-70b-us-east-h200", "reserved", 0.40, overage="borrow", borrow_share=0.25),
+    GrantSpec("globex", "analytics", "llama-2-70b-us-east-h200", "shared", 0.30, ends_after_days=365),
+    GrantSpec("initech", "codegen", "llama-2-70b-us-east-h200", "reserved", 0.23),
+    GrantSpec("umbrella", "research", "llama-2-70b-us-east-h200", "best_effort", 0.05, overage="borrow"),
+    GrantSpec("acme", "search", "llama-2-70b-us-east-b200", "shared", 0.35, ends_after_days=180),
+    GrantSpec("umbrella", "research", "llama-2-70b-us-east-b200", "reserved", 0.30),
+    GrantSpec("globex", "analytics", "llama-2-70b-eu-west-h100", "reserved", 0.50),
+    GrantSpec("acme", None, "llama-2-70b-eu-west-h100", "best_effort", 0.10, overage="borrow"),
+    GrantSpec("acme", "search", "llama-3.1-8b-us-east-h100", "reserved", 0.60, overage="borrow", borrow_share=0.5),
+    GrantSpec("initech", "codegen", "llama-3.1-8b-us-east-h100", "shared", 0.25),
+    # Lots of room: 15 % sold now, a second grant starts next month.
+    GrantSpec("umbrella", "research", "llama-3.1-8b-eu-west-h200", "shared", 0.15),
+    GrantSpec("globex", "analytics", "llama-3.1-8b-eu-west-h200", "reserved", 0.10, starts_in_days=30),
+    GrantSpec("initech", "codegen", "mixtral-8x7b-ap-south-h200", "reserved", 0.45),
+    GrantSpec("globex", "analytics", "mixtral-8x7b-ap-south-h200", "shared", 0.30, ends_after_days=90),
+    GrantSpec("acme", "support-bot", "llama-3.1-405b-us-east-b200", "reserved", 0.55),
+    GrantSpec("umbrella", "research", "llama-3.1-405b-us-east-b200", "reserved", 0.40, ends_after_days=120),
+    GrantSpec("initech", "codegen", "deepseek-r1-us-east-b200", "reserved", 0.50),
+    GrantSpec("acme", "search", "deepseek-r1-us-east-b200", "shared", 0.30, overage="borrow", borrow_share=0.2),
+    GrantSpec("globex", "analytics", "llama-3-8b-ap-south-tpu-v5e", "shared", 0.40),
+    GrantSpec("acme", None, "llama-3-8b-ap-south-tpu-v5e", "best_effort", 0.10, overage="borrow"),
+]
+
+USERS = [
+    # (username, platform role, (tenant, membership role), is_staff)
+    ("demo-operator", "operator", None, True),
+    ("demo-approver", "approver", None, False),
+    ("demo-requester", None, ("acme", "requester"), False),
+    ("demo-viewer", None, ("acme", "viewer"), False),
+    ("demo-outsider", None, ("globex", "requester"), False),
+    ("demo-gateway", "gateway", None, False),
+]
+
+# Typical request shapes per model: (max prompt, max output, prompt p50, p95, output p50, p95, concurrency)
+ENVELOPES: dict[str, tuple[int, int, int, int, int, int, int]] = {
+    "llama-2-70b": (3072, 1024, 300, 1500, 250, 800, 64),
+    "llama-3-8b": (6144, 2048, 220, 1500, 190, 1000, 128),
+    "llama-3.1-8b": (16000, 1024, 800, 4000, 70, 400, 256),
+    "mixtral-8x7b": (8000, 2048, 150, 1500, 150, 1000, 128),
+    "llama-3.1-405b": (32000, 2048, 9400, 20000, 680, 1600, 16),
+    "deepseek-r1": (8000, 16000, 800, 3000, 3900, 12000, 32),
+}
+
+
+def _pick_op(spec: PoolSpec, model: ServedModel, acc: Accelerator) -> OperatingPoint:
+    ops = OperatingPoint.objects.filter(
+        model=model,
+        accelerator=acc,
+        accelerators_per_replica=spec.per_replica,
+        scenario__startswith=spec.scenario,
+        runtime__contains=spec.runtime,
+    ).order_by("is_ceiling", "-out_tps_per_replica", "pk")
+    op = ops.first()
+    if op is None:
+        raise LookupError(f"no operating point for pool {spec.slug}")
+    return op
+
+
+def _load_catalogue(rows: list[OperatingPointRow]) -> None:
+    for slug, m in MODELS.items():
+        ServedModel.objects.update_or_create(
+            slug=slug,
+            defaults={
+                "name": m.name,
+                "w_out": 4.0,
+                "w_cached": 0.0,
+                "r_wt_per_s": m.r_wt_per_s,
+                "kv_bytes_per_token": m.kv_bytes_per_token,
+                "context_length": m.context_length,
+                "weights_gb": m.weights_gb,
+            },
+        )
+    for row in rows:
+        spec = row.accelerator
+        price, watts, od, rsv, lead = ACCELERATOR_COSTS[spec.slug]
+        Accelerator.objects.update_or_create(
+            slug=spec.slug,
+            defaults={
+                "name": spec.name,
+                "kind": spec.kind,
+                "memory_gb": spec.memory_gb,
+                "chips_per_slice": spec.chips_per_slice,
+                "purchase_price_usd": price,
+                "power_watts": watts,
+                "cloud_on_demand_per_hour": od,
+                "cloud_reserved_per_hour": rsv,
+                "lead_time_weeks": lead,
+            },
+        )
+    models = {m.slug: m for m in ServedModel.objects.all()}
+    accs = {a.slug: a for a in Accelerator.objects.all()}
+    for row in rows:
+        OperatingPoint.objects.update_or_create(
+            model=models[row.model],
+            accelerator=accs[row.accelerator.slug],
+            accelerators_per_replica=row.accelerators_per_replica,
+            runtime=row.runtime,
+            scenario=row.scenario,
+            defaults={
+                "ttft_p99_limit_ms": row.ttft_p99_limit_ms,
+                "tpot_p99_limit_ms": row.tpot_p99_limit_ms,
+                "measured_ttft_p99_ms": row.measured_ttft_p99_ms,
+                "measured_tpot_p99_ms": row.measured_tpot_p99_ms,
+                "out_tps_per_replica": row.out_tps_per_replica,
+                "ref_mean_prompt": row.ref_mean_prompt,
+                "ref_mean_output": row.ref_mean_output,
+                "ref_mix_source": row.ref_mix_source,
+                "is_ceiling": row.is_ceiling,
+                "source": row.source,
+                "notes": row.notes,
+            },
+        )
+
+
+def _load_regions() -> None:
+    for slug, name in REGIONS.items():
+        region, _ = Region.objects.update_or_create(slug=slug, defaults={"name": name})
+        for letter in "abc":
+            Zone.objects.update_or_create(slug=f"{slug}-{letter}", defaults={"region": region})
+
+
+def _load_pools() -> None:
+    for spec in POOLS:
+        model = ServedModel.objects.get(slug=spec.model)
+        acc = Accelerator.objects.get(slug=spec.accelerator)
+        pool, _ = Pool.objects.update_or_create(
+            slug=spec.slug,
+            defaults={
+                "model": model,
+                "region": Region.objects.get(slug=spec.region),
+                "accelerator": acc,
+                "operating_point": _pick_op(spec, model, acc),
+                "accelerators_per_replica": spec.per_replica,
+                "maintenance_pct": spec.maintenance_pct,
+                "safety_pct": spec.safety_pct,
+                "fragmentation_pct": spec.fragmentation_pct,
+                "failure_policy": spec.failure_policy,
+            },
+        )
+        for letter, n in zip("abc", spec.replicas, strict=False):
+            PoolZone.objects.update_or_create(
+                pool=pool, zone=Zone.objects.get(slug=f"{spec.region}-{letter}"), defaults={"replicas": n}
+            )
+        with transaction.atomic():
+            services.lock_pools({pool.pk})
+            services.pool_refresh(pool)
+    for host, protected_pool, protected_zone, cu, note in RESERVES:
+        services.reserve_set(
+            host_pool=Pool.objects.get(slug=host),
+            protected_pool=Pool.objects.get(slug=protected_pool) if protected_pool else None,
+            protected_zone=Zone.objects.get(slug=protected_zone) if protected_zone else None,
+            cu=cu,
+            note=note,
+        )
+
+
+def _load_people() -> dict[str, Any]:
+    User = get_user_model()
+    for slug, (name, projects) in TENANTS.items():
+        tenant, _ = Tenant.objects.update_or_create(slug=slug, defaults={"name": name})
+        for p in projects:
+            Project.objects.update_or_create(tenant=tenant, slug=p, defaults={"name": p.replace("-", " ").title()})
+    users = {}
+    for username, platform_role, membership, is_staff in USERS:
+        user, created = User.objects.get_or_create(username=username, defaults={"is_staff": is_staff})
+        if created:
+            user.set_password(PASSWORD)
+            user.save(update_fields=["password"])
+        if platform_role:
+            PlatformRole.objects.get_or_create(user=user, role=platform_role)
+        if membership:
+            Membership.objects.update_or_create(
+                user=user, defaults={"tenant": Tenant.objects.get(slug=membership[0]), "role": membership[1]}
+            )
+        users[username] = user
+    # Staff alone sees nothing in the admin: the operator gets the entitlements app's permissions.
+    users[ACTOR].user_permissions.add(*Permission.objects.filter(content_type__app_label="entitlements"))
+    return users
+
+
+def _whole_cu(value: float) -> Decimal:
+    return Decimal(str(value)).quantize(Decimal("0.1"), rounding=ROUND_FLOOR)
+
+
+def _envelope(model: ServedModel, op: OperatingPoint) -> services.Envelope:
+    max_p, max_o, p50, p95, o50, o95, conc = ENVELOPES[model.slug]
+    return services.Envelope(
+        max_prompt_tokens=max_p,
+        max_output_tokens=max_o,
+        prompt_p50=p50,
+        prompt_p95=p95,
+        output_p50=o50,
+        output_p95=o95,
+        max_concurrency=conc,
+        # The promise's latency is the one the pool's operating point was measured under.
+        ttft_p99_ms=math.ceil(op.ttft_p99_limit_ms or 2000),
+        tpot_p99_ms=math.ceil(op.tpot_p99_limit_ms or 200),
+    )
+
+
+def _load_grants(actor: Any) -> int:
+    day0 = datetime.combine(timezone.now().date(), time.min, tzinfo=timezone.get_current_timezone())
+    created = 0
+    for g in GRANTS:
+        pool = Pool.objects.select_related("model", "region", "operating_point__model").get(slug=g.pool)
+        tenant = Tenant.objects.get(slug=g.tenant)
+        project = Project.objects.get(tenant=tenant, slug=g.project) if g.project else None
+        key = {"tenant": tenant, "project": project, "pool": pool, "traffic_class_id": g.traffic_class}
+        if Entitlement.objects.filter(**key).exists():
+            continue
+        b = pool.breakdown()
+        base = b.physical if g.traffic_class == "best_effort" else b.deliverable
+        cu = _whole_cu(base * g.share)
+        starts = day0 + timedelta(days=g.starts_in_days)
+        services.entitlement_grant(
+            actor=actor,
+            reason=f"demo fleet: {g.tenant} {g.traffic_class} on {pool.slug}",
+            tenant=tenant,
+            project=project,
+            model=pool.model,
+            region=pool.region,
+            pool=pool,
+            traffic_class=g.traffic_class,
+            cu=cu,
+            starts_at=starts,
+            ends_at=starts + timedelta(days=g.ends_after_days) if g.ends_after_days else None,
+            envelope=_envelope(pool.model, pool.operating_point),
+            overage=g.overage,
+            borrowing_limit_cu=_whole_cu(float(cu) * g.borrow_share),
+        )
+        created += 1
+    return created
+
+
+@transaction.atomic
+def load_demo() -> list[str]:
+    """Load (or re-load, changing nothing) the demo fleet; returns summary lines."""
+    result = load_operating_points()
+    _load_catalogue(result.rows)
+    _load_regions()
+    _load_pools()
+    users = _load_people()
+    granted = _load_grants(users[ACTOR])
+    lines = [
+        f"operating points: {len(result.rows)} loaded, {len(result.skipped)} skipped ("
+        + "; ".join(f"line {n}: {why}" for n, why in result.skipped)
+        + ")",
+        f"catalogue: {ServedModel.objects.count()} models, {Accelerator.objects.count()} accelerators, "
+        f"{Region.objects.count()} regions, {Zone.objects.count()} zones",
+        f"entitlements: {granted} granted now, {Entitlement.objects.count()} in total",
+        "pools (CU: physical / deliverable / sold now):",
+    ]
+    from entitlements.selectors import pools_with_totals
+
+    for row in pools_with_totals():
+        p = row["pool"]
+        lines.append(
+            f"  {p.slug:<30} {p.replicas:>2} × {p.cu_per_replica:6.1f} CU  "
+            f"{row['physical_cu']:>8.1f} / {row['deliverable_cu']:>8.1f} / {row['sold_cu']:>8.1f}"
+        )
+    lines.append("logins (password 'demo'): " + ", ".join(u for u, *_ in USERS))
+    return lines

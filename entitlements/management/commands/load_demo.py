@@ -1,0 +1,17 @@
+"""`manage.py load_demo`: the demo fleet and logins. Running it twice changes nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from entitlements.demo import load_demo
+
+
+class Command(BaseCommand):
+    help = "Load the demo fleet (catalogue, pools, reserves, tenants, entitlements, demo logins)."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        for line in load_demo():
+            self.stdout.write(line)

@@ -1,0 +1,161 @@
+"""Supply gap per pool and week over the 26-week horizon, and the cost of being wrong.
+
+Computed live from the newest run's pool demand and today's supply (zones, reserves, pending
+supply orders), so a new order or entitlement shows without re-forecasting. Demand per week is the
+peak hour: a pool short for one hour a week still throttles in that hour.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from datetime import date, datetime, timedelta
+from typing import Any
+
+import numpy as np
+from django.utils import timezone
+
+from capacity.deliverable import PoolSupply, deliverable, deliverable_under_failure
+from capacity.failure import parse_failure_policy
+from entitlements.models import Entitlement
+from entitlements.selectors import Window, peak_sold
+from forecasting.cost_report import replica_hour_cost
+from forecasting.models import ForecastRun, PoolDemand, SupplyOrder
+from forecasting.selectors import latest_run
+
+WEEK_H = 168
+SCENARIOS = ("committed", "expected", "upside", "stress")
+FORECAST_SCENARIOS = ("expected", "upside", "stress")
+
+
+def add_replicas(per_zone: tuple[int, ...], extra: int) -> tuple[int, ...]:
+    """New replicas go to the smallest zone first, the way a planner keeps zones balanced."""
+    zones = list(per_zone) or [0]
+    for _ in range(extra):
+        zones[zones.index(min(zones))] += 1
+    return tuple(zones)
+
+
+def _first_gap(starts: list[date], gaps: list[float], lead_weeks: int, today: date, per_replica: float) -> dict:
+    first = next((i for i, g in enumerate(gaps) if g > 1e-9), None)
+    worst = max(gaps, default=0.0)
+    if first is None:
+        return {"first_week": None, "order_by": None, "late": False, "max_gap_cu": 0.0, "replicas_short": 0}
+    order_by = starts[first] - timedelta(weeks=lead_weeks)
+    return {
+        "first_week": starts[first],
+        "order_by": order_by,
+        "late": order_by < today,
+        "max_gap_cu": round(worst, 3),
+        "replicas_short": math.ceil(worst / per_replica - 1e-9) if per_replica > 0 else None,
+    }
+
+
+def pool_gap(pd_row: PoolDemand, *, today: date, orders: list[SupplyOrder], committed_rows: list) -> dict[str, Any]:
+    pool = pd_row.pool
+    start: datetime = pd_row.start
+    hourly = {k: np.asarray(v, dtype=float) for k, v in pd_row.hourly.items()}
+    n_weeks = len(hourly["expected"]) // WEEK_H
+    starts = [(start + timedelta(weeks=i)).date() for i in range(n_weeks)]
+    base = pool.supply()
+    policy = parse_failure_policy(pool.failure_policy)
+    # One replica's share of deliverable (deductions are percentages of physical) sizes a shortfall.
+    per_replica = deliverable(replace(base, reserve_held_cu=0.0), replicas=1).deliverable
+    weeks = []
+    for i, ws in enumerate(starts):
+        we = ws + timedelta(weeks=1)
+        extra = sum(o.replicas for o in orders if o.arrival_date < we)
+        supply = replace(base, replicas_per_zone=add_replicas(base.replicas_per_zone, extra)) if extra else base
+        sl = slice(i * WEEK_H, (i + 1) * WEEK_H)
+        t0 = start + timedelta(weeks=i)
+        weeks.append(
+            {
+                "start": ws,
+                "replicas": supply.replicas,
+                "healthy_cu": deliverable(supply).deliverable,
+                "failure_cu": deliverable_under_failure(supply, policy).deliverable,
+                "committed_cu": float(peak_sold(committed_rows, Window(t0, t0 + timedelta(weeks=1)))),
+                **{f"{k}_cu": float(hourly[k][sl].max()) for k in FORECAST_SCENARIOS},
+                "stranded_cu": float(np.clip(deliverable(supply).deliverable - hourly["expected"][sl], 0, None).mean()),
+            }
+        )
+    gaps = {
+        s: {
+            case: _first_gap(starts, [w[f"{s}_cu"] - w[f"{case}_cu"] for w in weeks], pool.accelerator.lead_time_weeks,
+                             today, per_replica)
+            for case in ("healthy", "failure")
+        }
+        for s in SCENARIOS
+    }
+    hour_cost = replica_hour_cost(pool)
+    stranded_cu_h = sum(w["stranded_cu"] * WEEK_H for w in weeks)
+    return {
+        "pool": pool.slug,
+        "accelerator": pool.accelerator.slug,
+        "lead_time_weeks": pool.accelerator.lead_time_weeks,
+        "failure_policy": str(policy),
+        "cu_per_replica_deliverable": per_replica,
+        "weeks": weeks,
+        "gaps": gaps,
+        "stranded": {
+            "mean_cu": stranded_cu_h / (len(weeks) * WEEK_H) if weeks else 0.0,
+            "cost_usd": stranded_cu_h / per_replica * hour_cost if per_replica > 0 else 0.0,
+            "basis": "fully loaded replica-hours, idle",
+        },
+        "cost_of_being_wrong": cost_of_being_wrong(pd_row, weeks, per_replica=per_replica, hour_cost=hour_cost),
+    }
+
+
+def cost_of_being_wrong(pd_row: PoolDemand, weeks: list[dict], *, per_replica: float, hour_cost: float) -> list[dict]:
+    """Plan for expected and get S: throttled wt. Plan for S and get expected: idle capacity bought for S.
+
+    A plan sizes each week to that scenario's peak hour; "with today's supply" uses the planned
+    deliverable instead. Tenants affected: tenants with demand in the pool when any hour is short.
+    """
+    r = pd_row.pool.model.r_wt_per_s
+    h = {k: np.asarray(v, dtype=float) for k, v in pd_row.hourly.items()}
+    n = len(weeks) * WEEK_H
+    plan_expected = np.repeat([w["expected_cu"] for w in weeks], WEEK_H)
+    today_supply = np.repeat([w["healthy_cu"] for w in weeks], WEEK_H)
+    tenants = sorted(t for t, share in pd_row.tenants.items() if share > 0)
+    rows = []
+    for s in ("upside", "stress"):
+        short_vs_plan = np.clip(h[s][:n] - plan_expected, 0, None)
+        short_vs_today = np.clip(h[s][:n] - today_supply, 0, None)
+        idle_cu_h = float(sum(max(0.0, w[f"{s}_cu"] - w["expected_cu"]) for w in weeks) * WEEK_H)
+        rows.append(
+            {
+                "scenario": s,
+                "under_throttled_wt": float(short_vs_plan.sum() * 3600 * r),
+                "under_tenants_affected": len(tenants) if short_vs_plan.any() else 0,
+                "today_throttled_wt": float(short_vs_today.sum() * 3600 * r),
+                "today_tenants_affected": len(tenants) if short_vs_today.any() else 0,
+                "over_idle_cu_hours": idle_cu_h,
+                "over_idle_cost_usd": idle_cu_h / per_replica * hour_cost if per_replica > 0 else 0.0,
+            }
+        )
+    return rows
+
+
+def supply_gap(*, run: ForecastRun | None = None, today: date | None = None) -> tuple[ForecastRun | None, list[dict]]:
+    run = run or latest_run()
+    if run is None:
+        return None, []
+    today = today or timezone.now().date()
+    rows = list(
+        PoolDemand.objects.filter(run=run).select_related(
+            "pool__model", "pool__accelerator", "pool__operating_point__model"
+        ).prefetch_related("pool__zones")
+    )
+    pool_ids = [r.pool_id for r in rows]
+    orders: dict[int, list[SupplyOrder]] = {}
+    for o in SupplyOrder.objects.filter(pool_id__in=pool_ids, status__in=SupplyOrder.PENDING):
+        orders.setdefault(o.pool_id, []).append(o)
+    sold: dict[int, list] = {}
+    ents = Entitlement.objects.filter(pool_id__in=pool_ids, revoked_at__isnull=True, traffic_class__counts_as_sold=True)
+    for pool_id, s, e, cu in ents.values_list("pool_id", "starts_at", "ends_at", "cu"):
+        sold.setdefault(pool_id, []).append((s, e, cu))
+    return run, [
+        pool_gap(r, today=today, orders=orders.get(r.pool_id, []), committed_rows=sold.get(r.pool_id, []))
+        for r in rows
+    ]

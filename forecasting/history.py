@@ -1,0 +1,111 @@
+"""The only place forecasting reads telemetry: hourly rollups → dense hourly series.
+
+Demand that arrived = admitted + throttled. Both decisions carry `estimated_wt` in the hour the
+request arrived; throttled requests never ran, so an estimate is all there is for them, and using
+the estimate for both keeps one unit per hour. CU = weighted tokens per second ÷ R of the model.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+from django.db.models import Sum
+
+from entitlements.models import ServedModel
+from telemetry.models import HourRollup
+
+HOUR = timedelta(hours=1)
+ARRIVED = ("admit", "throttle")
+
+
+@dataclass(frozen=True)
+class DemandSeries:
+    tenant: str
+    model: str
+    region: str
+    start: datetime  # first hour (UTC, on the hour)
+    values: np.ndarray  # CU, one per hour, missing hours are 0 (no traffic arrived)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.tenant, self.model, self.region)
+
+
+@dataclass(frozen=True)
+class HourlyUsage:
+    """Per (model, region) hour: what was served and how much of it met the SLO."""
+
+    model: str
+    region: str
+    hour: datetime
+    output_tokens: int
+    slo_met: int
+    slo_total: int
+    arrived_wt: float
+
+
+def floor_hour(t: datetime) -> datetime:
+    return t.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def r_by_model() -> dict[str, float]:
+    return dict(ServedModel.objects.values_list("slug", "r_wt_per_s"))
+
+
+def demand_series(*, start: datetime, end: datetime) -> list[DemandSeries]:
+    """Hourly arrived demand in CU per (tenant, model, region) over [start, end).
+
+    A series starts at its first hour with traffic (a new tenant has a short history) and runs to
+    `end`; hours with no rows inside that span are zero demand, not missing data.
+    """
+    start, end = floor_hour(start), floor_hour(end)
+    r = r_by_model()
+    rows = (
+        HourRollup.objects.filter(bucket__gte=start, bucket__lt=end, decision__in=ARRIVED)
+        .values("tenant", "model", "region", "bucket")
+        .annotate(wt=Sum("estimated_wt"))
+        .order_by()
+    )
+    by_key: dict[tuple[str, str, str], dict[datetime, float]] = defaultdict(dict)
+    for row in rows:
+        if row["model"] not in r:
+            continue  # a model no longer in the catalogue has no R, so no CU
+        key = (row["tenant"], row["model"], row["region"])
+        hour = floor_hour(row["bucket"])
+        by_key[key][hour] = by_key[key].get(hour, 0.0) + float(row["wt"] or 0.0)
+    out = []
+    for key in sorted(by_key):
+        hours = by_key[key]
+        first = min(hours)
+        n = int((end - first) / HOUR)
+        values = np.zeros(n)
+        for hour, wt in hours.items():
+            values[int((hour - first) / HOUR)] = wt / 3600.0 / r[key[1]]
+        out.append(DemandSeries(key[0], key[1], key[2], first, values))
+    return out
+
+
+def hourly_usage(*, start: datetime, end: datetime) -> list[HourlyUsage]:
+    """Served output tokens and SLO counts (from settled reservations) plus arrived wt per hour."""
+    rows = (
+        HourRollup.objects.filter(bucket__gte=floor_hour(start), bucket__lt=floor_hour(end))
+        .values("model", "region", "bucket", "decision")
+        .annotate(out=Sum("output_tokens"), met=Sum("slo_met"), total=Sum("slo_total"), wt=Sum("estimated_wt"))
+        .order_by()
+    )
+    acc: dict[tuple[str, str, datetime], list[float]] = defaultdict(lambda: [0, 0, 0, 0.0])
+    for row in rows:
+        a = acc[(row["model"], row["region"], floor_hour(row["bucket"]))]
+        if row["decision"] == "complete":
+            a[0] += int(row["out"] or 0)
+            a[1] += int(row["met"] or 0)
+            a[2] += int(row["total"] or 0)
+        elif row["decision"] in ARRIVED:
+            a[3] += float(row["wt"] or 0.0)
+    return [
+        HourlyUsage(m, reg, h, int(a[0]), int(a[1]), int(a[2]), float(a[3]))
+        for (m, reg, h), a in sorted(acc.items())
+    ]

@@ -1,0 +1,147 @@
+"""Forecast runs and their results, and planned supply.
+
+A run's results (series and pool demand) are written in one transaction at the end of the run,
+guarded by the run's claim, so a run that is redelivered after its worker died writes them once.
+Supply gap and cost are not stored: they are computed from the newest run's demand and today's
+supply and orders, so a new supply order shows up without re-running the forecast.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from entitlements.models import Pool, Tenant
+
+
+class ForecastRun(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+
+    class Trigger(models.TextChoices):
+        MANUAL = "manual", "Run now"
+        SCHEDULE = "schedule", "Schedule"
+
+    TERMINAL = (Status.SUCCEEDED, Status.FAILED)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    trigger = models.CharField(max_length=16, choices=Trigger.choices, default=Trigger.MANUAL)
+    parameters = models.JSONField(default=dict, blank=True)
+    progress = models.PositiveSmallIntegerField(default=0, help_text="0–100")
+    claimed_by = models.CharField(max_length=200, blank=True, default="")
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="the claimant's last checkpoint; a stale one lets a redelivery re-claim"
+    )
+    attempts = models.PositiveIntegerField(default=0, help_text="claims taken, including re-claims")
+    results_written = models.PositiveIntegerField(
+        default=0, help_text="times results were committed: 1 after success, whatever the redeliveries"
+    )
+    series_count = models.PositiveIntegerField(default=0)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(progress__gte=0) & Q(progress__lte=100), name="run_progress_range"),
+        ]
+        indexes = [models.Index(fields=["status", "-created_at"], name="run_status_created")]
+
+    def __str__(self) -> str:
+        return f"run {self.id} {self.status} {self.progress}%"
+
+    @property
+    def is_done(self) -> bool:
+        return self.status in self.TERMINAL
+
+
+class ForecastSeries(models.Model):
+    """One (tenant, model, region) demand series of a run, in CU (weighted tokens/s ÷ R).
+
+    `hourly` holds the first two weeks hour by hour for the fan chart; `weekly` holds 26 weekly
+    peaks (capacity has to cover the peak hour, not the mean) plus the expected weekly mean.
+    """
+
+    run = models.ForeignKey(ForecastRun, on_delete=models.CASCADE, related_name="series")
+    tenant_slug = models.CharField(max_length=64)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    model = models.CharField(max_length=64)
+    region = models.CharField(max_length=64)
+    method = models.CharField(max_length=32)
+    history_hours = models.PositiveIntegerField()
+    start = models.DateTimeField(help_text="first forecast hour")
+    history = models.JSONField(default=list, help_text="last 7 days of observed hourly demand, CU")
+    hourly = models.JSONField(default=dict)
+    weekly = models.JSONField(default=dict)
+    backtest_mape = models.FloatField(null=True, blank=True)
+    backtest_coverage_80 = models.FloatField(null=True, blank=True)
+    baseline_mape = models.FloatField(null=True, blank=True, help_text="seasonal-naive (24 h) on the same week")
+
+    class Meta:
+        ordering = ["tenant_slug", "model", "region"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "tenant_slug", "model", "region"], name="series_unique_in_run")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_slug} {self.model}@{self.region}"
+
+
+class PoolDemand(models.Model):
+    """A run's demand mapped onto one pool, hour by hour over the 26-week horizon, per scenario.
+
+    Kept hourly because the cost of being wrong integrates the hours above supply, and a sum of
+    weekly peaks would overstate it.
+    """
+
+    run = models.ForeignKey(ForecastRun, on_delete=models.CASCADE, related_name="pool_demand")
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="+")
+    start = models.DateTimeField()
+    hourly = models.JSONField(default=dict, help_text="scenario → hourly CU")
+    tenants = models.JSONField(default=dict, help_text="tenant slug → share of the pool's expected demand")
+
+    class Meta:
+        ordering = ["pool__slug"]
+        constraints = [models.UniqueConstraint(fields=["run", "pool"], name="pool_demand_unique_in_run")]
+
+    def __str__(self) -> str:
+        return f"{self.pool_id} in {self.run_id}"
+
+
+class SupplyOrder(models.Model):
+    """Replicas bought for a pool; they count as supply from the week they arrive."""
+
+    class Status(models.TextChoices):
+        PLANNED = "planned", "Planned"
+        ORDERED = "ordered", "Ordered"
+        DELIVERED = "delivered", "Delivered (already in the pool's zones)"
+        CANCELLED = "cancelled", "Cancelled"
+
+    # Delivered orders are already counted in the pool's zones; counting them again would double supply.
+    PENDING = (Status.PLANNED, Status.ORDERED)
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="supply_orders")
+    replicas = models.PositiveIntegerField()
+    arrival_date = models.DateField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PLANNED)
+    note = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pool__slug", "arrival_date"]
+        constraints = [models.CheckConstraint(condition=Q(replicas__gt=0), name="supply_order_replicas_positive")]
+
+    def __str__(self) -> str:
+        return f"{self.replicas} replicas for {self.pool_id} on {self.arrival_date}"

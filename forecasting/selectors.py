@@ -1,0 +1,70 @@
+"""Reads of forecast results. Tenant-facing reads go through `series_visible_to(user)`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+
+from entitlements import roles
+from forecasting.models import ForecastRun, ForecastSeries
+
+
+def latest_run() -> ForecastRun | None:
+    return ForecastRun.objects.filter(status=ForecastRun.Status.SUCCEEDED).order_by("-finished_at").first()
+
+
+def current_run() -> ForecastRun | None:
+    """The newest run of any status: what the status row shows."""
+    return ForecastRun.objects.order_by("-created_at").first()
+
+
+def series_visible_to(user: Any, run: ForecastRun | None = None) -> QuerySet[ForecastSeries]:
+    run = run or latest_run()
+    if run is None:
+        return ForecastSeries.objects.none()
+    qs = ForecastSeries.objects.filter(run=run)
+    if roles.is_staff_role(user):
+        return qs
+    tenant = roles.tenant_of(user)
+    return qs.filter(tenant=tenant) if tenant is not None else qs.none()
+
+
+def series_summary(s: ForecastSeries) -> dict[str, Any]:
+    return {
+        "tenant": s.tenant_slug,
+        "model": s.model,
+        "region": s.region,
+        "method": s.method,
+        "history_hours": s.history_hours,
+        "start": s.start,
+        "history": s.history,
+        "hourly": s.hourly,
+        "weekly": s.weekly,
+        "backtest": {
+            "mape": s.backtest_mape,
+            "coverage_80": s.backtest_coverage_80,
+            "seasonal_naive_mape": s.baseline_mape,
+            "beats_seasonal_naive": None
+            if s.backtest_mape is None or s.baseline_mape is None
+            else s.backtest_mape < s.baseline_mape,
+        },
+    }
+
+
+def run_summary(run: ForecastRun | None) -> dict[str, Any] | None:
+    if run is None:
+        return None
+    return {
+        "id": str(run.id),
+        "status": run.status,
+        "trigger": run.trigger,
+        "progress": run.progress,
+        "attempts": run.attempts,
+        "series_count": run.series_count,
+        "parameters": run.parameters,
+        "created_at": run.created_at,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "error": run.error,
+    }

@@ -1,0 +1,104 @@
+"""One input and one output serializer per write; outputs carry sizing and the activity feed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from entitlements.models import Region, ServedModel
+from portal.models import LaunchRequest, LaunchRequestEvent
+from portal.selectors import size_request
+from portal.services.intake import EDITABLE_FIELDS
+
+
+class EventOut(serializers.ModelSerializer):
+    actor = serializers.CharField(source="actor.get_username")
+
+    class Meta:
+        model = LaunchRequestEvent
+        fields = ["at", "actor", "transition", "from_state", "to_state", "comment", "changes"]
+
+
+class LaunchRequestOut(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.slug")
+    created_by = serializers.CharField(source="created_by.get_username")
+    model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    regions = serializers.SerializerMethodField()
+    scenario_cu = serializers.SerializerMethodField()
+    events = serializers.SerializerMethodField()
+
+    class Meta:
+        model = LaunchRequest
+        fields = [
+            "uuid",
+            "tenant",
+            "created_by",
+            "state",
+            *EDITABLE_FIELDS,
+            "regions",
+            "scenario_cu",
+            "submitted_at",
+            "decided_at",
+            "decision_comment",
+            "created_at",
+            "updated_at",
+            "events",
+        ]
+
+    def get_regions(self, obj: LaunchRequest) -> list[dict[str, Any]]:
+        return [
+            {
+                "region": row.region.slug,
+                "approved_cu": None if row.approved_cu is None else str(row.approved_cu),
+                "entitlement": str(row.entitlement.uuid) if row.entitlement_id else None,
+            }
+            for row in obj.region_rows.select_related("region", "entitlement")
+        ]
+
+    def get_scenario_cu(self, obj: LaunchRequest) -> dict[str, str | None]:
+        return {k: None if v is None else str(v) for k, v in size_request(obj, []).cu.items()}
+
+    def get_events(self, obj: LaunchRequest) -> list[dict[str, Any]]:
+        if not self.context.get("with_events"):
+            return []
+        return EventOut(obj.events.select_related("actor").order_by("at", "pk"), many=True).data
+
+
+class LaunchRequestIn(serializers.Serializer):
+    """Every field optional: a draft fills in over time; submit says what is still missing."""
+
+    title = serializers.CharField(max_length=160, required=False, allow_blank=True)
+    model = serializers.SlugRelatedField(slug_field="slug", queryset=ServedModel.objects.all(), required=False)
+    regions = serializers.SlugRelatedField(slug_field="slug", queryset=Region.objects.all(), many=True, required=False)
+    launch_date = serializers.DateField(required=False, allow_null=True)
+    end_date = serializers.DateField(required=False, allow_null=True)
+    traffic_class = serializers.ChoiceField(choices=LaunchRequest.TrafficClassChoice.choices, required=False)
+    criticality = serializers.ChoiceField(choices=LaunchRequest.Criticality.choices, required=False)
+    justification = serializers.CharField(required=False, allow_blank=True)
+    streaming = serializers.BooleanField(required=False)
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        for name in EDITABLE_FIELDS:
+            if name in fields:
+                continue
+            if name.endswith("_basis"):
+                fields[name] = serializers.ChoiceField(choices=["rps", "wt_per_min"], required=False)
+            elif name.endswith("_value"):
+                fields[name] = serializers.FloatField(min_value=0, required=False, allow_null=True)
+            else:
+                fields[name] = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+        return fields
+
+
+class CommentIn(serializers.Serializer):
+    comment = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class PartialApproveIn(serializers.Serializer):
+    regions = serializers.DictField(
+        child=serializers.DecimalField(max_digits=14, decimal_places=3, min_value=0),
+        help_text="CU to approve per region slug; 0 = none there",
+    )
+    comment = serializers.CharField(required=False, allow_blank=True, default="")

@@ -1,0 +1,64 @@
+"""Plotly figure dicts for the planning pages. Pure functions: data in, figure out."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+SCENARIO_STYLE = {
+    "committed": {"color": "#555555", "dash": "dot"},
+    "expected": {"color": "#1f77b4", "dash": "solid"},
+    "upside": {"color": "#ff7f0e", "dash": "solid"},
+    "stress": {"color": "#d62728", "dash": "solid"},
+}
+
+
+def _layout(title: str, y: str) -> dict[str, Any]:
+    return {
+        "title": {"text": title, "font": {"size": 14}},
+        "margin": {"l": 50, "r": 10, "t": 36, "b": 36},
+        "height": 300,
+        "yaxis": {"title": {"text": y}, "rangemode": "tozero"},
+        "legend": {"orientation": "h", "y": -0.2},
+    }
+
+
+def pool_fan(row: dict[str, Any]) -> dict[str, Any]:
+    """Weekly peak demand per scenario (a fan from committed to stress) against deliverable supply."""
+    x = [w["start"].isoformat() for w in row["weeks"]]
+    data: list[dict[str, Any]] = []
+    for name in ("expected", "upside", "stress"):
+        data.append(
+            {
+                "type": "scatter", "mode": "lines", "name": f"{name} (peak hour)", "x": x,
+                "y": [round(w[f"{name}_cu"], 2) for w in row["weeks"]],
+                "line": SCENARIO_STYLE[name],
+                # Fill between successive scenarios so the band reads as the forecast's spread.
+                **({"fill": "tonexty", "fillcolor": "rgba(255,127,14,0.12)"} if name != "expected" else {}),
+            }
+        )
+    data.append({"type": "scatter", "mode": "lines", "name": "committed (sold)", "x": x,
+                 "y": [round(w["committed_cu"], 2) for w in row["weeks"]], "line": SCENARIO_STYLE["committed"]})
+    data.append({"type": "scatter", "mode": "lines", "name": "deliverable (healthy)", "x": x,
+                 "y": [round(w["healthy_cu"], 2) for w in row["weeks"]], "line": {"color": "#2ca02c", "shape": "hv"}})
+    data.append({"type": "scatter", "mode": "lines", "name": f"deliverable ({row['failure_policy']} lost)", "x": x,
+                 "y": [round(w["failure_cu"], 2) for w in row["weeks"]],
+                 "line": {"color": "#2ca02c", "dash": "dash", "shape": "hv"}})
+    return {"data": data, "layout": _layout(f"{row['pool']}: demand vs supply, 26 weeks", "CU")}
+
+
+def series_fan(s: dict[str, Any]) -> dict[str, Any]:
+    """Last week observed, then two weeks hour by hour: expected, upside and stress."""
+    start = s["start"]
+    hist = s["history"]
+    hx = [(start - timedelta(hours=len(hist) - i)).isoformat() for i in range(len(hist))]
+    n = len(s["hourly"]["expected"])
+    fx = [(start + timedelta(hours=i)).isoformat() for i in range(n)]
+    data: list[dict[str, Any]] = [
+        {"type": "scatter", "mode": "lines", "name": "arrived (admitted + throttled)", "x": hx, "y": hist,
+         "line": {"color": "#333333"}}
+    ]
+    for name in ("expected", "upside", "stress"):
+        data.append({"type": "scatter", "mode": "lines", "name": name, "x": fx, "y": s["hourly"][name],
+                     "line": SCENARIO_STYLE[name]})
+    return {"data": data, "layout": _layout(f"{s['tenant']} · {s['model']} @ {s['region']}", "CU (hourly mean)")}

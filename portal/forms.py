@@ -1,0 +1,142 @@
+"""Forms of the launch intake pages, and the approver queue's filter.
+
+The request form is a plain Form, not a ModelForm: autosave keeps every field that validated
+even when a neighbour did not, so the model is written field by field through the service.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import django_filters
+from django import forms
+
+from entitlements.models import Region, ServedModel, Tenant
+from portal.models import SCENARIOS, Basis, LaunchRequest, State
+
+SECTIONS = (
+    ("Basics", ("title", "model", "traffic_class", "criticality")),
+    ("Regions and window", ("regions", "launch_date", "end_date")),
+    (
+        "Workload envelope",
+        (
+            "prompt_p50",
+            "prompt_p95",
+            "max_prompt_tokens",
+            "output_p50",
+            "output_p95",
+            "max_output_tokens",
+            "max_concurrency",
+            "ttft_p99_ms",
+            "tpot_p99_ms",
+            "streaming",
+        ),
+    ),
+    ("Scenarios (peak, per region)", tuple(f"{s}_{k}" for s in SCENARIOS for k in ("value", "basis"))),
+    ("Justification", ("justification",)),
+)
+
+
+def _count(label: str, help_text: str = "") -> forms.IntegerField:
+    return forms.IntegerField(label=label, min_value=0, required=False, help_text=help_text)
+
+
+class LaunchRequestForm(forms.Form):
+    title = forms.CharField(max_length=160, required=False)
+    model = forms.ModelChoiceField(
+        queryset=ServedModel.objects.filter(pools__isnull=False).distinct(), required=False, to_field_name="slug"
+    )
+    traffic_class = forms.ChoiceField(choices=LaunchRequest.TrafficClassChoice.choices, required=False)
+    criticality = forms.ChoiceField(choices=LaunchRequest.Criticality.choices, required=False)
+    regions = forms.ModelMultipleChoiceField(
+        queryset=Region.objects.all(), required=False, to_field_name="slug", widget=forms.CheckboxSelectMultiple
+    )
+    launch_date = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    end_date = forms.DateField(
+        required=False, widget=forms.DateInput(attrs={"type": "date"}), help_text="empty: open-ended"
+    )
+    prompt_p50 = _count("Prompt tokens p50")
+    prompt_p95 = _count("Prompt tokens p95")
+    max_prompt_tokens = _count("Max prompt tokens")
+    output_p50 = _count("Output tokens p50")
+    output_p95 = _count("Output tokens p95")
+    max_output_tokens = _count("Max output tokens")
+    max_concurrency = _count("Max concurrency", "requests in flight at once")
+    ttft_p99_ms = _count("TTFT p99 (ms)")
+    tpot_p99_ms = _count("TPOT p99 (ms)")
+    streaming = forms.BooleanField(required=False)
+    committed_value = forms.FloatField(label="Committed", min_value=0, required=False)
+    committed_basis = forms.ChoiceField(label="unit", choices=Basis.choices, required=False)
+    expected_value = forms.FloatField(label="Expected", min_value=0, required=False)
+    expected_basis = forms.ChoiceField(label="unit", choices=Basis.choices, required=False)
+    upside_value = forms.FloatField(label="Upside", min_value=0, required=False)
+    upside_basis = forms.ChoiceField(label="unit", choices=Basis.choices, required=False)
+    stress_value = forms.FloatField(label="Stress", min_value=0, required=False)
+    stress_basis = forms.ChoiceField(label="unit", choices=Basis.choices, required=False)
+    justification = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), required=False)
+
+    @classmethod
+    def initial_from(cls, req: LaunchRequest) -> dict[str, Any]:
+        data = {name: getattr(req, name) for name in cls.base_fields if name not in ("regions", "model")}
+        data["model"] = req.model.slug if req.model_id else None
+        data["regions"] = list(req.region_rows.values_list("region__slug", flat=True))
+        return data
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        # Cross-field checks name the later field; the earlier one stays saved.
+        start, end = data.get("launch_date"), data.get("end_date")
+        if start and end and end <= start:
+            self.add_error("end_date", "must be after the launch date")
+        for small, big in (("prompt_p50", "prompt_p95"), ("output_p50", "output_p95")):
+            a, b = data.get(small), data.get(big)
+            if a is not None and b is not None and a > b:
+                self.add_error(big, f"must be ≥ {small.replace('_', ' ')} ({a})")
+        return data
+
+    def valid_changes(self) -> dict[str, Any]:
+        """Fields that validated, for autosave; choice fields left blank keep the saved value."""
+        self.is_valid()
+        changes = {}
+        for name in self.fields:
+            if name in self.errors or name not in self.cleaned_data:
+                continue
+            value = self.cleaned_data[name]
+            if value == "" and isinstance(self.fields[name], forms.ChoiceField):
+                continue
+            changes[name] = list(value) if name == "regions" else value
+        if self.data.get("title") is None:
+            changes.pop("title", None)
+        if self.data.get("justification") is None:
+            changes.pop("justification", None)
+        return changes
+
+    def sections(self) -> list[tuple[str, list[forms.BoundField]]]:
+        return [(title, [self[n] for n in names]) for title, names in SECTIONS]
+
+
+class CommentForm(forms.Form):
+    comment = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+
+
+class LaunchRequestFilter(django_filters.FilterSet):
+    """The approver queue: by status, model, region, tenant and launch date."""
+
+    state = django_filters.ChoiceFilter(choices=State.choices, label="Status")
+    model = django_filters.ModelChoiceFilter(
+        queryset=ServedModel.objects.all(), field_name="model", to_field_name="slug"
+    )
+    region = django_filters.ModelChoiceFilter(
+        queryset=Region.objects.all(), field_name="region_rows__region", to_field_name="slug", distinct=True
+    )
+    tenant = django_filters.ModelChoiceFilter(queryset=Tenant.objects.all(), to_field_name="slug")
+    launch_after = django_filters.DateFilter(
+        field_name="launch_date", lookup_expr="gte", widget=forms.DateInput(attrs={"type": "date"})
+    )
+    launch_before = django_filters.DateFilter(
+        field_name="launch_date", lookup_expr="lte", widget=forms.DateInput(attrs={"type": "date"})
+    )
+
+    class Meta:
+        model = LaunchRequest
+        fields = ["state", "model", "region", "tenant", "launch_after", "launch_before"]

@@ -1,0 +1,215 @@
+"""Launch intake: a tenant asks for capacity for a launch, an approver decides.
+
+The state lives in a protected FSMField, so only the transition methods below move it; the
+services in `portal.services.intake` are the only callers, and they check roles, tenancy and
+self-approval before a transition runs. ConcurrentTransitionMixin makes a save fail when the
+row's state changed since it was read, a second guard behind the service's row lock.
+
+Drafts are autosaved field by field, so every request field is optional in the database;
+`launch_request_missing` in the services says what a submission still lacks.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+from django_fsm import ConcurrentTransitionMixin, FSMField, transition
+
+from entitlements import roles
+from entitlements.models import Entitlement, Region, ServedModel, Tenant
+from entitlements.models.supply import CU
+
+
+class State(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    SUBMITTED = "submitted", "Submitted"
+    APPROVED = "approved", "Approved"
+    PARTIALLY_APPROVED = "partially_approved", "Partially approved"
+    REJECTED = "rejected", "Rejected"
+    RETURNED = "returned", "Returned for changes"
+    WITHDRAWN = "withdrawn", "Withdrawn"
+
+
+class Basis(models.TextChoices):
+    RPS = "rps", "peak requests/s"
+    WT_PER_MIN = "wt_per_min", "weighted tokens/min"
+
+
+SCENARIOS = ("committed", "expected", "upside", "stress")
+ENVELOPE_FIELDS = (
+    "max_prompt_tokens",
+    "max_output_tokens",
+    "prompt_p50",
+    "prompt_p95",
+    "output_p50",
+    "output_p95",
+    "max_concurrency",
+    "ttft_p99_ms",
+    "tpot_p99_ms",
+    "streaming",
+)
+
+
+# Transition permissions: django-fsm calls these with (instance, user). Tenancy (404) is checked
+# before them by the services; these answer "may this person take this step" (403).
+def _is_requester_of(req: LaunchRequest, user: object) -> bool:
+    return roles.REQUESTER in roles.roles_of(user) and roles.tenant_of(user) == req.tenant
+
+
+def _is_deciding_approver(req: LaunchRequest, user: object) -> bool:
+    # An approver never decides on a request they filed, whatever other roles they hold.
+    return roles.APPROVER in roles.roles_of(user) and req.created_by_id != getattr(user, "pk", None)
+
+
+class LaunchRequest(ConcurrentTransitionMixin, models.Model):
+    class TrafficClassChoice(models.TextChoices):
+        RESERVED = "reserved", "Reserved (guaranteed)"
+        SHARED = "shared", "Shared (guaranteed, may lend)"
+        BEST_EFFORT = "best_effort", "Best effort (no guarantee)"
+
+    class Criticality(models.TextChoices):
+        LOW = "low", "Low"
+        MEDIUM = "medium", "Medium"
+        HIGH = "high", "High"
+        CRITICAL = "critical", "Critical"
+
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="launch_requests")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    title = models.CharField(max_length=160, blank=True)
+    model = models.ForeignKey(ServedModel, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    regions = models.ManyToManyField(Region, through="LaunchRequestRegion", related_name="+")
+    launch_date = models.DateField(null=True, blank=True)
+    end_date = models.DateField(null=True, blank=True, help_text="empty: open-ended")
+    traffic_class = models.CharField(max_length=16, choices=TrafficClassChoice.choices, default="reserved")
+    # Workload envelope: the request shape the promise assumes.
+    max_prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    prompt_p50 = models.PositiveIntegerField(null=True, blank=True)
+    prompt_p95 = models.PositiveIntegerField(null=True, blank=True)
+    output_p50 = models.PositiveIntegerField(null=True, blank=True)
+    output_p95 = models.PositiveIntegerField(null=True, blank=True)
+    max_concurrency = models.PositiveIntegerField(null=True, blank=True)
+    ttft_p99_ms = models.PositiveIntegerField(null=True, blank=True)
+    tpot_p99_ms = models.PositiveIntegerField(null=True, blank=True)
+    streaming = models.BooleanField(default=True)
+    # Four demand scenarios, each per region, as a peak arrival rate or a weighted-token rate.
+    committed_basis = models.CharField(max_length=12, choices=Basis.choices, default=Basis.RPS)
+    committed_value = models.FloatField(null=True, blank=True)
+    expected_basis = models.CharField(max_length=12, choices=Basis.choices, default=Basis.RPS)
+    expected_value = models.FloatField(null=True, blank=True)
+    upside_basis = models.CharField(max_length=12, choices=Basis.choices, default=Basis.RPS)
+    upside_value = models.FloatField(null=True, blank=True)
+    stress_basis = models.CharField(max_length=12, choices=Basis.choices, default=Basis.RPS)
+    stress_value = models.FloatField(null=True, blank=True)
+    criticality = models.CharField(max_length=12, choices=Criticality.choices, default=Criticality.MEDIUM)
+    justification = models.TextField(blank=True)
+    state = FSMField(default=State.DRAFT, choices=State.choices, protected=True, db_index=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_comment = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(end_date__isnull=True) | Q(launch_date__isnull=True) | Q(end_date__gt=F("launch_date")),
+                name="launch_window_ordered",
+            ),
+            *[
+                models.CheckConstraint(
+                    condition=Q(**{f"{s}_value__isnull": True}) | Q(**{f"{s}_value__gte": 0}),
+                    name=f"launch_{s}_nonneg",
+                )
+                for s in SCENARIOS
+            ],
+        ]
+
+    def __str__(self) -> str:
+        return self.title or f"launch request {self.uuid}"
+
+    @property
+    def is_editable(self) -> bool:
+        return self.state in (State.DRAFT, State.RETURNED)
+
+    def scenario(self, name: str) -> tuple[str, float | None]:
+        return getattr(self, f"{name}_basis"), getattr(self, f"{name}_value")
+
+    # Transitions. Bodies are empty: the services record who/when/why in LaunchRequestEvent.
+    @transition(field=state, source=State.DRAFT, target=State.SUBMITTED, permission=_is_requester_of)
+    def submit(self) -> None:
+        pass
+
+    @transition(field=state, source=State.SUBMITTED, target=State.APPROVED, permission=_is_deciding_approver)
+    def approve(self) -> None:
+        pass
+
+    @transition(field=state, source=State.SUBMITTED, target=State.PARTIALLY_APPROVED, permission=_is_deciding_approver)
+    def partially_approve(self) -> None:
+        pass
+
+    @transition(field=state, source=State.SUBMITTED, target=State.REJECTED, permission=_is_deciding_approver)
+    def reject(self) -> None:
+        pass
+
+    @transition(field=state, source=State.SUBMITTED, target=State.RETURNED, permission=_is_deciding_approver)
+    def return_to_requester(self) -> None:
+        pass
+
+    @transition(field=state, source=State.RETURNED, target=State.DRAFT, permission=_is_requester_of)
+    def reopen(self) -> None:
+        pass
+
+    @transition(field=state, source=[State.DRAFT, State.SUBMITTED], target=State.WITHDRAWN, permission=_is_requester_of)
+    def withdraw(self) -> None:
+        pass
+
+
+class LaunchRequestRegion(models.Model):
+    """One row per region asked for; the decision fills in what was granted there."""
+
+    request = models.ForeignKey(LaunchRequest, on_delete=models.CASCADE, related_name="region_rows")
+    region = models.ForeignKey(Region, on_delete=models.PROTECT, related_name="+")
+    approved_cu = models.DecimalField(**CU, null=True, blank=True)
+    entitlement = models.OneToOneField(
+        Entitlement, on_delete=models.PROTECT, null=True, blank=True, related_name="launch_request_region"
+    )
+
+    class Meta:
+        ordering = ["region__slug"]
+        constraints = [
+            models.UniqueConstraint(fields=["request", "region"], name="launch_region_unique"),
+            models.CheckConstraint(
+                condition=Q(approved_cu__isnull=True) | Q(approved_cu__gte=0), name="launch_region_cu_nonneg"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.request_id}@{self.region_id}"
+
+
+class LaunchRequestEvent(models.Model):
+    """The audit trail and activity feed: one row per transition (and the filing)."""
+
+    request = models.ForeignKey(LaunchRequest, on_delete=models.CASCADE, related_name="events")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    at = models.DateTimeField(auto_now_add=True)
+    transition = models.CharField(max_length=24)
+    comment = models.TextField(blank=True)
+    from_state = models.CharField(max_length=24, blank=True)
+    to_state = models.CharField(max_length=24)
+    changes = models.JSONField(default=dict, blank=True, help_text="changed fields: {name: [before, after]}")
+
+    class Meta:
+        ordering = ["request_id", "at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.transition}: {self.from_state} → {self.to_state}"

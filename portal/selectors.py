@@ -1,0 +1,169 @@
+"""Reads for launch intake: who sees which requests, and what a request would need from supply."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import ROUND_CEILING, Decimal
+from typing import Any
+
+from django.db.models import QuerySet
+
+from entitlements import roles
+from entitlements.models import Entitlement, Pool, Region
+from entitlements.selectors import Window, overlapping, pool_sold_peak, sold_entitlements
+from portal.models import SCENARIOS, LaunchRequest, LaunchRequestEvent
+from portal.services.conversion import replicas_for, scenario_cu
+
+Q3 = Decimal("0.001")
+
+
+def launch_requests_visible_to(user: Any) -> QuerySet[LaunchRequest]:
+    """Members see their tenant's requests; approvers and operators see all; anyone else none."""
+    qs = LaunchRequest.objects.all()
+    if roles.roles_of(user) & roles.STAFF_ROLES:
+        return qs
+    tenant = roles.tenant_of(user)
+    if tenant is None:
+        return qs.none()
+    return qs.filter(tenant=tenant)
+
+
+def events_of(req: LaunchRequest) -> QuerySet[LaunchRequestEvent]:
+    return req.events.select_related("actor").order_by("at", "pk")
+
+
+def day_start(d: date) -> datetime:
+    return datetime.combine(d, time.min, tzinfo=UTC)
+
+
+def window_of(launch_date: date, end_date: date | None) -> Window:
+    return Window(day_start(launch_date), day_start(end_date) if end_date else None)
+
+
+def cu_decimal(cu: float) -> Decimal:
+    """Round up to 0.001 CU: a grant should cover the stated demand, never fall just short of it."""
+    return Decimal(str(cu)).quantize(Q3, rounding=ROUND_CEILING)
+
+
+@dataclass
+class PoolSizing:
+    pool: Pool
+    cu_per_replica: float
+    deliverable_cu: Decimal
+    sold_peak_cu: Decimal
+    headroom_cu: Decimal
+    replicas: dict[str, int]  # scenario → replicas of this pool to carry it
+    gap_cu: Decimal = Decimal(0)  # committed CU short here if the request landed in this pool
+    chosen: bool = False
+
+
+@dataclass
+class RegionSizing:
+    region: Region
+    pools: list[PoolSizing] = field(default_factory=list)
+
+    @property
+    def gap_cu(self) -> Decimal | None:
+        """Committed CU that no pool in the region can take (None: no pool serves the model here)."""
+        return min((p.gap_cu for p in self.pools), default=None)
+
+
+@dataclass
+class Sizing:
+    cu: dict[str, Decimal | None]  # scenario → CU per region (None: not enough input yet)
+    regions: list[RegionSizing]
+    window: Window | None
+    counts_as_sold: bool
+    missing: list[str]
+
+
+def size_request(req: LaunchRequest, regions: list[Region]) -> Sizing:
+    """CU per scenario, replicas per pool and headroom over the window, for a saved or unsaved request.
+
+    The pool marked `chosen` is the one `entitlement_grant` would pick: the first by pk with
+    room for the committed CU.
+    """
+    missing = [n for n in ("model", "prompt_p50", "output_p50") if getattr(req, n) is None]
+    cu: dict[str, Decimal | None] = {}
+    for name in SCENARIOS:
+        basis, value = req.scenario(name)
+        needs_shape = basis == "rps" and (req.prompt_p50 is None or req.output_p50 is None)
+        if value is None or req.model is None or needs_shape:
+            cu[name] = None
+            continue
+        cu[name] = cu_decimal(
+            scenario_cu(
+                basis=basis,
+                value=value,
+                prompt_p50=req.prompt_p50 or 0,
+                output_p50=req.output_p50 or 0,
+                w_out=req.model.w_out,
+                w_cached=req.model.w_cached,
+                r_wt_per_s=req.model.r_wt_per_s,
+            )
+        )
+    window = window_of(req.launch_date, req.end_date) if req.launch_date else None
+    if window is not None and window.end is not None and window.end <= window.start:
+        window = None
+    counts = req.traffic_class != "best_effort"
+    out: list[RegionSizing] = []
+    if req.model is not None:
+        pools = (
+            Pool.objects.filter(model=req.model, region__in=regions)
+            .select_related("operating_point__model", "region")
+            .prefetch_related("zones")
+            .order_by("pk")
+        )
+        by_region: dict[int, RegionSizing] = {r.pk: RegionSizing(r) for r in regions}
+        for pool in pools:
+            deliverable = Decimal(str(pool.breakdown().deliverable)).quantize(Q3)
+            sold = pool_sold_peak(pool, window) if window else Decimal(0)
+            per_replica = pool.cu_per_replica
+            by_region[pool.region_id].pools.append(
+                PoolSizing(
+                    pool=pool,
+                    cu_per_replica=per_replica,
+                    deliverable_cu=deliverable,
+                    sold_peak_cu=sold,
+                    headroom_cu=deliverable - sold,
+                    replicas={k: replicas_for(float(v), per_replica) for k, v in cu.items() if v is not None},
+                )
+            )
+        committed = cu.get("committed")
+        for rs in by_region.values():
+            for ps in rs.pools:
+                if committed is not None and counts:
+                    ps.gap_cu = max(Decimal(0), committed - max(ps.headroom_cu, Decimal(0)))
+            fits = [p for p in rs.pools if p.gap_cu == 0]
+            if fits and committed is not None:
+                fits[0].chosen = True
+            out.append(rs)
+    return Sizing(cu=cu, regions=out, window=window, counts_as_sold=counts, missing=missing)
+
+
+def commitments_in(pools: list[Pool], window: Window) -> QuerySet[Entitlement]:
+    """Entitlements that hold capacity in these pools during the window (staff eyes only)."""
+    qs = Entitlement.objects.filter(pool__in=pools).select_related("tenant", "pool", "traffic_class")
+    return overlapping(qs, window.start, window.end).order_by("pool__slug", "starts_at")
+
+
+def sold_steps(pool: Pool, window: Window, horizon: datetime) -> list[tuple[datetime, Decimal]]:
+    """sold(t) as a step function over [window.start, horizon]: (instant, CU from then on)."""
+    end = window.end or horizon
+    rows = list(overlapping(sold_entitlements(pool), window.start, end).values_list("starts_at", "ends_at", "cu"))
+    instants = {window.start, end}
+    for s, e, _ in rows:
+        for t in (s, e):
+            if t is not None and window.start < t < end:
+                instants.add(t)
+    steps = []
+    for t in sorted(instants):
+        total = sum((cu for s, e, cu in rows if s <= t and (e is None or e > t)), Decimal(0))
+        steps.append((t, total))
+    return steps
+
+
+def chart_horizon(window: Window) -> datetime:
+    """Open-ended windows are drawn for 90 days: far enough to see the next commitments."""
+    return window.end or window.start + timedelta(days=90)

@@ -1,0 +1,1 @@
+"""Writes of the web layer: launch intake workflow and its notifications."""

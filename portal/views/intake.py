@@ -1,0 +1,297 @@
+"""Launch intake pages: requesters file and follow requests, approvers review and decide.
+
+Every view that names a request goes through the services or `launch_request_get`, so another
+tenant's member gets a 404 from pages, partials and actions alike.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from decimal import Decimal
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_GET, require_POST
+
+from entitlements import roles
+from entitlements.models import Region
+from portal import charts_intake
+from portal.forms import CommentForm, LaunchRequestFilter, LaunchRequestForm
+from portal.models import LaunchRequest, State
+from portal.selectors import (
+    chart_horizon,
+    commitments_in,
+    events_of,
+    launch_requests_visible_to,
+    size_request,
+    sold_steps,
+)
+from portal.services import intake
+
+_JSON_ESCAPES = {ord(">"): "\\u003E", ord("<"): "\\u003C", ord("&"): "\\u0026"}
+EDIT = "portal/intake/edit.html"
+DETAIL = "portal/intake/detail.html"
+
+
+def _get(request: HttpRequest, uuid: Any) -> LaunchRequest:
+    try:
+        return intake.launch_request_get(actor=request.user, request=uuid)
+    except intake.LaunchRequestNotFound:
+        raise Http404("no such launch request")
+
+
+def _is_staff(user: Any) -> bool:
+    return roles.is_staff_role(user)
+
+
+def person_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Signed-in people only; a gateway account has no business on these pages."""
+
+    @login_required
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if roles.roles_of(request.user) <= {roles.GATEWAY}:
+            raise PermissionDenied("launch requests are for tenant members and approvers")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+# --- lists ------------------------------------------------------------------------------------
+
+
+@require_GET
+@person_required
+def request_list(request: HttpRequest) -> HttpResponse:
+    if _is_staff(request.user) and roles.tenant_of(request.user) is None:
+        return redirect("intake-queue")
+    rows = launch_requests_visible_to(request.user).select_related("model").prefetch_related("region_rows__region")
+    return render(
+        request,
+        "portal/intake/list.html",
+        {"requests": rows, "can_file": roles.REQUESTER in roles.roles_of(request.user)},
+    )
+
+
+@require_GET
+@person_required
+def queue(request: HttpRequest) -> HttpResponse:
+    if not _is_staff(request.user):
+        raise PermissionDenied("the review queue is for approvers and operators")
+    data = request.GET.copy()
+    if "state" not in data:
+        data["state"] = State.SUBMITTED  # what waits for a decision, unless asked otherwise
+    qs = launch_requests_visible_to(request.user).select_related("tenant", "model", "created_by")
+    flt = LaunchRequestFilter(data, queryset=qs.prefetch_related("region_rows__region"))
+    template = "portal/intake/queue.html#rows" if request.htmx else "portal/intake/queue.html"
+    return render(request, template, {"filter": flt, "requests": flt.qs})
+
+
+@require_POST
+@person_required
+def request_create(request: HttpRequest) -> HttpResponse:
+    req = intake.launch_request_create(actor=request.user, title="Untitled launch")
+    return redirect("intake-edit", uuid=req.uuid)
+
+
+# --- the requester's form ---------------------------------------------------------------------
+
+
+def _regions_of(req: LaunchRequest) -> list[Region]:
+    return [row.region for row in req.region_rows.select_related("region")]
+
+
+def _sizing_from_form(req: LaunchRequest, form: LaunchRequestForm) -> Any:
+    """Size what is on screen, not what is saved: an unsaved copy with the valid fields applied."""
+    changes = form.valid_changes()
+    regions = changes.pop("regions", None)
+    preview = copy.copy(req)
+    for name, value in changes.items():
+        setattr(preview, name, value)
+    return size_request(preview, regions if regions is not None else _regions_of(req))
+
+
+def _save_valid(request: HttpRequest, req: LaunchRequest, form: LaunchRequestForm) -> LaunchRequest:
+    return intake.launch_request_update(actor=request.user, request=req.uuid, **form.valid_changes())
+
+
+def _refuse(request: HttpRequest, req: LaunchRequest, exc: Exception, status: int) -> HttpResponse:
+    return render(request, DETAIL, _detail_context(request, req, error=str(exc)), status=status)
+
+
+def _edit_guard(request: HttpRequest, uuid: Any) -> LaunchRequest:
+    req = _get(request, uuid)
+    if roles.REQUESTER not in roles.roles_of(request.user) or roles.tenant_of(request.user) != req.tenant:
+        raise PermissionDenied("only the tenant's requesters edit its launch requests")
+    return req
+
+
+@require_GET
+@person_required
+def edit(request: HttpRequest, uuid: Any) -> HttpResponse:
+    req = _edit_guard(request, uuid)
+    if not req.is_editable:
+        return redirect("intake-detail", uuid=req.uuid)
+    form = LaunchRequestForm(initial=LaunchRequestForm.initial_from(req))
+    sizing = size_request(req, _regions_of(req))
+    return render(request, EDIT, {"req": req, "form": form, "sizing": sizing})
+
+
+@require_POST
+@person_required
+def autosave(request: HttpRequest, uuid: Any) -> HttpResponse:
+    """Keeps every field that validated; the bad ones come back as inline errors (out of band)."""
+    req = _edit_guard(request, uuid)
+    form = LaunchRequestForm(request.POST)
+    try:
+        req = _save_valid(request, req, form)
+        status, saved = 200, True
+    except intake.LaunchRequestConflict as exc:
+        form.add_error(None, str(exc))
+        status, saved = 409, False
+    except ValidationError as exc:
+        for name, msgs in exc.message_dict.items():
+            form.add_error(name if name in form.fields else None, msgs)
+        status, saved = 400, False
+    return render(request, f"{EDIT}#autosave", {"req": req, "form": form, "saved": saved, "oob": True}, status=status)
+
+
+@require_POST
+@person_required
+def sizing(request: HttpRequest, uuid: Any) -> HttpResponse:
+    req = _get(request, uuid)
+    form = LaunchRequestForm(request.POST)
+    result = _sizing_from_form(req, form)
+    return render(request, f"{EDIT}#sizing", {"req": req, "sizing": result})
+
+
+@require_POST
+@person_required
+def submit(request: HttpRequest, uuid: Any) -> HttpResponse:
+    req = _edit_guard(request, uuid)
+    form = LaunchRequestForm(request.POST)
+    try:
+        if request.POST:
+            req = _save_valid(request, req, form) if req.is_editable else req
+        req = intake.launch_request_submit(actor=request.user, request=req.uuid)
+    except intake.LaunchRequestConflict as exc:
+        return _refuse(request, req, exc, 409)
+    except ValidationError as exc:
+        for name, msgs in exc.message_dict.items():
+            form.add_error(name if name in form.fields else None, msgs)
+        req = _get(request, uuid)
+        sizing_result = size_request(req, _regions_of(req))
+        return render(request, EDIT, {"req": req, "form": form, "sizing": sizing_result}, status=400)
+    return redirect("intake-detail", uuid=req.uuid)
+
+
+# --- detail, review and decisions -------------------------------------------------------------
+
+
+def _fig_json(fig: dict[str, Any]) -> str:
+    # What json_script does, for a <script> tag that also needs a class and a data-target.
+    text = json.dumps(fig, cls=DjangoJSONEncoder).translate(_JSON_ESCAPES)
+    return mark_safe(text)  # noqa: S308 — escaped above, like django.utils.html.json_script
+
+
+def _charts(req: LaunchRequest, result: Any) -> list[dict[str, Any]]:
+    if result.window is None:
+        return []
+    committed = result.cu.get("committed") or Decimal(0)
+    horizon = chart_horizon(result.window)
+    figs = []
+    for rs in result.regions:
+        for ps in rs.pools:
+            fig = charts_intake.pool_headroom_figure(
+                pool_slug=ps.pool.slug,
+                steps=sold_steps(ps.pool, result.window, horizon),
+                deliverable_cu=ps.deliverable_cu,
+                request_cu=committed,
+                request_counts=result.counts_as_sold,
+            )
+            figs.append({"id": f"chart-{ps.pool.slug}", "json": _fig_json(fig)})
+    return figs
+
+
+def _detail_context(request: HttpRequest, req: LaunchRequest, **extra: Any) -> dict[str, Any]:
+    r = roles.roles_of(request.user)
+    result = size_request(req, _regions_of(req))
+    staff = bool(r & roles.STAFF_ROLES)
+    pools = [ps.pool for rs in result.regions for ps in rs.pools]
+    is_requester = roles.REQUESTER in r and roles.tenant_of(request.user) == req.tenant
+    ctx = {
+        "req": req,
+        "rows": list(req.region_rows.select_related("region", "entitlement__pool")),
+        "sizing": result,
+        "events": events_of(req),
+        "staff": staff,
+        "is_requester": is_requester,
+        "can_decide": roles.APPROVER in r and req.created_by_id != request.user.pk and req.state == State.SUBMITTED,
+        "self_filed": roles.APPROVER in r and req.created_by_id == request.user.pk,
+        # Other tenants' commitments and the per-pool charts are for platform eyes only.
+        "commitments": commitments_in(pools, result.window) if staff and result.window else [],
+        "charts": _charts(req, result) if staff else [],
+        "comment_form": CommentForm(),
+    }
+    ctx.update(extra)
+    return ctx
+
+
+@require_GET
+@person_required
+def detail(request: HttpRequest, uuid: Any) -> HttpResponse:
+    req = _get(request, uuid)
+    return render(request, DETAIL, _detail_context(request, req))
+
+
+@require_GET
+@person_required
+def activity(request: HttpRequest, uuid: Any) -> HttpResponse:
+    req = _get(request, uuid)
+    return render(request, f"{DETAIL}#activity", {"req": req, "events": events_of(req)})
+
+
+def _decision(
+    service: Callable[..., LaunchRequest], kwargs_from: Callable[[HttpRequest], dict[str, Any]]
+) -> Callable[..., HttpResponse]:
+    @require_POST
+    @person_required
+    def view(request: HttpRequest, uuid: Any) -> HttpResponse:
+        req = _get(request, uuid)  # 404 before anything else
+        try:
+            service(actor=request.user, request=req.uuid, **kwargs_from(request))
+        except intake.LaunchRequestForbidden as exc:
+            return _refuse(request, req, exc, 403)
+        except intake.LaunchRequestConflict as exc:
+            return _refuse(request, _get(request, uuid), exc, 409)
+        except ValidationError as exc:
+            errors = [f"{k.replace('_', ' ')}: {'; '.join(v)}" for k, v in exc.message_dict.items()]
+            return render(request, DETAIL, _detail_context(request, req, errors=errors), status=400)
+        return redirect("intake-detail", uuid=req.uuid)
+
+    view.__name__ = service.__name__
+    return view
+
+
+def _comment(request: HttpRequest) -> dict[str, Any]:
+    return {"comment": request.POST.get("comment", "")}
+
+
+def _partial(request: HttpRequest) -> dict[str, Any]:
+    region_cu = {k.removeprefix("cu_"): v for k, v in request.POST.items() if k.startswith("cu_")}
+    return {"region_cu": region_cu, "comment": request.POST.get("comment", "")}
+
+
+approve = _decision(intake.launch_request_approve, _comment)
+partially_approve = _decision(intake.launch_request_partially_approve, _partial)
+reject = _decision(intake.launch_request_reject, _comment)
+return_ = _decision(intake.launch_request_return, _comment)
+withdraw = _decision(intake.launch_request_withdraw, _comment)

@@ -1,0 +1,240 @@
+"""Telemetry: admission events, fleet samples, traces, rollups, and Prometheus sources.
+
+Events keep catalogue references as slugs, not foreign keys: the serving path speaks slugs, an
+event must survive a catalogue rename, and ingest stays one INSERT without lookups per row.
+Rollups are keyed by the same slugs so they can be upserted with `ON CONFLICT … DO UPDATE`.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from entitlements.models import Pool, Tenant
+from telemetry.histogram import bin_fields
+
+
+class Decision(models.TextChoices):
+    ADMIT = "admit", "Admitted"
+    THROTTLE = "throttle", "Throttled"
+    COMPLETE = "complete", "Completed"
+
+
+class AdmissionEvent(models.Model):
+    """One admission decision or one settled reservation, as reported by a source (CONTRACT §6)."""
+
+    source = models.CharField(max_length=64)
+    event_id = models.CharField(max_length=160)
+    ts = models.DateTimeField()
+    received_at = models.DateTimeField(help_text="when ingest stored it: ingest lag = received_at − ts")
+    tenant = models.CharField(max_length=64)
+    project = models.CharField(max_length=64, blank=True, default="")
+    model = models.CharField(max_length=64)
+    region = models.CharField(max_length=64)
+    traffic_class = models.CharField(max_length=16)
+    entitlement = models.UUIDField(null=True, blank=True)
+    decision = models.CharField(max_length=8, choices=Decision.choices)
+    reason = models.CharField(max_length=32, blank=True, default="")
+    source_kind = models.CharField(max_length=16, blank=True, default="")
+    estimated_wt = models.FloatField(default=0)
+    actual_wt = models.FloatField(null=True, blank=True)
+    prompt_tokens = models.BigIntegerField(default=0)
+    cached_prompt_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    ttft_ms = models.FloatField(null=True, blank=True)
+    e2e_ms = models.FloatField(null=True, blank=True)
+    slo_met = models.BooleanField(null=True, blank=True)
+    status = models.CharField(max_length=16, blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "event_id"], name="event_unique_per_source"),
+            models.CheckConstraint(
+                condition=Q(prompt_tokens__gte=0) & Q(cached_prompt_tokens__gte=0) & Q(output_tokens__gte=0),
+                name="event_tokens_nonneg",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["tenant", "ts"], name="event_tenant_ts"),
+            models.Index(fields=["entitlement", "ts"], name="event_entitlement_ts"),
+            models.Index(fields=["ts"], name="event_ts"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.event_id} {self.decision}"
+
+
+class FleetSample(models.Model):
+    """One observation of a pool. Unique per (pool, ts, source) so overlapping pulls are idempotent."""
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="fleet_samples")
+    ts = models.DateTimeField()
+    source = models.CharField(max_length=64, default="gateway")
+    replicas_healthy = models.PositiveIntegerField(null=True, blank=True)
+    replicas_total = models.PositiveIntegerField(null=True, blank=True)
+    accelerator_util = models.FloatField(null=True, blank=True, help_text="0–1")
+    kv_cache_usage = models.FloatField(null=True, blank=True, help_text="0–1")
+    requests_running = models.FloatField(null=True, blank=True)
+    requests_waiting = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["pool", "ts", "source"], name="fleet_sample_unique"),
+            models.CheckConstraint(
+                condition=Q(replicas_healthy__isnull=True)
+                | Q(replicas_total__isnull=True)
+                | Q(replicas_healthy__lte=models.F("replicas_total")),
+                name="fleet_healthy_within_total",
+            ),
+        ]
+        indexes = [models.Index(fields=["pool", "-ts"], name="fleet_pool_ts_desc")]
+
+    def __str__(self) -> str:
+        return f"{self.pool_id}@{self.ts:%Y-%m-%d %H:%M:%S} {self.source}"
+
+
+class Trace(models.Model):
+    """An uploaded request trace; `data` is numpy .npz bytes of arrays arrival_s, prompt, output.
+
+    tenant empty = platform-wide (visible to everyone signed in).
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=200)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, null=True, blank=True, related_name="traces")
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="traces"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    requests = models.PositiveIntegerField(default=0)
+    duration_s = models.FloatField(default=0)
+    characterisation = models.JSONField(default=dict)
+    data = models.BinaryField()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+ROLLUP_KEY = ("bucket", "tenant", "project", "model", "region", "traffic_class", "entitlement", "decision", "reason")
+ROLLUP_SUMS = (
+    "requests",
+    "estimated_wt",
+    "actual_wt",
+    "prompt_tokens",
+    "cached_prompt_tokens",
+    "output_tokens",
+    "slo_met",
+    "slo_total",
+)
+TTFT_BINS = bin_fields("ttft")
+E2E_BINS = bin_fields("e2e")
+ROLLUP_ADDITIVE = ROLLUP_SUMS + TTFT_BINS + E2E_BINS
+
+
+class RollupBase(models.Model):
+    """Additive aggregates of events per bucket and key; every value column merges by addition.
+
+    Latency percentiles are kept as fixed log-spaced histogram counts (one column per bin, see
+    telemetry.histogram) so they merge across minutes and levels with plain SQL `+`. Empty strings,
+    not NULLs, in the key: NULLs are distinct in unique indexes and would defeat ON CONFLICT.
+    """
+
+    bucket = models.DateTimeField()
+    tenant = models.CharField(max_length=64)
+    project = models.CharField(max_length=64, default="")
+    model = models.CharField(max_length=64)
+    region = models.CharField(max_length=64)
+    traffic_class = models.CharField(max_length=16)
+    entitlement = models.CharField(max_length=36, default="", help_text="uuid string, '' when none")
+    decision = models.CharField(max_length=8, choices=Decision.choices)
+    reason = models.CharField(max_length=32, default="")
+    requests = models.BigIntegerField(default=0)
+    estimated_wt = models.FloatField(default=0)
+    actual_wt = models.FloatField(default=0)
+    prompt_tokens = models.BigIntegerField(default=0)
+    cached_prompt_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    slo_met = models.BigIntegerField(default=0)
+    slo_total = models.BigIntegerField(default=0, help_text="events that reported slo_met at all")
+    for _name in TTFT_BINS + E2E_BINS:
+        locals()[_name] = models.BigIntegerField(default=0)
+    del _name
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.bucket:%Y-%m-%d %H:%M} {self.tenant} {self.model}@{self.region} {self.decision}"
+
+
+def _rollup_meta(prefix: str) -> dict:
+    return {
+        "constraints": [models.UniqueConstraint(fields=list(ROLLUP_KEY), name=f"{prefix}_rollup_key")],
+        "indexes": [
+            models.Index(fields=["tenant", "bucket"], name=f"{prefix}_tenant_bucket"),
+            models.Index(fields=["entitlement", "bucket"], name=f"{prefix}_ent_bucket"),
+            models.Index(fields=["bucket"], name=f"{prefix}_bucket"),
+        ],
+    }
+
+
+class MinuteRollup(RollupBase):
+    class Meta(RollupBase.Meta):
+        abstract = False
+        constraints = _rollup_meta("minute")["constraints"]
+        indexes = _rollup_meta("minute")["indexes"]
+
+
+class HourRollup(RollupBase):
+    class Meta(RollupBase.Meta):
+        abstract = False
+        constraints = _rollup_meta("hour")["constraints"]
+        indexes = _rollup_meta("hour")["indexes"]
+
+
+class DayRollup(RollupBase):
+    class Meta(RollupBase.Meta):
+        abstract = False
+        constraints = _rollup_meta("day")["constraints"]
+        indexes = _rollup_meta("day")["indexes"]
+
+
+def default_queries() -> dict[str, str]:
+    """field → PromQL; each result series must carry the pool label. Old vLLM names are OR-ed in."""
+    return {
+        "requests_running": "sum by (pool) (vllm:num_requests_running)",
+        "requests_waiting": "sum by (pool) (vllm:num_requests_waiting)",
+        "kv_cache_usage": "avg by (pool) (vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc)",
+        "accelerator_util": "avg by (pool) (DCGM_FI_DEV_GPU_UTIL) / 100",
+        "replicas_healthy": 'sum by (pool) (up{job=~".*vllm.*"})',
+        "replicas_total": 'count by (pool) (up{job=~".*vllm.*"})',
+    }
+
+
+class PrometheusSource(models.Model):
+    """A Prometheus server to pull fleet samples from, one query per FleetSample field."""
+
+    name = models.SlugField(max_length=64, unique=True)
+    base_url = models.URLField(max_length=300, help_text="e.g. http://prometheus:9090")
+    enabled = models.BooleanField(default=True)
+    queries = models.JSONField(default=default_queries)
+    pool_label = models.CharField(max_length=64, default="pool", help_text="label whose value is the pool slug")
+    step_s = models.PositiveIntegerField(default=15)
+    overlap_s = models.PositiveIntegerField(default=120, help_text="re-read this much before last_pulled_at")
+    initial_lookback_s = models.PositiveIntegerField(default=600)
+    last_pulled_at = models.DateTimeField(null=True, blank=True)
+    claimed_until = models.DateTimeField(null=True, blank=True, help_text="a pull in progress holds the source")
+    last_error = models.TextField(blank=True, default="")
+    last_duration_s = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name

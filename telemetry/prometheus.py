@@ -1,0 +1,109 @@
+"""Pull fleet samples from a Prometheus server's HTTP API (`/api/v1/query_range`).
+
+Each configured query yields series labelled with the pool (source.pool_label); values at the same
+evaluation instant are merged into one FleetSample per (pool, ts). The range starts `overlap_s`
+before the last pull and is aligned to the step, so overlapping pulls evaluate at the same instants
+and the unique (pool, ts, source) key makes a re-read overwrite itself instead of adding rows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from entitlements.models import Pool
+from telemetry.models import PrometheusSource
+from telemetry.services import FLEET_COLUMNS, fleet_samples_ingest
+
+TIMEOUT_S = 10
+
+
+class PrometheusError(Exception):
+    """Prometheus answered, but not with a usable result (bad query, error status)."""
+
+
+@dataclass
+class PullResult:
+    samples: int = 0
+    unknown_pools: set[str] = field(default_factory=set)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    start: datetime | None = None
+    end: datetime | None = None
+
+
+def _get(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url, timeout=TIMEOUT_S) as resp:  # noqa: S310 - operator-configured http(s) URL
+        body = json.loads(resp.read())
+    if body.get("status") != "success":
+        raise PrometheusError(f"{body.get('errorType', 'error')}: {body.get('error', 'unknown')}")
+    return body["data"]  # type: ignore[no-any-return]
+
+
+def query_range(base_url: str, query: str, start: datetime, end: datetime, step_s: int) -> list[dict[str, Any]]:
+    params = urllib.parse.urlencode(
+        {"query": query, "start": f"{start.timestamp():.3f}", "end": f"{end.timestamp():.3f}", "step": f"{step_s}s"}
+    )
+    data = _get(f"{base_url.rstrip('/')}/api/v1/query_range?{params}")
+    if data.get("resultType") != "matrix":
+        raise PrometheusError(f"expected a matrix, got {data.get('resultType')}")
+    return data["result"]  # type: ignore[no-any-return]
+
+
+def pull_window(source: PrometheusSource, now: datetime) -> tuple[datetime, datetime]:
+    if source.last_pulled_at is None:
+        start = now - timedelta(seconds=source.initial_lookback_s)
+    else:
+        start = source.last_pulled_at - timedelta(seconds=source.overlap_s)
+    step = source.step_s
+    aligned = math.floor(start.timestamp() / step) * step
+    return datetime.fromtimestamp(aligned, tz=UTC), now
+
+
+def _value(name: str, raw: str) -> float | int | None:
+    v = float(raw)
+    if not math.isfinite(v):
+        return None  # NaN/Inf from an empty division: no observation, not a zero
+    return round(v) if name in ("replicas_healthy", "replicas_total") else v
+
+
+def collect(source: PrometheusSource, start: datetime, end: datetime) -> dict[tuple[str, float], dict[str, Any]]:
+    """(pool slug, unix ts) → {field: value} across every configured query."""
+    merged: dict[tuple[str, float], dict[str, Any]] = {}
+    for name, promql in sorted(source.queries.items()):
+        if name not in FLEET_COLUMNS:
+            raise PrometheusError(f"query {name!r} is not a fleet sample field ({', '.join(FLEET_COLUMNS)})")
+        for series in query_range(source.base_url, promql, start, end, source.step_s):
+            pool = series.get("metric", {}).get(source.pool_label)
+            if not pool:
+                continue
+            for ts, raw in series.get("values", []):
+                merged.setdefault((pool, float(ts)), {})[name] = _value(name, raw)
+    return merged
+
+
+def pull_source(source: PrometheusSource, *, now: datetime | None = None) -> PullResult:
+    """Read one source's window and store it; the caller holds the source's claim."""
+    now = now or timezone.now()
+    start, end = pull_window(source, now)
+    merged = collect(source, start, end)
+    known = set(Pool.objects.filter(slug__in={p for p, _ in merged}).values_list("slug", flat=True))
+    result = PullResult(start=start, end=end, unknown_pools={p for p, _ in merged} - known)
+    samples = [
+        {"pool": pool, "ts": datetime.fromtimestamp(ts, tz=UTC), **values}
+        for (pool, ts), values in sorted(merged.items())
+        if pool in known
+    ]
+    stored = fleet_samples_ingest(source=f"prometheus:{source.name}", samples=samples)
+    result.samples = stored.accepted
+    result.errors = stored.errors
+    PrometheusSource.objects.filter(pk=source.pk).update(
+        last_pulled_at=end, last_error="; ".join(f"{e['field']}: {e['message']}" for e in stored.errors[:5])
+    )
+    return result

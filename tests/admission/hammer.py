@@ -1,0 +1,63 @@
+"""Worker for the multi-process load test: threads reserving against one entitlement in Redis.
+
+Runs in a spawned process (no Django setup needed: the Redis backend is plain Python).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import redis
+
+from admission.backends.base import Bucket, CompleteOp, ReserveOp
+from admission.backends.redis import RedisBackend
+
+RATE, DEPTH, COST, MAXC, TTL = 1000.0, 60_000.0, 100.0, 8, 600.0
+
+
+def run(url: str, prefix: str, threads: int, seconds: float, out) -> None:  # type: ignore[no-untyped-def]
+    backend = RedisBackend(url, prefix=prefix, socket_timeout=2.0)
+    counter = redis.Redis.from_url(url, socket_timeout=2.0)
+    lock = threading.Lock()
+    acc = {"admitted_wt": 0.0, "admits": 0, "throttles": {}, "violations": 0, "errors": 0, "admit_times": []}
+    deadline = time.monotonic() + seconds
+
+    def worker() -> None:
+        while time.monotonic() < deadline:
+            o = ReserveOp(
+                idem_key=f"{prefix}req:{uuid.uuid4().hex}", reservation_id=uuid.uuid4().hex,
+                inflight_key=f"{prefix}if:s", max_concurrency=MAXC, traffic_class="reserved",
+                own=Bucket(f"{prefix}b:s", RATE, DEPTH), pool=Bucket(f"{prefix}p:1", 1e6, 6e7), borrow=None,
+                cost=COST, margin=0.0, degraded=False, reserved_floor=0.0, ttl_s=TTL, idem_ttl_s=60, meta="{}",
+                w_out=4.0, w_cached=0.0,
+            )  # fmt: skip
+            try:
+                a = backend.reserve(o)
+            except Exception:
+                with lock:
+                    acc["errors"] += 1
+                continue
+            p = a.parts()
+            if not a.admitted:
+                with lock:
+                    acc["throttles"][p[1]] = acc["throttles"].get(p[1], 0) + 1
+                continue
+            # A test-side count of in-flight requests, kept in Redis so both processes share it.
+            if counter.incr(f"{prefix}held") > MAXC:
+                counter.incr(f"{prefix}violations")
+            time.sleep(0.001)
+            counter.decr(f"{prefix}held")
+            backend.complete(CompleteOp(p[1], 20, 0, 20, "ok", 60))  # actual = estimate: nothing refunded
+            with lock:
+                acc["admitted_wt"] += float(p[2])
+                acc["admits"] += 1
+                acc["admit_times"].append(float(p[4]) - TTL)  # Redis' clock at the admission
+
+    ts = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    out.put(acc)

@@ -1,0 +1,231 @@
+"""One contract suite, run on both backends: the Redis scripts and the in-process store.
+
+Bucket rates are 0 unless a test is about refill, so levels are exact whatever the clock does.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+from admission.backends.base import Bucket, CompleteOp, ReserveOp
+
+
+def op(
+    cls="reserved",
+    *,
+    cost=100.0,
+    own=(0.0, 1000.0),
+    pool=(0.0, 10_000.0),
+    borrow=None,
+    maxc=100,
+    margin=0.0,
+    degraded=False,
+    floor=0.0,
+    ttl=600.0,
+    req=None,
+    scope="s1",
+) -> ReserveOp:
+    return ReserveOp(
+        idem_key=f"req:{req or uuid.uuid4().hex}",
+        reservation_id=uuid.uuid4().hex,
+        inflight_key=f"if:{scope}",
+        max_concurrency=maxc,
+        traffic_class=cls,
+        own=Bucket(f"b:{scope}", *own),
+        pool=Bucket("p:1", *pool),
+        borrow=Bucket(f"bb:{scope}", *borrow) if borrow else None,
+        cost=cost,
+        margin=margin,
+        degraded=degraded,
+        reserved_floor=floor,
+        ttl_s=ttl,
+        idem_ttl_s=60,
+        meta=json.dumps({"scope": scope}),
+        w_out=4.0,
+        w_cached=0.5,
+    )
+
+
+def _key(b, k):
+    return b.prefix + k if hasattr(b, "client") else k
+
+
+def prefixed(b, o: ReserveOp) -> ReserveOp:
+    """Redis tests isolate their keys under the backend's prefix."""
+    if not hasattr(b, "client"):
+        return o
+    p = b.prefix
+    bor = Bucket(p + o.borrow.key, o.borrow.rate, o.borrow.depth) if o.borrow else None
+    return ReserveOp(
+        **{
+            **o.__dict__,
+            "idem_key": p + o.idem_key,
+            "inflight_key": p + o.inflight_key,
+            "own": Bucket(p + o.own.key, o.own.rate, o.own.depth),
+            "pool": Bucket(p + o.pool.key, o.pool.rate, o.pool.depth),
+            "borrow": bor,
+        }
+    )
+
+
+def reserve(b, o):
+    return b.reserve(prefixed(b, o))
+
+
+def complete(b, rid, prompt=10, cached=0, output=10, status="ok"):
+    return b.complete(CompleteOp(rid, prompt, cached, output, status, 60))
+
+
+def test_own_bucket_admits_until_empty_then_quota_exceeded(store):
+    answers = [reserve(store, op(cost=300.0, own=(10.0, 1000.0))).raw for _ in range(4)]
+    assert [a.split("|")[0] for a in answers] == ["A", "A", "A", "T"]
+    assert answers[0].split("|")[3] == "entitlement"
+    # 100 wt left, 300 needed at 10 wt/s: 20 s.
+    assert answers[3] == "T|QUOTA_EXCEEDED|20"
+    assert 100.0 <= store.level(_key(store, "b:s1")) < 101.0  # refills at 10 wt/s meanwhile
+    assert store.level(_key(store, "p:1")) == 9100.0
+
+
+def test_same_request_id_gives_the_same_answer_and_debits_once(store):
+    first = reserve(store, op(req="same"))
+    again = reserve(store, op(req="same"))
+    assert again.raw == first.raw
+    assert (first.replay, again.replay) == (False, True)
+    assert store.level(_key(store, "b:s1")) == 900.0
+    assert store.inflight(_key(store, "if:s1")) == 1
+
+
+def test_concurrency_cap_and_complete_frees_the_slot(store):
+    a = reserve(store, op(maxc=2))
+    reserve(store, op(maxc=2))
+    assert reserve(store, op(maxc=2)).raw == "T|CONCURRENCY_LIMIT|1"
+    complete(store, a.parts()[1])
+    assert reserve(store, op(maxc=2)).admitted
+    assert store.inflight(_key(store, "if:s1")) == 2
+
+
+def test_complete_refunds_unused_and_charges_overruns_into_debt(store):
+    a = reserve(store, op(cost=600.0))
+    b = reserve(store, op(cost=400.0))
+    assert store.level(_key(store, "b:s1")) == 0.0
+    # actual = (100 − 20) + 0.5 × 20 + 4 × 50 = 290 → 310 back
+    s = complete(store, a.parts()[1], prompt=100, cached=20, output=50)
+    assert s.result == {
+        "reservation_id": a.parts()[1],
+        "status": "ok",
+        "reserved_wt": 600.0,
+        "actual_wt": 290.0,
+        "refunded_wt": 310.0,
+    }
+    assert store.level(_key(store, "b:s1")) == 310.0
+    # actual = 10 + 4 × 250 = 1010 → 610 charged: the bucket goes into debt
+    complete(store, b.parts()[1], prompt=10, output=250)
+    assert store.level(_key(store, "b:s1")) == -300.0
+    assert store.level(_key(store, "p:1")) == 10_000.0 - 290.0 - 1010.0
+    assert reserve(store, op(cost=1.0)).raw.startswith("T|QUOTA_EXCEEDED|")
+
+
+def test_complete_is_idempotent(store):
+    a = reserve(store, op(cost=600.0))
+    first = complete(store, a.parts()[1], prompt=10, output=10)
+    again = complete(store, a.parts()[1], prompt=999, output=999)
+    assert again.result == first.result
+    assert (first.replay, again.replay) == (False, True)
+    assert store.level(_key(store, "b:s1")) == 1000.0 - 600.0 + 550.0
+    assert store.inflight(_key(store, "if:s1")) == 0
+
+
+def test_unknown_reservation_is_none(store):
+    assert complete(store, "nope") is None
+
+
+def test_ttl_settles_abandoned_reservations_lazily_at_full_estimate(store):
+    a = reserve(store, op(cost=200.0, maxc=1, ttl=0.05))
+    time.sleep(0.1)
+    b = reserve(store, op(cost=100.0, maxc=1))
+    assert b.admitted
+    assert [json.loads(m) for m in b.expired_metas] == [{"scope": "s1"}]
+    assert store.level(_key(store, "b:s1")) == 700.0  # the expired one kept its full 200
+    late = complete(store, a.parts()[1], prompt=1, output=1)
+    assert (late.result["status"], late.result["refunded_wt"], late.replay) == ("expired", 0, True)
+    assert store.level(_key(store, "b:s1")) == 700.0
+
+
+def test_complete_after_ttl_settles_as_expired_once(store):
+    a = reserve(store, op(cost=200.0, ttl=0.05))
+    time.sleep(0.1)
+    s = complete(store, a.parts()[1], prompt=1, output=1)
+    assert (s.result["status"], s.result["actual_wt"], s.replay, json.loads(s.meta)) == (
+        "expired",
+        200.0,
+        False,
+        {"scope": "s1"},
+    )
+    assert store.level(_key(store, "b:s1")) == 800.0
+    assert store.inflight(_key(store, "if:s1")) == 0
+
+
+def test_sweep_settles_expired_reservations(store):
+    reserve(store, op(ttl=0.05, scope="x"))
+    reserve(store, op(ttl=0.05, scope="y"))
+    keep = reserve(store, op(ttl=600, scope="y"))
+    time.sleep(0.1)
+    assert sorted(json.loads(m)["scope"] for m in store.sweep()) == ["x", "y"]
+    assert store.sweep() == []
+    assert (store.inflight(_key(store, "if:x")), store.inflight(_key(store, "if:y"))) == (0, 1)
+    assert complete(store, keep.parts()[1]).result["status"] == "ok"
+
+
+def test_bucket_refills_at_its_rate(store):
+    assert reserve(store, op(cost=1000.0, own=(2000.0, 1000.0))).admitted
+    assert reserve(store, op(cost=1000.0, own=(2000.0, 1000.0))).raw == "T|QUOTA_EXCEEDED|1"
+    time.sleep(0.6)  # ≥ 1000 wt back at 2000 wt/s
+    assert reserve(store, op(cost=1000.0, own=(2000.0, 1000.0))).admitted
+
+
+def test_shared_borrows_above_the_margin_then_is_reclaimed(store):
+    kw = {"cls": "shared", "own": (0.0, 100.0), "borrow": (0.0, 1000.0), "pool": (0.0, 1000.0), "margin": 200.0}
+    assert reserve(store, op(cost=100.0, **kw)).parts()[3] == "entitlement"
+    got = [reserve(store, op(cost=300.0, **kw)).raw for _ in range(3)]
+    assert got[0].split("|")[3] == "borrowed"
+    assert got[1].split("|")[3] == "borrowed"  # pool 600 → 300 ≥ margin 200
+    assert got[2] == "T|RECLAIMED|5"  # pool 300 − 300 < margin
+    assert store.level(_key(store, "bb:s1")) == 400.0
+
+
+def test_borrowing_limit_used_up_is_quota_exceeded(store):
+    kw = {"cls": "shared", "own": (0.0, 0.0), "borrow": (0.0, 250.0), "pool": (0.0, 10_000.0)}
+    assert reserve(store, op(cost=200.0, **kw)).parts()[3] == "borrowed"
+    assert reserve(store, op(cost=200.0, **kw)).raw == "T|QUOTA_EXCEEDED|3600"
+
+
+def test_overage_throttle_never_borrows(store):
+    assert reserve(store, op("shared", cost=200.0, own=(1.0, 100.0))).raw == "T|QUOTA_EXCEEDED|100"
+
+
+def test_lender_own_bucket_is_admitted_with_the_pool_in_deficit(store):
+    # Borrowers drained the pool to its margin; the lender's own bucket still admits, into pool debt.
+    for cls in ("reserved", "shared"):
+        a = reserve(store, op(cls, cost=500.0, own=(0.0, 1000.0), pool=(0.0, 300.0), margin=60.0, scope=cls))
+        assert a.parts()[3] == "entitlement"
+    assert store.level(_key(store, "p:1")) == -700.0
+
+
+def test_best_effort_needs_pool_room_even_within_its_own_bucket(store):
+    kw = {"own": (0.0, 1000.0), "pool": (0.0, 500.0), "margin": 100.0}
+    assert reserve(store, op("best_effort", cost=400.0, **kw)).admitted
+    assert reserve(store, op("best_effort", cost=400.0, **kw)).raw == "T|RECLAIMED|5"
+
+
+def test_degraded_pool_sheds_best_effort_then_shared_then_reserved(store):
+    # Pool depth 1000, margin 200, reserved may take it to −500.
+    kw = {"pool": (0.0, 1000.0), "margin": 200.0, "degraded": True, "floor": -500.0, "own": (0.0, 10_000.0)}
+    reserve(store, op("reserved", cost=700.0, scope="r", **kw))  # pool 300
+    assert reserve(store, op("best_effort", cost=200.0, scope="b", **kw)).raw == "T|PLATFORM_CAPACITY|10"
+    assert reserve(store, op("shared", cost=300.0, scope="s", **kw)).admitted  # pool 0
+    assert reserve(store, op("shared", cost=1.0, scope="s", **kw)).raw == "T|PLATFORM_CAPACITY|10"
+    assert reserve(store, op("reserved", cost=500.0, scope="r", **kw)).admitted  # pool −500
+    assert reserve(store, op("reserved", cost=1.0, scope="r", **kw)).raw == "T|PLATFORM_CAPACITY|10"
+    assert store.level(_key(store, "p:1")) == -500.0

@@ -1,0 +1,72 @@
+"""People and a finished run with one series per tenant, written directly (no forecasting needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from entitlements import models as m
+from forecasting.models import ForecastRun, ForecastSeries, PoolDemand
+from tests.factories import UserFactory
+from tests.forecasting.helpers import END
+
+
+def _member(username: str, tenant: m.Tenant, role: str) -> Any:
+    user = UserFactory(username=username)
+    m.Membership.objects.create(user=user, tenant=tenant, role=role)
+    return user
+
+
+def _platform(username: str, role: str) -> Any:
+    user = UserFactory(username=username)
+    m.PlatformRole.objects.create(user=user, role=role)
+    return user
+
+
+@pytest.fixture
+def people(fleet) -> dict[str, Any]:
+    return {
+        "member": _member("ann", fleet.acme, "viewer"),
+        "teammate": _member("bob", fleet.acme, "requester"),
+        "outsider": _member("olga", fleet.globex, "requester"),
+        "approver": _platform("appr", "approver"),
+        "operator": fleet.operator,
+        "gateway": _platform("gw", "gateway"),
+    }
+
+
+@pytest.fixture
+def api_for(people) -> Callable[[str], APIClient]:
+    def make(who: str) -> APIClient:
+        client = APIClient()
+        client.force_authenticate(people[who])
+        return client
+
+    return make
+
+
+def _series(run: ForecastRun, tenant: m.Tenant, level: float) -> ForecastSeries:
+    hourly = {k: [level * f] * 336 for k, f in (("expected", 1.0), ("upside", 1.2), ("stress", 1.5), ("p99", 1.4))}
+    weekly = {f"{k}_peak": [level * f] * 26 for k, f in (("expected", 1.0), ("upside", 1.2), ("stress", 1.5))}
+    return ForecastSeries.objects.create(
+        run=run, tenant_slug=tenant.slug, tenant=tenant, model="llama-test", region="us-test", method="mstl",
+        history_hours=504, start=END, history=[level] * 168, hourly=hourly,
+        weekly=weekly | {"expected_mean": [level] * 26}, backtest_mape=0.05, backtest_coverage_80=0.8,
+        baseline_mape=0.07,
+    )
+
+
+@pytest.fixture
+def finished(fleet) -> ForecastRun:
+    run = ForecastRun.objects.create(status="succeeded", progress=100, attempts=1, results_written=1, series_count=2,
+                                     finished_at=END)
+    _series(run, fleet.acme, 10.0)
+    _series(run, fleet.globex, 30.0)
+    for pool in (fleet.pool_a, fleet.pool_b):
+        PoolDemand.objects.create(run=run, pool=pool, start=END, tenants={"acme": 0.25, "globex": 0.75},
+                                  hourly={k: [20.0 * f] * (26 * 168) for k, f in
+                                          (("expected", 1.0), ("upside", 1.2), ("stress", 1.5))})
+    return run

@@ -1,0 +1,109 @@
+"""Done-when: a real worker and beat run a forecast; the worker is SIGKILLed mid-run; a new worker
+gets the redelivered message, re-claims the run and completes it — results written exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+from forecasting.models import ForecastRun, ForecastSeries
+from tests import factories as f
+from tests.forecasting.helpers import END, daily_cu, write_demand
+
+ROOT = Path(__file__).resolve().parents[2]
+BROKER = "redis://127.0.0.1:6379/5"
+N_SERIES = 6
+
+
+def _env() -> dict[str, str]:
+    db = connection.settings_dict
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.forecasting.celery_settings",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}",
+        "CELERY_BROKER_URL": BROKER,
+        "CELERY_VISIBILITY_TIMEOUT": "12",
+    }
+
+
+def _start(args: list[str], log: Path) -> subprocess.Popen:
+    # Own session, so SIGKILL reaches the whole worker (no orphaned child keeps computing).
+    return subprocess.Popen(
+        [str(ROOT / ".venv/bin/celery"), "-A", "config", *args], cwd=ROOT, env=_env(),
+        stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+    )
+
+
+def _worker(name: str, log: Path) -> subprocess.Popen:
+    return _start(["worker", "--pool=solo", "-n", f"{name}@%h", "--without-mingle", "--without-gossip",
+                   "-l", "INFO"], log)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _wait_for(what: str, predicate, logs: list[Path], deadline_s: float = 900) -> None:
+    # A safety net so a broken setup fails instead of hanging; not a performance assertion.
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if predicate():
+            return
+        time.sleep(0.5)
+    tails = "\n".join(f"--- {p.name}\n" + p.read_text()[-3000:] for p in logs if p.exists())
+    pytest.fail(f"gave up waiting for {what}\n{tails}")
+
+
+@pytest.mark.redis
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_killed_worker_run_is_redelivered_and_written_once(transactional_db, tmp_path):
+    import redis
+
+    redis.Redis.from_url(BROKER).flushdb()
+    f.build_fleet()
+    for i in range(N_SERIES):
+        write_demand(tenant=f"t{i}", model="llama-test", region="us-test",
+                     cu=daily_cu(24 * 21, base=50, amp=20, noise=3, seed=i), r=1000)
+    every_second, _ = IntervalSchedule.objects.get_or_create(every=1, period=IntervalSchedule.SECONDS)
+    params = {"end": END.isoformat(), "batch_size": 1, "pause_between_batches_s": 2}
+    PeriodicTask.objects.filter(task="forecasting.tasks.schedule_forecast").delete()
+    PeriodicTask.objects.create(name="test forecast", task="forecasting.tasks.schedule_forecast",
+                                interval=every_second, one_off=True, kwargs=json.dumps(params))
+    logs = [tmp_path / "beat.log", tmp_path / "w1.log", tmp_path / "w2.log"]
+    beat = _start(["beat", "--max-interval", "1", "-s", str(tmp_path / "beat-schedule")], logs[0])
+    w1 = _worker("w1", logs[1])
+    w2 = None
+    try:
+        # Given the first worker is part-way through the run (it has checkpointed at least one batch)
+        _wait_for("the run to be part-way", lambda: ForecastRun.objects.filter(progress__gt=0).exists(), logs)
+        run = ForecastRun.objects.get()
+        assert run.status == "running" and run.attempts == 1 and run.progress < 100
+        # When that worker dies without a chance to clean up, and another starts
+        _kill(w1)
+        _kill(beat)
+        w2 = _worker("w2", logs[2])
+        _wait_for("the run to finish", lambda: ForecastRun.objects.get(pk=run.pk).is_done, logs)
+    finally:
+        for p in (w1, beat, w2):
+            if p is not None:
+                _kill(p)
+    # Then the redelivered task re-claimed the run and wrote its results exactly once
+    run.refresh_from_db()
+    assert run.status == "succeeded", run.error
+    assert run.attempts == 2
+    assert run.results_written == 1
+    assert run.series_count == N_SERIES
+    assert ForecastSeries.objects.filter(run=run).count() == N_SERIES
+    assert ForecastRun.objects.count() == 1
+    assert run.claimed_by.split(":")[1] == str(w2.pid)  # the solo worker runs tasks in its own process

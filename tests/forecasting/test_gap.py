@@ -1,0 +1,127 @@
+"""Supply gap, order-by dates, stranded capacity and the cost of being wrong, on a known demand."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import pytest
+
+from entitlements.services import entitlement_grant
+from forecasting import gap
+from forecasting.models import ForecastRun, PoolDemand, SupplyOrder
+from tests.factories import grant_kwargs
+from tests.forecasting.helpers import END
+
+WEEKS, H = 26, 168
+TODAY = date(2026, 3, 2)
+
+
+def _step(first: float, after: float) -> list[float]:
+    """First 10 weeks at one level, the remaining 16 at another."""
+    return [first] * (10 * H) + [after] * (16 * H)
+
+
+@pytest.fixture
+def planned(fleet):
+    """pool-a: 4 replicas (2 + 2 zones) × 70 CU = 280 healthy, 140 after losing a zone. Lead time 12 weeks.
+    A replica costs 8 accelerators × (2.00 on-demand + 0.50 host) = 20 USD/h."""
+    acc = fleet.pool_a.accelerator
+    acc.cloud_on_demand_per_hour, acc.host_cost_per_hour, acc.lead_time_weeks = 2.0, 0.5, 12
+    acc.save()
+    run = ForecastRun.objects.create(status="succeeded", progress=100)
+    PoolDemand.objects.create(
+        run=run, pool=fleet.pool_a, start=END, tenants={"acme": 1.0},
+        hourly={"expected": _step(100, 200), "upside": _step(120, 240), "stress": _step(150, 300)},
+    )
+    return fleet, run
+
+
+def _pool(run):
+    _, pools = gap.supply_gap(run=run, today=TODAY)
+    assert [p["pool"] for p in pools] == ["pool-a"]
+    return pools[0]
+
+
+def test_first_short_week_order_by_and_late(planned):
+    _, run = planned
+    g = _pool(run)["gaps"]
+    week10 = date(2026, 5, 11)
+    assert g["expected"]["healthy"]["first_week"] is None
+    assert g["upside"]["healthy"]["first_week"] is None
+    assert g["stress"]["healthy"] == {
+        "first_week": week10, "order_by": date(2026, 2, 16), "late": True, "max_gap_cu": 20.0, "replicas_short": 1
+    }
+    assert g["expected"]["failure"] == {
+        "first_week": week10, "order_by": date(2026, 2, 16), "late": True, "max_gap_cu": 60.0, "replicas_short": 1
+    }
+    assert g["stress"]["failure"] == {
+        "first_week": TODAY, "order_by": date(2025, 12, 8), "late": True, "max_gap_cu": 160.0, "replicas_short": 3
+    }
+
+
+def test_an_order_by_in_the_future_is_not_late(planned):
+    _, run = planned
+    _, pools = gap.supply_gap(run=run, today=date(2026, 2, 16))
+    assert pools[0]["gaps"]["stress"]["healthy"]["late"] is False
+
+
+def test_pending_orders_add_replicas_from_their_arrival_week(planned):
+    fleet, run = planned
+    SupplyOrder.objects.create(pool=fleet.pool_a, replicas=2, arrival_date=date(2026, 5, 13), status="ordered")
+    SupplyOrder.objects.create(pool=fleet.pool_a, replicas=50, arrival_date=date(2026, 3, 3), status="cancelled")
+    p = _pool(run)
+    assert [(w["replicas"], w["healthy_cu"], w["failure_cu"]) for w in p["weeks"][9:11]] == [
+        (4, 280.0, 140.0), (6, 420.0, 210.0)
+    ]
+    assert p["gaps"]["stress"]["healthy"]["first_week"] is None
+    assert p["gaps"]["expected"]["failure"]["first_week"] is None
+    assert p["gaps"]["stress"]["failure"]["first_week"] == TODAY
+    assert p["gaps"]["stress"]["failure"]["max_gap_cu"] == 90.0
+
+
+def test_committed_is_the_peak_sold_in_each_week(planned):
+    fleet, run = planned
+    entitlement_grant(actor=fleet.operator, reason="test", **grant_kwargs(fleet.pool_a, fleet.acme, "50", start=END,
+                                                                          days=14))
+    assert [w["committed_cu"] for w in _pool(run)["weeks"][:3]] == [50.0, 50.0, 0.0]
+
+
+def test_stranded_capacity_and_its_cost(planned):
+    _, run = planned
+    s = _pool(run)["stranded"]
+    # (280 − 100) for 10 weeks and (280 − 200) for 16 weeks, per hour
+    assert s["mean_cu"] == pytest.approx((10 * 180 + 16 * 80) / 26)
+    # 517,440 CU-hours ÷ 70 CU per replica = 7,392 replica-hours × 20 USD
+    assert s["cost_usd"] == pytest.approx(147_840.0)
+
+
+def test_cost_of_being_wrong_both_ways(planned):
+    _, run = planned
+    rows = {r["scenario"]: r for r in _pool(run)["cost_of_being_wrong"]}
+    # Planned for expected, upside arrives: 20 CU short for 1,680 h and 40 CU for 2,688 h, × 3,600 s × R 1,000
+    assert rows["upside"]["under_throttled_wt"] == (20 * 1680 + 40 * 2688) * 3600 * 1000
+    assert rows["upside"]["under_tenants_affected"] == 1
+    assert rows["upside"]["today_throttled_wt"] == 0.0
+    assert rows["upside"]["today_tenants_affected"] == 0
+    assert rows["upside"]["over_idle_cost_usd"] == pytest.approx((20 * 1680 + 40 * 2688) / 70 * 20)
+    assert rows["stress"]["under_throttled_wt"] == (50 * 1680 + 100 * 2688) * 3600 * 1000
+    # Today's 280 CU covers stress until week 10, then 20 CU short
+    assert rows["stress"]["today_throttled_wt"] == 20 * 2688 * 3600 * 1000
+    assert rows["stress"]["over_idle_cost_usd"] == pytest.approx((50 * 1680 + 100 * 2688) / 70 * 20)
+
+
+def test_new_replicas_fill_the_smallest_zone_first():
+    assert gap.add_replicas((3, 1, 2), 3) == (3, 3, 3)
+    assert gap.add_replicas((), 2) == (2,)
+
+
+def test_no_finished_run_means_no_gap(db):
+    ForecastRun.objects.create(status="running")
+    assert gap.supply_gap(today=TODAY) == (None, [])
+
+
+def test_week_starts_follow_the_run(planned):
+    _, run = planned
+    weeks = _pool(run)["weeks"]
+    assert len(weeks) == WEEKS
+    assert [w["start"] for w in weeks[:2]] == [TODAY, TODAY + timedelta(weeks=1)]

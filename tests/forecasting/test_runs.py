@@ -1,0 +1,111 @@
+"""Runs: compare-and-swap claims, stale re-claims, results written once, the job end to end."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from django_celery_beat.models import PeriodicTask
+
+from forecasting import services
+from forecasting.models import ForecastRun, ForecastSeries, PoolDemand
+from tests.forecasting.helpers import END, daily_cu, write_demand
+
+
+@pytest.fixture
+def run(db):
+    return ForecastRun.objects.create(parameters={"end": END.isoformat()})
+
+
+def test_first_claim_wins_and_a_second_sees_busy(run):
+    assert services.forecast_run_claim(run_id=run.pk, worker="w1") == "claimed"
+    assert services.forecast_run_claim(run_id=run.pk, worker="w2") == "busy"
+    run.refresh_from_db()
+    assert (run.status, run.claimed_by, run.attempts) == ("running", "w1", 1)
+
+
+def test_a_stale_claim_is_taken_over_and_the_old_claimant_cannot_write(run, settings):
+    settings.FORECAST_RUN_STALE_AFTER_S = 60
+    services.forecast_run_claim(run_id=run.pk, worker="w1")
+    ForecastRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=61))
+    assert services.forecast_run_claim(run_id=run.pk, worker="w2") == "claimed"
+    run.refresh_from_db()
+    assert (run.claimed_by, run.attempts) == ("w2", 2)
+    with pytest.raises(services.ClaimLost):
+        services._checkpoint(run.pk, "w1", 50)
+    with pytest.raises(services.ClaimLost):
+        services._write_results(run.pk, "w1", [], [])
+    run.refresh_from_db()
+    assert (run.status, run.results_written, run.progress) == ("running", 0, 0)
+
+
+def test_a_fresh_claim_is_not_taken_over(run, settings):
+    settings.FORECAST_RUN_STALE_AFTER_S = 60
+    services.forecast_run_claim(run_id=run.pk, worker="w1")
+    ForecastRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=59))
+    assert services.forecast_run_claim(run_id=run.pk, worker="w2") == "busy"
+
+
+def test_a_finished_run_is_not_claimed_again(run):
+    ForecastRun.objects.filter(pk=run.pk).update(status="succeeded")
+    assert services.forecast_run_claim(run_id=run.pk, worker="w1") == "done"
+    run.refresh_from_db()
+    assert run.attempts == 0
+
+
+def test_release_puts_a_run_back_in_the_queue(run):
+    services.forecast_run_claim(run_id=run.pk, worker="w1")
+    assert services.forecast_run_release(run_id=run.pk, worker="w2") is False
+    assert services.forecast_run_release(run_id=run.pk, worker="w1") is True
+    run.refresh_from_db()
+    assert (run.status, run.claimed_by) == ("queued", "")
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"batch_size": 0}, "batch_size must be within 1–1000"),
+        ({"n_jobs": 3}, "n_jobs must be within 1–2"),
+        ({"spike_pct": "lots"}, "spike_pct must be a number"),
+        ({"end": "2026-03-02T00:00:00"}, "end must be an ISO datetime with a timezone"),
+        ({"colour": "red"}, "unknown parameter colour"),
+    ],
+)
+def test_bad_parameters_are_refused_before_a_run_exists(db, params, message):
+    with pytest.raises(services.BadParameters, match=message):
+        services.forecast_run_request(parameters=params)
+    assert ForecastRun.objects.count() == 0
+
+
+def test_the_daily_schedule_is_a_periodic_task(db):
+    task = PeriodicTask.objects.get(name="forecasting: daily demand forecast")
+    assert (task.task, task.enabled, task.crontab.hour, task.crontab.minute) == (
+        "forecasting.tasks.schedule_forecast", True, "2", "0"
+    )
+
+
+def test_a_run_forecasts_every_series_and_maps_demand_to_pools(fleet, django_capture_on_commit_callbacks):
+    # Given three weeks of demand for two tenants on the model and region both pools serve
+    for i, tenant in enumerate(["acme", "globex"]):
+        write_demand(tenant=tenant, model="llama-test", region="us-test",
+                     cu=daily_cu(24 * 21, base=60, amp=30, noise=3, seed=i), r=1000, throttled_share=0.25)
+    # When a run is requested (Celery runs inline in the embedded default)
+    with django_capture_on_commit_callbacks(execute=True):
+        run = services.forecast_run_request(parameters={"end": END.isoformat(), "batch_size": 1})
+    # Then it succeeded once, with one series per tenant and demand split evenly over the equal pools
+    run.refresh_from_db()
+    assert (run.status, run.attempts, run.results_written, run.series_count, run.progress) == (
+        "succeeded", 1, 1, 2, 100
+    )
+    series = list(ForecastSeries.objects.filter(run=run))
+    assert [(s.tenant_slug, s.tenant.slug, s.method, s.history_hours) for s in series] == [
+        ("acme", "acme", "mstl", 504), ("globex", "globex", "mstl", 504)
+    ]
+    assert [len(s.weekly["expected_peak"]) for s in series] == [26, 26]
+    assert [len(s.hourly["expected"]) for s in series] == [336, 336]
+    pools = list(PoolDemand.objects.filter(run=run).order_by("pool__slug"))
+    assert [p.pool.slug for p in pools] == ["pool-a", "pool-b"]
+    assert pools[0].tenants == {"acme": pytest.approx(0.5, abs=0.02), "globex": pytest.approx(0.5, abs=0.02)}
+    total = sum(s.hourly["expected"][0] for s in series)
+    assert pools[0].hourly["expected"][0] == pytest.approx(total / 2, abs=1e-3)

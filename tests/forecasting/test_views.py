@@ -1,0 +1,73 @@
+"""Planning pages: staff page with status polling and run-now, tenants' own forecast page."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from forecasting.models import ForecastRun
+
+
+@pytest.fixture
+def web_for(people):
+    def make(who: str) -> Client:
+        client = Client()
+        client.force_login(people[who])
+        return client
+
+    return make
+
+
+def test_operator_sees_gaps_charts_costs_and_the_run_button(web_for, finished):
+    html = web_for("operator").get("/planning/").content.decode()
+    assert 'data-target="fan-pool-a"' in html and 'id="fan-pool-a"' in html
+    assert 'data-pool="pool-a" data-scenario="stress" data-case="failure"' in html
+    assert 'id="cost-table"' in html
+    assert "Run forecast now" in html
+    assert 'hx-trigger="every 2s"' not in html  # the latest run is done: nothing to poll
+
+
+def test_approver_sees_the_page_without_the_run_button(web_for, finished):
+    html = web_for("approver").get("/planning/").content.decode()
+    assert 'id="gap-table"' in html
+    assert "Run forecast now" not in html
+    assert web_for("approver").post("/planning/runs/").status_code == 403
+    assert ForecastRun.objects.count() == 1
+
+
+def test_status_partial_polls_while_a_run_is_in_progress_and_stops_when_done(web_for, finished):
+    run = ForecastRun.objects.create(status="running", progress=40, attempts=1)
+    html = web_for("operator").get("/planning/status/").content.decode()
+    assert 'hx-trigger="every 2s"' in html and 'value="40"' in html and "<h1>" not in html
+    ForecastRun.objects.filter(pk=run.pk).update(status="succeeded", progress=100)
+    html = web_for("operator").get("/planning/status/").content.decode()
+    assert 'hx-trigger="every 2s"' not in html and 'data-status="succeeded"' in html
+
+
+def test_run_now_queues_a_run_and_returns_the_status_row(web_for, fleet, monkeypatch):
+    from forecasting import tasks
+
+    monkeypatch.setattr(tasks.run_forecast, "delay", lambda run_id: None)
+    response = web_for("operator").post("/planning/runs/", HTTP_HX_REQUEST="true")
+    run = ForecastRun.objects.get()
+    assert (run.status, run.trigger, run.requested_by.username) == ("queued", "manual", "op")
+    assert 'data-status="queued"' in response.content.decode()
+
+
+@pytest.mark.parametrize("who", ["member", "outsider"])
+def test_tenant_members_are_sent_to_their_own_page(web_for, finished, who):
+    response = web_for(who).get("/planning/")
+    assert (response.status_code, response["Location"]) == (302, "/planning/mine/")
+    assert web_for(who).get("/planning/status/").status_code == 403
+    assert web_for(who).post("/planning/runs/").status_code == 403
+
+
+def test_a_member_sees_only_their_tenants_series(web_for, finished):
+    acme = web_for("member").get("/planning/mine/").content.decode()
+    globex = web_for("outsider").get("/planning/mine/").content.decode()
+    assert "acme · llama-test" in acme and "globex" not in acme
+    assert "globex · llama-test" in globex and "acme" not in globex
+
+
+def test_platform_people_have_no_own_page(web_for, finished):
+    assert web_for("operator").get("/planning/mine/").status_code == 403

@@ -1,0 +1,116 @@
+"""People and requests for the intake tests.
+
+Fleet (tests.factories.build_fleet): model llama-test (R 1000 wt/s, w_out 4), region us-test with
+pool-a and pool-b (280 CU each). Here we add region eu-test with pool-eu (280 CU).
+A complete request asks for 10 req/s committed at prompt p50 1000 / output p50 200:
+10 × (1000 + 4 × 200) = 18,000 wt/s = 18 CU per region.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from entitlements.models import Membership, PlatformRole, Region
+from tests import factories as f
+
+
+@dataclass
+class People:
+    requester: Any
+    teammate: Any
+    viewer: Any
+    outsider: Any
+    approver: Any
+    approver2: Any
+    self_approver: Any  # acme requester who is also an approver
+    operator: Any
+    gateway: Any
+
+
+def member(username: str, tenant: Any, role: str) -> Any:
+    u = f.UserFactory(username=username, email=f"{username}@example.org")
+    Membership.objects.create(user=u, tenant=tenant, role=role)
+    return u
+
+
+def platform(username: str, *roles: str) -> Any:
+    u = f.UserFactory(username=username, email=f"{username}@example.org")
+    for r in roles:
+        PlatformRole.objects.create(user=u, role=r)
+    return u
+
+
+@pytest.fixture
+def eu_pool(fleet):
+    op = fleet.pool_a.operating_point
+    return f.make_pool("pool-eu", op=op, region=f.RegionFactory(slug="eu-test", name="EU test"))
+
+
+@pytest.fixture
+def people(fleet):
+    self_approver = member("acme-lead", fleet.acme, "requester")
+    PlatformRole.objects.create(user=self_approver, role="approver")
+    return People(
+        requester=member("acme-req", fleet.acme, "requester"),
+        teammate=member("acme-req2", fleet.acme, "requester"),
+        viewer=member("acme-view", fleet.acme, "viewer"),
+        outsider=member("globex-req", fleet.globex, "requester"),
+        approver=platform("appr1", "approver"),
+        approver2=platform("appr2", "approver"),
+        self_approver=self_approver,
+        operator=fleet.operator,
+        gateway=platform("gw", "gateway"),
+    )
+
+
+def complete_fields(fleet: Any, **over: Any) -> dict[str, Any]:
+    today = timezone.now().date()
+    data = {
+        "title": "Assistant launch",
+        "model": fleet.pool_a.model,
+        "regions": [Region.objects.get(slug="us-test")],
+        "launch_date": today,
+        "end_date": today + timedelta(days=30),
+        "traffic_class": "reserved",
+        "max_prompt_tokens": 6000,
+        "max_output_tokens": 2000,
+        "prompt_p50": 1000,
+        "prompt_p95": 4000,
+        "output_p50": 200,
+        "output_p95": 800,
+        "max_concurrency": 64,
+        "ttft_p99_ms": 2000,
+        "tpot_p99_ms": 200,
+        "streaming": True,
+        "committed_basis": "rps",
+        "committed_value": 10.0,
+        "expected_basis": "rps",
+        "expected_value": 12.0,
+        "upside_basis": "rps",
+        "upside_value": 20.0,
+        "stress_basis": "wt_per_min",
+        "stress_value": 3_000_000.0,
+        "criticality": "high",
+        "justification": "Public launch of the assistant.",
+    }
+    data.update(over)
+    return data
+
+
+@pytest.fixture
+def draft(fleet, people):
+    from portal.services.intake import launch_request_create
+
+    return launch_request_create(actor=people.requester, **complete_fields(fleet))
+
+
+@pytest.fixture
+def submitted(draft, people):
+    from portal.services.intake import launch_request_submit
+
+    return launch_request_submit(actor=people.requester, request=draft)

@@ -1,0 +1,47 @@
+from rest_framework.test import APIClient
+
+from portal.models import LaunchRequest
+
+
+def _client(user):
+    c = APIClient()
+    c.force_authenticate(user)
+    return c
+
+
+def test_file_edit_submit_through_the_api(fleet, people):
+    c = _client(people.requester)
+    resp = c.post("/api/v1/launch-requests", {"title": "API launch", "model": "llama-test", "regions": ["us-test"],
+                                              "committed_value": 10, "prompt_p50": 1000, "output_p50": 200},
+                  format="json")
+    assert resp.status_code == 201
+    body = resp.json()
+    assert (body["state"], body["tenant"], body["created_by"]) == ("draft", "acme", "acme-req")
+    assert body["scenario_cu"]["committed"] == "18.000"
+    assert [e["transition"] for e in body["events"]] == ["create"]
+    uuid = body["uuid"]
+    resp = c.post(f"/api/v1/launch-requests/{uuid}/submit", {}, format="json")
+    assert resp.status_code == 400
+    assert resp.json()["error"]["fields"]["launch_date"] == ["required before submitting"]
+    resp = c.patch(f"/api/v1/launch-requests/{uuid}", {"prompt_p50": -3}, format="json")
+    assert resp.status_code == 400
+    assert list(resp.json()["error"]["fields"]) == ["prompt_p50"]
+    resp = c.patch(f"/api/v1/launch-requests/{uuid}", {"expected_value": 11, "regions": ["us-test"]}, format="json")
+    assert resp.status_code == 200
+    assert LaunchRequest.objects.get(uuid=uuid).expected_value == 11.0
+
+
+def test_viewer_and_staff_cannot_file(fleet, people):
+    for user in (people.viewer, people.approver, people.operator):
+        assert _client(user).post("/api/v1/launch-requests", {"title": "x"}, format="json").status_code == 403
+    assert LaunchRequest.objects.count() == 0
+
+
+def test_approver_lists_all_tenants_and_filters(fleet, people, submitted):
+    other = _client(people.outsider).post("/api/v1/launch-requests", {"title": "globex draft"}, format="json").json()
+    c = _client(people.approver)
+    assert {r["uuid"] for r in c.get("/api/v1/launch-requests").json()["results"]} == {str(submitted.uuid),
+                                                                                         other["uuid"]}
+    assert [r["uuid"] for r in c.get("/api/v1/launch-requests?state=submitted&tenant=acme&region=us-test")
+            .json()["results"]] == [str(submitted.uuid)]
+    assert c.get("/api/v1/launch-requests?tenant=globex&state=submitted").json()["results"] == []

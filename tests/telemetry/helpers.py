@@ -1,0 +1,44 @@
+"""Event builders for telemetry tests."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+
+
+def event(n: int, **kw: Any) -> dict[str, Any]:
+    e = {
+        "event_id": f"r{n}",
+        "ts": (T0 + timedelta(seconds=n % 7200)).isoformat(),
+        "tenant": "acme",
+        "model": "llama-test",
+        "region": "us-test",
+        "traffic_class": "reserved",
+        "decision": "admit",
+        "estimated_wt": 100,
+        "prompt_tokens": 10,
+    }
+    e.update(kw)
+    return e
+
+
+def person(username: str, *, tenant: Any = None, role: str = "viewer", platform: str | None = None) -> Any:
+    from entitlements.models import Membership, PlatformRole
+    from tests.factories import UserFactory
+
+    user = UserFactory(username=username)
+    if tenant is not None:
+        Membership.objects.create(user=user, tenant=tenant, role=role)
+    if platform:
+        PlatformRole.objects.get_or_create(user=user, role=platform)
+    return user
+
+
+def client_for(user: Any) -> Any:
+    from django.test import Client
+
+    c = Client()
+    c.force_login(user)
+    return c
