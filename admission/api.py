@@ -12,11 +12,13 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from admission import services
+from admission.auth import CachedGatewayTokenAuthentication
 from entitlements.models import Pool
 from entitlements.permissions import IsGateway, IsOperator
 
@@ -31,7 +33,12 @@ _THROTTLE = inline_serializer(
 )
 
 
+# The serving path: cached token check, no per-request queries.
+SERVING_AUTH = [CachedGatewayTokenAuthentication, SessionAuthentication]
+
+
 class ReserveView(APIView):
+    authentication_classes = SERVING_AUTH
     permission_classes = [IsGateway]
 
     @extend_schema(
@@ -71,6 +78,7 @@ class ReserveView(APIView):
 
 
 class CompleteView(APIView):
+    authentication_classes = SERVING_AUTH
     permission_classes = [IsGateway]
 
     @extend_schema(

@@ -1,7 +1,8 @@
 """Celery tasks for beat: settle reservations past their TTL, push buffered events.
 
 Schedule `admission.tasks.sweep_expired` every ~30 s (django_celery_beat PeriodicTask); reserve
-also settles a scope's expired reservations lazily, so a late sweep only delays the events.
+also settles a scope's expired reservations lazily when the scope is at its concurrency cap, and
+complete settles a late one, so a late sweep only delays the events.
 """
 
 from __future__ import annotations

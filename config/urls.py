@@ -8,6 +8,7 @@ api = [
     path("", include("telemetry.api_urls")),
     path("", include("forecasting.api_urls")),
     path("", include("portal.api_urls")),
+    path("", include("telemetry.sizing_urls")),
 ]
 
 urlpatterns = [

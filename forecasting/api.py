@@ -44,9 +44,7 @@ class ForecastsView(APIView):
         if "tenant_slug" in filters and not qs.exists():
             raise Http404
         run = selectors.latest_run()
-        return Response(
-            {"run": selectors.run_summary(run), "series": [selectors.series_summary(s) for s in qs]}
-        )
+        return Response({"run": selectors.run_summary(run), "series": [selectors.series_summary(s) for s in qs]})
 
 
 class RunsView(APIView):
@@ -101,7 +99,11 @@ class CostView(APIView):
                 "days": days,
                 "pools": [
                     {
-                        **{k: v for k, v in r.items() if k not in ("fully_loaded", "fully_loaded_at_busiest_hour", "marginal")},
+                        **{
+                            k: v
+                            for k, v in r.items()
+                            if k not in ("fully_loaded", "fully_loaded_at_busiest_hour", "marginal")
+                        },
                         "fully_loaded_per_million_useful_output_tokens": r["fully_loaded"].to_dict(),
                         "fully_loaded_at_busiest_hour": r["fully_loaded_at_busiest_hour"].to_dict()
                         if r["fully_loaded_at_busiest_hour"]

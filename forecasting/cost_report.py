@@ -89,7 +89,9 @@ def pool_cost_report(*, days: int = 7, end: datetime | None = None) -> list[dict
     end = history.floor_hour(end or timezone.now())
     usage = history.hourly_usage(start=end - timedelta(days=days), end=end)
     pools = list(
-        Pool.objects.select_related("model", "region", "accelerator", "operating_point__model").prefetch_related("zones")
+        Pool.objects.select_related("model", "region", "accelerator", "operating_point__model").prefetch_related(
+            "zones"
+        )
     )
     by_mr: dict[tuple[str, str], list[Pool]] = {}
     for p in pools:
@@ -119,7 +121,7 @@ def pool_cost_report(*, days: int = 7, end: datetime | None = None) -> list[dict
             pc0 = _pool_hour(pool, load=0.0, out_tps=0.0, slo=1.0)
             cost += quiet * pc0.per_hour.value
             idle += quiet * pc0.idle_reserve_per_hour
-        marginal = (busiest[1] if busiest else _pool_hour(pool, load=0.0, out_tps=0.0, slo=1.0))
+        marginal = busiest[1] if busiest else _pool_hour(pool, load=0.0, out_tps=0.0, slo=1.0)
         out.append(
             {
                 "pool": pool.slug,

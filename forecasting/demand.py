@@ -67,9 +67,7 @@ def _by_id(frame: pd.DataFrame, column: str, n: int, h: int) -> np.ndarray:
 
 def _run(method: str, frame: pd.DataFrame, h: int, n_jobs: int, baseline: bool) -> pd.DataFrame:
     models = [_model(method)] + ([SeasonalNaive(season_length=DAY, alias="naive")] if baseline else [])
-    sf = StatsForecast(
-        models=models, freq="h", n_jobs=n_jobs, fallback_model=SeasonalNaive(season_length=DAY)
-    )
+    sf = StatsForecast(models=models, freq="h", n_jobs=n_jobs, fallback_model=SeasonalNaive(season_length=DAY))
     return sf.forecast(df=frame, h=h, level=LEVELS if not baseline else [80])
 
 
@@ -84,8 +82,7 @@ def mape(actual: np.ndarray, predicted: np.ndarray) -> float | None:
 def backtest_batch(batch: list[DemandSeries], *, n_jobs: int = 1) -> list[dict[str, float | None]]:
     """Fit on all but the last 7 days, forecast them, compare with what arrived and with seasonal-naive."""
     out: list[dict[str, float | None]] = [
-        {"mape": None, "coverage_80": None, "baseline_mape": None, "resid_q90": None, "resid_q99": None}
-        for _ in batch
+        {"mape": None, "coverage_80": None, "baseline_mape": None, "resid_q90": None, "resid_q99": None} for _ in batch
     ]
     groups: dict[str, list[int]] = {}
     for i, s in enumerate(batch):

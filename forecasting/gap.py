@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from django.utils import timezone
 
-from capacity.deliverable import PoolSupply, deliverable, deliverable_under_failure
+from capacity.deliverable import deliverable, deliverable_under_failure
 from capacity.failure import parse_failure_policy
 from entitlements.models import Entitlement
 from entitlements.selectors import Window, peak_sold
@@ -81,8 +81,13 @@ def pool_gap(pd_row: PoolDemand, *, today: date, orders: list[SupplyOrder], comm
         )
     gaps = {
         s: {
-            case: _first_gap(starts, [w[f"{s}_cu"] - w[f"{case}_cu"] for w in weeks], pool.accelerator.lead_time_weeks,
-                             today, per_replica)
+            case: _first_gap(
+                starts,
+                [w[f"{s}_cu"] - w[f"{case}_cu"] for w in weeks],
+                pool.accelerator.lead_time_weeks,
+                today,
+                per_replica,
+            )
             for case in ("healthy", "failure")
         }
         for s in SCENARIOS
@@ -143,9 +148,9 @@ def supply_gap(*, run: ForecastRun | None = None, today: date | None = None) -> 
         return None, []
     today = today or timezone.now().date()
     rows = list(
-        PoolDemand.objects.filter(run=run).select_related(
-            "pool__model", "pool__accelerator", "pool__operating_point__model"
-        ).prefetch_related("pool__zones")
+        PoolDemand.objects.filter(run=run)
+        .select_related("pool__model", "pool__accelerator", "pool__operating_point__model")
+        .prefetch_related("pool__zones")
     )
     pool_ids = [r.pool_id for r in rows]
     orders: dict[int, list[SupplyOrder]] = {}
@@ -156,6 +161,5 @@ def supply_gap(*, run: ForecastRun | None = None, today: date | None = None) -> 
     for pool_id, s, e, cu in ents.values_list("pool_id", "starts_at", "ends_at", "cu"):
         sold.setdefault(pool_id, []).append((s, e, cu))
     return run, [
-        pool_gap(r, today=today, orders=orders.get(r.pool_id, []), committed_rows=sold.get(r.pool_id, []))
-        for r in rows
+        pool_gap(r, today=today, orders=orders.get(r.pool_id, []), committed_rows=sold.get(r.pool_id, [])) for r in rows
     ]

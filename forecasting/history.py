@@ -106,6 +106,5 @@ def hourly_usage(*, start: datetime, end: datetime) -> list[HourlyUsage]:
         elif row["decision"] in ARRIVED:
             a[3] += float(row["wt"] or 0.0)
     return [
-        HourlyUsage(m, reg, h, int(a[0]), int(a[1]), int(a[2]), float(a[3]))
-        for (m, reg, h), a in sorted(acc.items())
+        HourlyUsage(m, reg, h, int(a[0]), int(a[1]), int(a[2]), float(a[3])) for (m, reg, h), a in sorted(acc.items())
     ]

@@ -175,12 +175,20 @@ def _results(forecasts: list[demand.SeriesForecast], params: Parameters, run: Fo
         scen = {"expected": f.p50, "upside": f.p90, "stress": demand.stress(f, spike_pct=params.spike_pct, hours=hours)}
         series_rows.append(
             ForecastSeries(
-                run=run, tenant_slug=tenant, tenant=tenants.get(tenant), model=model, region=region,
-                method=f.method, history_hours=f.history_hours, start=f.start, history=_round(f.history_tail),
+                run=run,
+                tenant_slug=tenant,
+                tenant=tenants.get(tenant),
+                model=model,
+                region=region,
+                method=f.method,
+                history_hours=f.history_hours,
+                start=f.start,
+                history=_round(f.history_tail),
                 hourly={k: _round(v[:CHART_HOURS]) for k, v in scen.items()} | {"p99": _round(f.p99[:CHART_HOURS])},
                 weekly={f"{k}_peak": _weekly(v, agg="max") for k, v in scen.items()}
                 | {"expected_mean": _weekly(f.p50, agg="mean")},
-                backtest_mape=f.backtest.get("mape"), backtest_coverage_80=f.backtest.get("coverage_80"),
+                backtest_mape=f.backtest.get("mape"),
+                backtest_coverage_80=f.backtest.get("coverage_80"),
                 baseline_mape=f.backtest.get("baseline_mape"),
             )
         )
@@ -194,7 +202,9 @@ def _results(forecasts: list[demand.SeriesForecast], params: Parameters, run: Fo
         total = sum(acc["tenants"].values()) or 1.0
         pool_rows.append(
             PoolDemand(
-                run=run, pool=acc["pool"], start=acc["start"],
+                run=run,
+                pool=acc["pool"],
+                start=acc["start"],
                 hourly={k: _round(v) for k, v in acc["scen"].items()},
                 tenants={t: round(v / total, 4) for t, v in sorted(acc["tenants"].items())},
             )
@@ -213,8 +223,12 @@ def _write_results(run_id: Any, worker: str, series_rows: list, pool_rows: list)
         ForecastSeries.objects.bulk_create(series_rows, batch_size=500)
         PoolDemand.objects.bulk_create(pool_rows, batch_size=50)
         ForecastRun.objects.filter(pk=run_id).update(
-            status=ForecastRun.Status.SUCCEEDED, progress=100, finished_at=timezone.now(),
-            results_written=F("results_written") + 1, series_count=len(series_rows), error="",
+            status=ForecastRun.Status.SUCCEEDED,
+            progress=100,
+            finished_at=timezone.now(),
+            results_written=F("results_written") + 1,
+            series_count=len(series_rows),
+            error="",
         )
 
 

@@ -30,20 +30,46 @@ def pool_fan(row: dict[str, Any]) -> dict[str, Any]:
     for name in ("expected", "upside", "stress"):
         data.append(
             {
-                "type": "scatter", "mode": "lines", "name": f"{name} (peak hour)", "x": x,
+                "type": "scatter",
+                "mode": "lines",
+                "name": f"{name} (peak hour)",
+                "x": x,
                 "y": [round(w[f"{name}_cu"], 2) for w in row["weeks"]],
                 "line": SCENARIO_STYLE[name],
                 # Fill between successive scenarios so the band reads as the forecast's spread.
                 **({"fill": "tonexty", "fillcolor": "rgba(255,127,14,0.12)"} if name != "expected" else {}),
             }
         )
-    data.append({"type": "scatter", "mode": "lines", "name": "committed (sold)", "x": x,
-                 "y": [round(w["committed_cu"], 2) for w in row["weeks"]], "line": SCENARIO_STYLE["committed"]})
-    data.append({"type": "scatter", "mode": "lines", "name": "deliverable (healthy)", "x": x,
-                 "y": [round(w["healthy_cu"], 2) for w in row["weeks"]], "line": {"color": "#2ca02c", "shape": "hv"}})
-    data.append({"type": "scatter", "mode": "lines", "name": f"deliverable ({row['failure_policy']} lost)", "x": x,
-                 "y": [round(w["failure_cu"], 2) for w in row["weeks"]],
-                 "line": {"color": "#2ca02c", "dash": "dash", "shape": "hv"}})
+    data.append(
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "committed (sold)",
+            "x": x,
+            "y": [round(w["committed_cu"], 2) for w in row["weeks"]],
+            "line": SCENARIO_STYLE["committed"],
+        }
+    )
+    data.append(
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "deliverable (healthy)",
+            "x": x,
+            "y": [round(w["healthy_cu"], 2) for w in row["weeks"]],
+            "line": {"color": "#2ca02c", "shape": "hv"},
+        }
+    )
+    data.append(
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": f"deliverable ({row['failure_policy']} lost)",
+            "x": x,
+            "y": [round(w["failure_cu"], 2) for w in row["weeks"]],
+            "line": {"color": "#2ca02c", "dash": "dash", "shape": "hv"},
+        }
+    )
     return {"data": data, "layout": _layout(f"{row['pool']}: demand vs supply, 26 weeks", "CU")}
 
 
@@ -55,10 +81,24 @@ def series_fan(s: dict[str, Any]) -> dict[str, Any]:
     n = len(s["hourly"]["expected"])
     fx = [(start + timedelta(hours=i)).isoformat() for i in range(n)]
     data: list[dict[str, Any]] = [
-        {"type": "scatter", "mode": "lines", "name": "arrived (admitted + throttled)", "x": hx, "y": hist,
-         "line": {"color": "#333333"}}
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": "arrived (admitted + throttled)",
+            "x": hx,
+            "y": hist,
+            "line": {"color": "#333333"},
+        }
     ]
     for name in ("expected", "upside", "stress"):
-        data.append({"type": "scatter", "mode": "lines", "name": name, "x": fx, "y": s["hourly"][name],
-                     "line": SCENARIO_STYLE[name]})
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": name,
+                "x": fx,
+                "y": s["hourly"][name],
+                "line": SCENARIO_STYLE[name],
+            }
+        )
     return {"data": data, "layout": _layout(f"{s['tenant']} · {s['model']} @ {s['region']}", "CU (hourly mean)")}

@@ -1,3 +1,9 @@
-from django.urls import path  # noqa: F401
+"""The sizing calculator, mounted at /sizing/ by portal/urls.py."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from portal.views import sizing
+
+urlpatterns = [
+    path("", sizing.calculator, name="sizing"),
+]

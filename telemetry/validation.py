@@ -66,9 +66,12 @@ def parse_ts(value: Any) -> datetime:
         dt = value
     elif isinstance(value, str):
         try:
-            dt = parse_datetime(value.replace("Z", "+00:00") if value.endswith("Z") else value)  # type: ignore[assignment]
+            dt = datetime.fromisoformat(value)  # C fast path; accepts Z on 3.11
         except ValueError:
-            dt = None  # type: ignore[assignment]
+            try:
+                dt = parse_datetime(value)  # type: ignore[assignment]
+            except ValueError:
+                dt = None  # type: ignore[assignment]
         if dt is None:
             raise FieldError("ts", "not an ISO 8601 timestamp")
     else:

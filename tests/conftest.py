@@ -44,9 +44,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="needs DATABASE_URL=postgres://…"))
 
 
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    # PBKDF2 at full strength dominates suites that create many users.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def fleet(db):
-    """A small fleet: one model, one region with two zones, two pools (A hosts a reserve for B)."""
+    """A small fleet: one model, one region with two zones, two pools of 280 CU each, no reserves."""
     from tests import factories as f
 
     return f.build_fleet()

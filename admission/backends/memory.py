@@ -89,9 +89,12 @@ class MemoryBackend:
             if prev is not None and prev[1] > now:
                 return Answer(raw=prev[0], replay=True, expired_metas=[])
             scope = self._s.inflight.setdefault(op.inflight_key, {})
-            expired = [m for rid, exp in list(scope.items()) if exp <= now and (m := self._expire_one(rid))]
+            expired: list[str] = []
             if len(scope) >= op.max_concurrency:
-                return self._throttle(op, "CONCURRENCY_LIMIT", 0.0, now, expired)
+                # At the cap, first settle this scope's reservations past their TTL (the sweep does the rest).
+                expired = [m for rid, exp in list(scope.items()) if exp <= now and (m := self._expire_one(rid))]
+                if len(scope) >= op.max_concurrency:
+                    return self._throttle(op, "CONCURRENCY_LIMIT", 0.0, now, expired)
             own_l = self._level(op.own.key, op.own.rate, op.own.depth, now)
             pool_l = self._level(op.pool.key, op.pool.rate, op.pool.depth, now)
             b = op.borrow

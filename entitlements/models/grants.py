@@ -31,6 +31,7 @@ class TrafficClass(models.Model):
 
     class Meta:
         ordering = ["shed_order"]
+        verbose_name_plural = "traffic classes"
 
     def __str__(self) -> str:
         return self.slug
@@ -137,6 +138,9 @@ class HistoryContext(models.Model):
     """
 
     id = models.PositiveSmallIntegerField(primary_key=True)
+
+    class Meta:
+        verbose_name_plural = "history context"
     actor_id = models.BigIntegerField(null=True)
     reason = models.TextField(default="")
 
@@ -159,6 +163,7 @@ class EntitlementHistory(models.Model):
 
     class Meta:
         ordering = ["entitlement_id", "pk"]
+        verbose_name_plural = "entitlement history"
 
     def __str__(self) -> str:
         return f"entitlement {self.entitlement_id} {self.op} v{self.version}"

@@ -20,6 +20,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
+from django_htmx.middleware import HtmxDetails
 
 from entitlements import roles
 from entitlements.models import Entitlement, FailoverReserve
@@ -29,6 +30,10 @@ from portal.charts import SEGMENT_COLOURS, PoolBar, capacity_breakdown_figure, p
 GOODPUT_IN_WORDS = (
     "CU per replica = output tokens/s at the latency SLO × (w_out + mean prompt ÷ mean output of the reference mix) ÷ R"
 )
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
 
 
 class LoginView(auth_views.LoginView):
@@ -60,7 +65,7 @@ def num(value: float | int) -> str:
 
 
 @login_required
-def home(request: HttpRequest) -> HttpResponse:
+def home(request: HtmxHttpRequest) -> HttpResponse:
     if roles.is_staff_role(request.user):
         return operator_home(request)
     if roles.tenant_of(request.user) is not None:
@@ -78,10 +83,9 @@ def _reserve_notes() -> tuple[dict[int, list[str]], dict[int, list[str]], dict[i
         held[r.host_pool_id].append(f"{cu(r.cu)} CU for {r.scope}" + (f" — {r.note}" if r.note else ""))
         if r.protected_pool_id:
             for_pool[r.protected_pool_id].append(f"{cu(r.cu)} CU held in {r.host_pool.slug}")
-        else:
-            for_zone[r.protected_zone_id].append(
-                (r.host_pool_id, f"zone {r.protected_zone.slug}: {cu(r.cu)} CU held in {r.host_pool.slug}")
-            )
+        elif r.protected_zone is not None:
+            zone = r.protected_zone
+            for_zone[zone.pk].append((r.host_pool_id, f"zone {zone.slug}: {cu(r.cu)} CU held in {r.host_pool.slug}"))
     return held, for_pool, for_zone
 
 
@@ -144,7 +148,7 @@ def operator_context(at: datetime | None = None) -> dict[str, Any]:
     }
 
 
-def operator_home(request: HttpRequest) -> HttpResponse:
+def operator_home(request: HtmxHttpRequest) -> HttpResponse:
     template = "portal/home/operator.html"
     if request.htmx:
         template += "#pools"
@@ -191,7 +195,7 @@ def entitlement_rows(user: Any, now: datetime | None = None) -> list[dict[str, A
     return out
 
 
-def tenant_home(request: HttpRequest) -> HttpResponse:
+def tenant_home(request: HtmxHttpRequest) -> HttpResponse:
     template = "portal/home/tenant.html"
     if request.htmx:
         template += "#entitlements"

@@ -53,7 +53,9 @@ def planning(request: HttpRequest) -> HttpResponse:
         {
             **_status_context(request),
             "finished": run,
-            "pools": [{**p, "fig": _fig_json(charts_planning.pool_fan(p)), "fig_id": f"fan-{p['pool']}"} for p in pools],
+            "pools": [
+                {**p, "fig": _fig_json(charts_planning.pool_fan(p)), "fig_id": f"fan-{p['pool']}"} for p in pools
+            ],
             "series": series,
             "costs": cost_report.pool_cost_report(days=7),
         },
@@ -88,5 +90,6 @@ def mine(request: HttpRequest) -> HttpResponse:
     for i, s in enumerate(selectors.series_visible_to(request.user)):
         summary = selectors.series_summary(s)
         rows.append({**summary, "fig": _fig_json(charts_planning.series_fan(summary)), "fig_id": f"series-{i}"})
-    return render(request, "portal/planning/mine.html", {"tenant": tenant, "series": rows,
-                                                         "run": selectors.latest_run()})
+    return render(
+        request, "portal/planning/mine.html", {"tenant": tenant, "series": rows, "run": selectors.latest_run()}
+    )

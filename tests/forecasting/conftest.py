@@ -52,21 +52,36 @@ def _series(run: ForecastRun, tenant: m.Tenant, level: float) -> ForecastSeries:
     hourly = {k: [level * f] * 336 for k, f in (("expected", 1.0), ("upside", 1.2), ("stress", 1.5), ("p99", 1.4))}
     weekly = {f"{k}_peak": [level * f] * 26 for k, f in (("expected", 1.0), ("upside", 1.2), ("stress", 1.5))}
     return ForecastSeries.objects.create(
-        run=run, tenant_slug=tenant.slug, tenant=tenant, model="llama-test", region="us-test", method="mstl",
-        history_hours=504, start=END, history=[level] * 168, hourly=hourly,
-        weekly=weekly | {"expected_mean": [level] * 26}, backtest_mape=0.05, backtest_coverage_80=0.8,
+        run=run,
+        tenant_slug=tenant.slug,
+        tenant=tenant,
+        model="llama-test",
+        region="us-test",
+        method="mstl",
+        history_hours=504,
+        start=END,
+        history=[level] * 168,
+        hourly=hourly,
+        weekly=weekly | {"expected_mean": [level] * 26},
+        backtest_mape=0.05,
+        backtest_coverage_80=0.8,
         baseline_mape=0.07,
     )
 
 
 @pytest.fixture
 def finished(fleet) -> ForecastRun:
-    run = ForecastRun.objects.create(status="succeeded", progress=100, attempts=1, results_written=1, series_count=2,
-                                     finished_at=END)
+    run = ForecastRun.objects.create(
+        status="succeeded", progress=100, attempts=1, results_written=1, series_count=2, finished_at=END
+    )
     _series(run, fleet.acme, 10.0)
     _series(run, fleet.globex, 30.0)
     for pool in (fleet.pool_a, fleet.pool_b):
-        PoolDemand.objects.create(run=run, pool=pool, start=END, tenants={"acme": 0.25, "globex": 0.75},
-                                  hourly={k: [20.0 * f] * (26 * 168) for k, f in
-                                          (("expected", 1.0), ("upside", 1.2), ("stress", 1.5))})
+        PoolDemand.objects.create(
+            run=run,
+            pool=pool,
+            start=END,
+            tenants={"acme": 0.25, "globex": 0.75},
+            hourly={k: [20.0 * f] * (26 * 168) for k, f in (("expected", 1.0), ("upside", 1.2), ("stress", 1.5))},
+        )
     return run

@@ -18,8 +18,9 @@ def daily_cu(hours: int, *, base: float, amp: float, noise: float, seed: int) ->
     return np.clip(base + amp * np.sin(2 * np.pi * t / 24) + rng.normal(0, noise, hours), 0, None)
 
 
-def write_demand(*, tenant: str, model: str, region: str, cu: np.ndarray, r: float, end: datetime = END,
-                 throttled_share: float = 0.0) -> None:
+def write_demand(
+    *, tenant: str, model: str, region: str, cu: np.ndarray, r: float, end: datetime = END, throttled_share: float = 0.0
+) -> None:
     """One admit row (and one throttle row) per hour carrying the hour's weighted tokens."""
     start = end - timedelta(hours=len(cu))
     rows = []
@@ -29,6 +30,13 @@ def write_demand(*, tenant: str, model: str, region: str, cu: np.ndarray, r: flo
         common = {"bucket": bucket, "tenant": tenant, "model": model, "region": region, "traffic_class": "reserved"}
         rows.append(HourRollup(decision="admit", requests=1, estimated_wt=wt * (1 - throttled_share), **common))
         if throttled_share:
-            rows.append(HourRollup(decision="throttle", reason="QUOTA_EXCEEDED", requests=1,
-                                   estimated_wt=wt * throttled_share, **common))
+            rows.append(
+                HourRollup(
+                    decision="throttle",
+                    reason="QUOTA_EXCEEDED",
+                    requests=1,
+                    estimated_wt=wt * throttled_share,
+                    **common,
+                )
+            )
     HourRollup.objects.bulk_create(rows, batch_size=2000)

@@ -22,8 +22,12 @@ def test_members_see_only_their_own_tenants_forecast(api_for, finished):
         assert [s["tenant"] for s in body["series"]] == [tenant]
     series = api_for("member").get("/api/v1/forecasts").json()["series"][0]
     assert series["weekly"]["upside_peak"][0] == 12.0
-    assert series["backtest"] == {"mape": 0.05, "coverage_80": 0.8, "seasonal_naive_mape": 0.07,
-                                  "beats_seasonal_naive": True}
+    assert series["backtest"] == {
+        "mape": 0.05,
+        "coverage_80": 0.8,
+        "seasonal_naive_mape": 0.07,
+        "beats_seasonal_naive": True,
+    }
 
 
 def test_another_tenants_forecast_is_a_404_and_reveals_nothing(api_for, finished):
@@ -34,8 +38,9 @@ def test_another_tenants_forecast_is_a_404_and_reveals_nothing(api_for, finished
     assert api_for("operator").get("/api/v1/forecasts?tenant=nobody").status_code == 404
 
 
-@pytest.mark.parametrize(("who", "code"), [("member", 403), ("outsider", 403), ("gateway", 403), ("approver", 200),
-                                           ("operator", 200)])
+@pytest.mark.parametrize(
+    ("who", "code"), [("member", 403), ("outsider", 403), ("gateway", 403), ("approver", 200), ("operator", 200)]
+)
 def test_supply_gap_and_cost_are_for_staff(api_for, finished, who, code):
     assert api_for(who).get("/api/v1/supply-gap").status_code == code
     assert api_for(who).get("/api/v1/cost").status_code == code
@@ -69,8 +74,7 @@ def test_an_operator_starts_a_run(api_for, fleet, monkeypatch, django_capture_on
     sent = []
     monkeypatch.setattr(tasks.run_forecast, "delay", lambda run_id: sent.append(run_id))
     with django_capture_on_commit_callbacks(execute=True):
-        response = api_for("operator").post("/api/v1/forecasts/runs", {"parameters": {"spike_pct": 35}},
-                                             format="json")
+        response = api_for("operator").post("/api/v1/forecasts/runs", {"parameters": {"spike_pct": 35}}, format="json")
     assert response.status_code == 202
     run = ForecastRun.objects.get()
     assert sent == [str(run.id)]  # handed to a worker only after the row committed

@@ -37,14 +37,19 @@ def _env() -> dict[str, str]:
 def _start(args: list[str], log: Path) -> subprocess.Popen:
     # Own session, so SIGKILL reaches the whole worker (no orphaned child keeps computing).
     return subprocess.Popen(
-        [str(ROOT / ".venv/bin/celery"), "-A", "config", *args], cwd=ROOT, env=_env(),
-        stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+        [str(ROOT / ".venv/bin/celery"), "-A", "config", *args],
+        cwd=ROOT,
+        env=_env(),
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
 
 
 def _worker(name: str, log: Path) -> subprocess.Popen:
-    return _start(["worker", "--pool=solo", "-n", f"{name}@%h", "--without-mingle", "--without-gossip",
-                   "-l", "INFO"], log)
+    return _start(
+        ["worker", "--pool=solo", "-n", f"{name}@%h", "--without-mingle", "--without-gossip", "-l", "INFO"], log
+    )
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -73,13 +78,23 @@ def test_killed_worker_run_is_redelivered_and_written_once(transactional_db, tmp
     redis.Redis.from_url(BROKER).flushdb()
     f.build_fleet()
     for i in range(N_SERIES):
-        write_demand(tenant=f"t{i}", model="llama-test", region="us-test",
-                     cu=daily_cu(24 * 21, base=50, amp=20, noise=3, seed=i), r=1000)
+        write_demand(
+            tenant=f"t{i}",
+            model="llama-test",
+            region="us-test",
+            cu=daily_cu(24 * 21, base=50, amp=20, noise=3, seed=i),
+            r=1000,
+        )
     every_second, _ = IntervalSchedule.objects.get_or_create(every=1, period=IntervalSchedule.SECONDS)
     params = {"end": END.isoformat(), "batch_size": 1, "pause_between_batches_s": 2}
     PeriodicTask.objects.filter(task="forecasting.tasks.schedule_forecast").delete()
-    PeriodicTask.objects.create(name="test forecast", task="forecasting.tasks.schedule_forecast",
-                                interval=every_second, one_off=True, kwargs=json.dumps(params))
+    PeriodicTask.objects.create(
+        name="test forecast",
+        task="forecasting.tasks.schedule_forecast",
+        interval=every_second,
+        one_off=True,
+        kwargs=json.dumps(params),
+    )
     logs = [tmp_path / "beat.log", tmp_path / "w1.log", tmp_path / "w2.log"]
     beat = _start(["beat", "--max-interval", "1", "-s", str(tmp_path / "beat-schedule")], logs[0])
     w1 = _worker("w1", logs[1])

@@ -60,10 +60,12 @@ def test_mape_ignores_hours_without_demand():
 
 
 def test_stress_spike_hits_every_series_at_the_same_hours():
-    f1 = demand.SeriesForecast(("a", "m", "r"), "ets", 48, START, np.ones(48), np.ones(48), np.full(48, 2.0),
-                               np.ones(1))
-    f2 = demand.SeriesForecast(("b", "m", "r"), "ets", 48, START, np.ones(48), np.ones(48), np.full(48, 4.0),
-                               np.ones(1))
+    f1 = demand.SeriesForecast(
+        ("a", "m", "r"), "ets", 48, START, np.ones(48), np.ones(48), np.full(48, 2.0), np.ones(1)
+    )
+    f2 = demand.SeriesForecast(
+        ("b", "m", "r"), "ets", 48, START, np.ones(48), np.ones(48), np.full(48, 4.0), np.ones(1)
+    )
     f1.p50[[9, 10, 33]] = 5.0  # expected demand peaks at 09:00 and 10:00
     hours = demand.spike_hours([f1, f2], 2)
     assert hours == [9, 10]

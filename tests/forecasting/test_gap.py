@@ -30,7 +30,10 @@ def planned(fleet):
     acc.save()
     run = ForecastRun.objects.create(status="succeeded", progress=100)
     PoolDemand.objects.create(
-        run=run, pool=fleet.pool_a, start=END, tenants={"acme": 1.0},
+        run=run,
+        pool=fleet.pool_a,
+        start=END,
+        tenants={"acme": 1.0},
         hourly={"expected": _step(100, 200), "upside": _step(120, 240), "stress": _step(150, 300)},
     )
     return fleet, run
@@ -49,13 +52,25 @@ def test_first_short_week_order_by_and_late(planned):
     assert g["expected"]["healthy"]["first_week"] is None
     assert g["upside"]["healthy"]["first_week"] is None
     assert g["stress"]["healthy"] == {
-        "first_week": week10, "order_by": date(2026, 2, 16), "late": True, "max_gap_cu": 20.0, "replicas_short": 1
+        "first_week": week10,
+        "order_by": date(2026, 2, 16),
+        "late": True,
+        "max_gap_cu": 20.0,
+        "replicas_short": 1,
     }
     assert g["expected"]["failure"] == {
-        "first_week": week10, "order_by": date(2026, 2, 16), "late": True, "max_gap_cu": 60.0, "replicas_short": 1
+        "first_week": week10,
+        "order_by": date(2026, 2, 16),
+        "late": True,
+        "max_gap_cu": 60.0,
+        "replicas_short": 1,
     }
     assert g["stress"]["failure"] == {
-        "first_week": TODAY, "order_by": date(2025, 12, 8), "late": True, "max_gap_cu": 160.0, "replicas_short": 3
+        "first_week": TODAY,
+        "order_by": date(2025, 12, 8),
+        "late": True,
+        "max_gap_cu": 160.0,
+        "replicas_short": 3,
     }
 
 
@@ -71,7 +86,8 @@ def test_pending_orders_add_replicas_from_their_arrival_week(planned):
     SupplyOrder.objects.create(pool=fleet.pool_a, replicas=50, arrival_date=date(2026, 3, 3), status="cancelled")
     p = _pool(run)
     assert [(w["replicas"], w["healthy_cu"], w["failure_cu"]) for w in p["weeks"][9:11]] == [
-        (4, 280.0, 140.0), (6, 420.0, 210.0)
+        (4, 280.0, 140.0),
+        (6, 420.0, 210.0),
     ]
     assert p["gaps"]["stress"]["healthy"]["first_week"] is None
     assert p["gaps"]["expected"]["failure"]["first_week"] is None
@@ -81,8 +97,9 @@ def test_pending_orders_add_replicas_from_their_arrival_week(planned):
 
 def test_committed_is_the_peak_sold_in_each_week(planned):
     fleet, run = planned
-    entitlement_grant(actor=fleet.operator, reason="test", **grant_kwargs(fleet.pool_a, fleet.acme, "50", start=END,
-                                                                          days=14))
+    entitlement_grant(
+        actor=fleet.operator, reason="test", **grant_kwargs(fleet.pool_a, fleet.acme, "50", start=END, days=14)
+    )
     assert [w["committed_cu"] for w in _pool(run)["weeks"][:3]] == [50.0, 50.0, 0.0]
 
 

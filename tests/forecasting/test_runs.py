@@ -81,26 +81,41 @@ def test_bad_parameters_are_refused_before_a_run_exists(db, params, message):
 def test_the_daily_schedule_is_a_periodic_task(db):
     task = PeriodicTask.objects.get(name="forecasting: daily demand forecast")
     assert (task.task, task.enabled, task.crontab.hour, task.crontab.minute) == (
-        "forecasting.tasks.schedule_forecast", True, "2", "0"
+        "forecasting.tasks.schedule_forecast",
+        True,
+        "2",
+        "0",
     )
 
 
+@pytest.mark.slow
 def test_a_run_forecasts_every_series_and_maps_demand_to_pools(fleet, django_capture_on_commit_callbacks):
     # Given three weeks of demand for two tenants on the model and region both pools serve
     for i, tenant in enumerate(["acme", "globex"]):
-        write_demand(tenant=tenant, model="llama-test", region="us-test",
-                     cu=daily_cu(24 * 21, base=60, amp=30, noise=3, seed=i), r=1000, throttled_share=0.25)
+        write_demand(
+            tenant=tenant,
+            model="llama-test",
+            region="us-test",
+            cu=daily_cu(24 * 21, base=60, amp=30, noise=3, seed=i),
+            r=1000,
+            throttled_share=0.25,
+        )
     # When a run is requested (Celery runs inline in the embedded default)
     with django_capture_on_commit_callbacks(execute=True):
         run = services.forecast_run_request(parameters={"end": END.isoformat(), "batch_size": 1})
     # Then it succeeded once, with one series per tenant and demand split evenly over the equal pools
     run.refresh_from_db()
     assert (run.status, run.attempts, run.results_written, run.series_count, run.progress) == (
-        "succeeded", 1, 1, 2, 100
+        "succeeded",
+        1,
+        1,
+        2,
+        100,
     )
     series = list(ForecastSeries.objects.filter(run=run))
     assert [(s.tenant_slug, s.tenant.slug, s.method, s.history_hours) for s in series] == [
-        ("acme", "acme", "mstl", 504), ("globex", "globex", "mstl", 504)
+        ("acme", "acme", "mstl", 504),
+        ("globex", "globex", "mstl", 504),
     ]
     assert [len(s.weekly["expected_peak"]) for s in series] == [26, 26]
     assert [len(s.hourly["expected"]) for s in series] == [336, 336]

@@ -11,9 +11,18 @@ def _client(user):
 
 def test_file_edit_submit_through_the_api(fleet, people):
     c = _client(people.requester)
-    resp = c.post("/api/v1/launch-requests", {"title": "API launch", "model": "llama-test", "regions": ["us-test"],
-                                              "committed_value": 10, "prompt_p50": 1000, "output_p50": 200},
-                  format="json")
+    resp = c.post(
+        "/api/v1/launch-requests",
+        {
+            "title": "API launch",
+            "model": "llama-test",
+            "regions": ["us-test"],
+            "committed_value": 10,
+            "prompt_p50": 1000,
+            "output_p50": 200,
+        },
+        format="json",
+    )
     assert resp.status_code == 201
     body = resp.json()
     assert (body["state"], body["tenant"], body["created_by"]) == ("draft", "acme", "acme-req")
@@ -40,8 +49,11 @@ def test_viewer_and_staff_cannot_file(fleet, people):
 def test_approver_lists_all_tenants_and_filters(fleet, people, submitted):
     other = _client(people.outsider).post("/api/v1/launch-requests", {"title": "globex draft"}, format="json").json()
     c = _client(people.approver)
-    assert {r["uuid"] for r in c.get("/api/v1/launch-requests").json()["results"]} == {str(submitted.uuid),
-                                                                                         other["uuid"]}
-    assert [r["uuid"] for r in c.get("/api/v1/launch-requests?state=submitted&tenant=acme&region=us-test")
-            .json()["results"]] == [str(submitted.uuid)]
+    assert {r["uuid"] for r in c.get("/api/v1/launch-requests").json()["results"]} == {
+        str(submitted.uuid),
+        other["uuid"],
+    }
+    assert [
+        r["uuid"] for r in c.get("/api/v1/launch-requests?state=submitted&tenant=acme&region=us-test").json()["results"]
+    ] == [str(submitted.uuid)]
     assert c.get("/api/v1/launch-requests?tenant=globex&state=submitted").json()["results"] == []

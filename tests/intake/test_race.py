@@ -29,6 +29,8 @@ def _race(req, approvers):
             results.append("won")
         except intake.LaunchRequestConflict:
             results.append("conflict")
+        except Exception as exc:  # anything else is a failure the assertion should show
+            results.append(repr(exc))
         finally:
             connection.close()
 
@@ -47,7 +49,8 @@ def _submitted(fleet, people):
 
 
 @pytest.mark.postgres
-def test_two_racing_approvers_exactly_one_wins(transactional_db, fleet, people):
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)  # keep the seeded traffic classes
+def test_two_racing_approvers_exactly_one_wins(fleet, people):
     for _ in range(TRIALS):
         req = _submitted(fleet, people)
         assert _race(req, [people.approver, people.approver2]) == ["conflict", "won"]
@@ -71,7 +74,8 @@ def _unlocked_after_both_read(monkeypatch):
 
 
 @pytest.mark.postgres
-def test_fsm_guard_alone_still_lets_one_win(transactional_db, fleet, people, monkeypatch):
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)  # keep the seeded traffic classes
+def test_fsm_guard_alone_still_lets_one_win(fleet, people, monkeypatch):
     _unlocked_after_both_read(monkeypatch)
     for _ in range(3):
         req = _submitted(fleet, people)
@@ -80,7 +84,8 @@ def test_fsm_guard_alone_still_lets_one_win(transactional_db, fleet, people, mon
 
 
 @pytest.mark.postgres
-def test_negative_control_without_guards_grants_twice(transactional_db, fleet, people, monkeypatch):
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)  # keep the seeded traffic classes
+def test_negative_control_without_guards_grants_twice(fleet, people, monkeypatch):
     _unlocked_after_both_read(monkeypatch)
     monkeypatch.setattr(LaunchRequest, "state_fields", property(lambda self: []))
     req = _submitted(fleet, people)

@@ -14,10 +14,24 @@ from tests.intake.conftest import complete_fields
 
 OK = 200
 ROLES = ["requester", "viewer", "outsider", "approver", "self_approver", "operator", "gateway"]
-DECIDE = {"requester": 403, "viewer": 403, "outsider": 404, "approver": OK, "self_approver": 403,
-          "operator": 403, "gateway": 403}
-FILE = {"requester": OK, "viewer": 403, "outsider": 404, "approver": 403, "self_approver": OK,
-        "operator": 403, "gateway": 403}
+DECIDE = {
+    "requester": 403,
+    "viewer": 403,
+    "outsider": 404,
+    "approver": OK,
+    "self_approver": 403,
+    "operator": 403,
+    "gateway": 403,
+}
+FILE = {
+    "requester": OK,
+    "viewer": 403,
+    "outsider": 404,
+    "approver": 403,
+    "self_approver": OK,
+    "operator": 403,
+    "gateway": 403,
+}
 
 # transition: (start state, body, expected status per role, state after success)
 TABLE = {
@@ -25,8 +39,7 @@ TABLE = {
     "withdraw-draft": ("draft", {}, FILE, "withdrawn"),
     "withdraw": ("submitted", {}, FILE, "withdrawn"),
     "approve": ("submitted", {"comment": "fine"}, DECIDE, "approved"),
-    "partially-approve": ("submitted", {"regions": {"us-test": "5"}, "comment": "half"}, DECIDE,
-                          "partially_approved"),
+    "partially-approve": ("submitted", {"regions": {"us-test": "5"}, "comment": "half"}, DECIDE, "partially_approved"),
     "reject": ("submitted", {"comment": "no"}, DECIDE, "rejected"),
     "return": ("submitted", {"comment": "fix it"}, DECIDE, "returned"),
 }
@@ -76,8 +89,13 @@ def test_self_approval_message_says_why(fleet, people):
 
 @pytest.mark.parametrize(
     ("start", "path", "who"),
-    [("draft", "approve", "approver"), ("draft", "reject", "approver"), ("submitted", "submit", "requester"),
-     ("approved", "withdraw", "requester"), ("approved", "approve", "approver2")],
+    [
+        ("draft", "approve", "approver"),
+        ("draft", "reject", "approver"),
+        ("submitted", "submit", "requester"),
+        ("approved", "withdraw", "requester"),
+        ("approved", "approve", "approver2"),
+    ],
 )
 def test_transition_from_wrong_state_is_409(start, path, who, fleet, people):
     req = _request_in("submitted" if start == "approved" else start, fleet, people)
@@ -98,8 +116,11 @@ def test_bad_input_is_400_naming_the_field(fleet, people):
     resp = client.post(f"/api/v1/launch-requests/{req.uuid}/reject", {"comment": ""}, format="json")
     assert resp.status_code == 400
     assert resp.json()["error"]["fields"] == {"comment": ["required: say why the request is rejected"]}
-    resp = client.post(f"/api/v1/launch-requests/{req.uuid}/partially-approve",
-                       {"regions": {"us-test": "-1"}, "comment": "x"}, format="json")
+    resp = client.post(
+        f"/api/v1/launch-requests/{req.uuid}/partially-approve",
+        {"regions": {"us-test": "-1"}, "comment": "x"},
+        format="json",
+    )
     assert resp.status_code == 400
     assert list(resp.json()["error"]["fields"]) == ["regions"]
     assert LaunchRequest.objects.get(pk=req.pk).state == "submitted"

@@ -41,11 +41,15 @@ def test_submit_emails_on_commit(fleet, people, draft, django_capture_on_commit_
     with django_capture_on_commit_callbacks(execute=True):
         intake.launch_request_submit(actor=people.requester, request=draft)
     recipients = sorted(tuple(m.to) for m in mail.outbox)
-    assert recipients == [("acme-lead@example.org", "appr1@example.org", "appr2@example.org"),
-                          ("acme-req@example.org",)]
+    assert recipients == [
+        ("acme-lead@example.org", "appr1@example.org", "appr2@example.org"),
+        ("acme-req@example.org",),
+    ]
 
 
-def test_approve_grants_committed_cu_per_region_with_envelope(fleet, people, eu_pool, django_capture_on_commit_callbacks):
+def test_approve_grants_committed_cu_per_region_with_envelope(
+    fleet, people, eu_pool, django_capture_on_commit_callbacks
+):
     req = intake.launch_request_create(
         actor=people.requester,
         **complete_fields(fleet, regions=[fleet.pool_a.region, eu_pool.region]),
@@ -109,17 +113,21 @@ def test_partially_approve_per_region_and_zero_means_none(fleet, people, eu_pool
         ("us-test", Decimal("12.500"))
     ]
     assert dict(req.region_rows.values_list("region__slug", "approved_cu")) == {
-        "eu-test": Decimal("0.000"), "us-test": Decimal("12.500")}
+        "eu-test": Decimal("0.000"),
+        "us-test": Decimal("12.500"),
+    }
 
 
 def test_partially_approve_validates_per_region_and_comment(fleet, people, submitted):
     with pytest.raises(ValidationError) as exc:
-        intake.launch_request_partially_approve(actor=people.approver, request=submitted, region_cu={"us-test": 5},
-                                                comment="")
+        intake.launch_request_partially_approve(
+            actor=people.approver, request=submitted, region_cu={"us-test": 5}, comment=""
+        )
     assert exc.value.message_dict == {"comment": ["required: say why only part is approved"]}
     with pytest.raises(ValidationError) as exc:
-        intake.launch_request_partially_approve(actor=people.approver, request=submitted,
-                                                region_cu={"us-test": "18.001"}, comment="x")
+        intake.launch_request_partially_approve(
+            actor=people.approver, request=submitted, region_cu={"us-test": "18.001"}, comment="x"
+        )
     assert exc.value.message_dict == {"regions.us-test": ["more than the 18.000 CU requested"]}
     with pytest.raises(ValidationError) as exc:
         intake.launch_request_partially_approve(actor=people.approver, request=submitted, region_cu={}, comment="x")
@@ -132,11 +140,13 @@ def test_partially_approve_above_headroom_names_pool(fleet, people, submitted):
     entitlement_grant(actor=fleet.operator, reason="x", **grant_kwargs(fleet.pool_a, fleet.globex, "275", days=60))
     entitlement_grant(actor=fleet.operator, reason="x", **grant_kwargs(fleet.pool_b, fleet.globex, "275", days=60))
     with pytest.raises(intake.HeadroomGone) as exc:
-        intake.launch_request_partially_approve(actor=people.approver, request=submitted,
-                                                region_cu={"us-test": "6"}, comment="what is left")
+        intake.launch_request_partially_approve(
+            actor=people.approver, request=submitted, region_cu={"us-test": "6"}, comment="what is left"
+        )
     assert "pool pool-b has 5.000 CU of headroom left" in str(exc.value)
-    intake.launch_request_partially_approve(actor=people.approver, request=submitted,
-                                            region_cu={"us-test": "5"}, comment="what is left")
+    intake.launch_request_partially_approve(
+        actor=people.approver, request=submitted, region_cu={"us-test": "5"}, comment="what is left"
+    )
     assert Entitlement.objects.filter(tenant=fleet.acme).get().pool == fleet.pool_a
 
 
@@ -145,8 +155,11 @@ def test_return_then_edit_reopens_as_draft(fleet, people, submitted):
     req = intake.launch_request_update(actor=people.teammate, request=submitted.uuid, stress_value=2_000_000.0)
     assert req.state == "draft"
     assert list(req.events.values_list("transition", "from_state", "to_state")) == [
-        ("create", "", "draft"), ("submit", "draft", "submitted"), ("return", "submitted", "returned"),
-        ("reopen", "returned", "draft")]
+        ("create", "", "draft"),
+        ("submit", "draft", "submitted"),
+        ("return", "submitted", "returned"),
+        ("reopen", "returned", "draft"),
+    ]
     intake.launch_request_submit(actor=people.requester, request=req)
     assert LaunchRequest.objects.get(pk=req.pk).state == "submitted"
 

@@ -18,10 +18,6 @@ if prev then return {prev, 1} end
 
 local now = now_s()
 local out = {'', 0}
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', num(now))) do
-  local m = expire_one(prefix, KEYS[6], id)
-  if m then out[#out + 1] = m end
-end
 
 local function throttle(reason, wait)
   local ra = retry[reason]
@@ -34,7 +30,14 @@ end
 
 local function wait(deficit, rate) if rate > 0 then return deficit / rate end return 3600 end
 
-if redis.call('ZCARD', KEYS[5]) >= maxc then return throttle('CONCURRENCY_LIMIT', 0) end
+if redis.call('ZCARD', KEYS[5]) >= maxc then
+  -- At the cap, first settle this scope's reservations past their TTL (the sweep does the rest).
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', num(now))) do
+    local m = expire_one(prefix, KEYS[6], id)
+    if m then out[#out + 1] = m end
+  end
+  if redis.call('ZCARD', KEYS[5]) >= maxc then return throttle('CONCURRENCY_LIMIT', 0) end
+end
 
 local own_l = level(KEYS[2], own_r, own_d, now)
 local pool_l = level(KEYS[3], pool_r, pool_d, now)
@@ -74,13 +77,9 @@ end
 put(KEYS[3], pool_l - c, now)
 
 local expires = now + ttl
-local rk = prefix .. 'res:' .. rid
-redis.call('HSET', rk, 'st', 'open', 'ik', KEYS[5], 'xk', KEYS[6], 'cb', cb, 'cr', num(cr), 'cd', num(cd),
-  'pk', KEYS[3], 'pr', num(pool_r), 'pd', num(pool_d), 'est', num(c), 'wo', wo, 'wc', wc, 'meta', meta,
-  'src', source)
-redis.call('EXPIRE', rk, math.ceil(ttl) + idem_ttl)
+redis.call('SET', prefix .. 'res:' .. rid, join({'open', KEYS[5], cb, num(cr), num(cd), KEYS[3], num(pool_r),
+  num(pool_d), num(c), wo, wc, source, meta}), 'EX', math.ceil(ttl) + idem_ttl)
 redis.call('ZADD', KEYS[5], num(expires), rid)
-redis.call('EXPIRE', KEYS[5], math.ceil(ttl) + 60)
 redis.call('ZADD', KEYS[6], num(expires), rid)
 local ans = 'A|' .. rid .. '|' .. num(c) .. '|' .. source .. '|' .. num(expires)
 redis.call('SET', KEYS[1], ans, 'EX', math.ceil(ttl) + idem_ttl)

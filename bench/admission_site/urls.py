@@ -1,0 +1,15 @@
+from django.http import HttpRequest, JsonResponse
+from django.urls import include, path
+from django.views.decorators.csrf import csrf_exempt
+
+
+@csrf_exempt
+def plain(request: HttpRequest) -> JsonResponse:
+    """The baseline: a Django JSON view through the same middleware, no auth, no store."""
+    return JsonResponse({"decision": "admit", "ok": True})
+
+
+urlpatterns = [
+    path("bench/plain", plain),
+    path("api/v1/", include("admission.api_urls")),
+]

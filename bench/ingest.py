@@ -1,0 +1,196 @@
+"""Event ingest: 1M events through telemetry.services.ingest_events (validation, dedup, minute/hour/day
+rollups, one transaction per batch) against a raw binary PostgreSQL COPY of the same rows into a
+scratch table, measured in the same run. Goal: the service path at ≥ 0.5× COPY's events/s.
+
+Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/telemetry_bench .venv/bin/python bench/ingest.py [N] [BATCH]
+(that URL is the default; the database is created and migrated if missing).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from urllib.parse import urlparse
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/telemetry_bench"
+GOAL = 0.5
+T0 = datetime(2026, 1, 5, tzinfo=UTC)
+TENANTS = [f"bench-{i}" for i in range(20)]
+REASONS = ["QUOTA_EXCEEDED", "PLATFORM_CAPACITY", "RECLAIMED", "CONCURRENCY_LIMIT"]
+
+
+def ensure_database(url: str) -> None:
+    """CREATE DATABASE if it does not exist (connecting to the server's `postgres` database)."""
+    import psycopg
+
+    u = urlparse(url)
+    name = u.path.lstrip("/")
+    admin = u._replace(path="/postgres").geturl()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def setup_django() -> None:
+    url = os.environ.setdefault("DATABASE_URL", DEFAULT_URL)
+    if not url.startswith("postgres"):
+        sys.exit("bench/ingest.py compares against PostgreSQL COPY: DATABASE_URL must be postgres://…")
+    ensure_database(url)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def catalogue() -> None:
+    from entitlements.models import Region, ServedModel, Tenant
+
+    ServedModel.objects.get_or_create(
+        slug="bench-model",
+        defaults={
+            "name": "bench",
+            "r_wt_per_s": 1000,
+            "kv_bytes_per_token": 1,
+            "context_length": 8192,
+            "weights_gb": 1,
+        },
+    )
+    Region.objects.get_or_create(slug="bench-region", defaults={"name": "bench"})
+    for t in TENANTS:
+        Tenant.objects.get_or_create(slug=t, defaults={"name": t})
+
+
+def events(n: int, seed: int = 1):
+    """The same n events for both paths: what admission reports, ~1,000/s over ~17 minutes for 1M."""
+    rng = random.Random(seed)
+    for i in range(n):
+        decision = rng.choice(("admit", "admit", "throttle", "complete"))
+        e = {
+            "event_id": f"b{i}" + (":complete" if decision == "complete" else ""),
+            # a live stream: ~1,000 decisions/s in time order, with up to 5 s of reporting jitter
+            "ts": (T0 + timedelta(milliseconds=i + rng.randrange(-5000, 5000))).isoformat(),
+            "tenant": rng.choice(TENANTS),
+            "model": "bench-model",
+            "region": "bench-region",
+            "traffic_class": rng.choice(("reserved", "shared", "best_effort")),
+            "decision": decision,
+            "estimated_wt": float(rng.randrange(1, 5000)),
+            "prompt_tokens": rng.randrange(0, 4000),
+        }
+        if decision == "throttle":
+            e["reason"] = rng.choice(REASONS)
+        elif decision == "complete":
+            e.update(
+                actual_wt=float(rng.randrange(0, 5000)),
+                output_tokens=rng.randrange(0, 900),
+                ttft_ms=float(rng.randrange(5, 5000)),
+                e2e_ms=float(rng.randrange(100, 60000)),
+                slo_met=rng.random() < 0.9,
+                status="ok",
+            )
+        yield e
+
+
+def batches(n: int, size: int):
+    batch = []
+    for e in events(n):
+        batch.append(e)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def reset() -> None:
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute(
+            "TRUNCATE telemetry_admissionevent, telemetry_minuterollup, telemetry_hourrollup, telemetry_dayrollup"
+        )
+        cur.execute("DROP TABLE IF EXISTS bench_copy_events")
+        # the same columns, defaults and unique index as the real table: COPY pays for the same index
+        cur.execute("CREATE TABLE bench_copy_events (LIKE telemetry_admissionevent INCLUDING ALL)")
+        cur.execute("VACUUM ANALYZE telemetry_admissionevent")
+
+
+def run_service(n: int, size: int) -> tuple[float, int]:
+    from telemetry.services import ingest_events
+
+    pending = list(batches(n, size))  # generation is not ingest: build batches before the clock starts
+    accepted = 0
+    t = time.perf_counter()
+    for b in pending:
+        r = ingest_events(source="bench", events=b)
+        assert not r.errors, r.errors[:3]
+        accepted += r.accepted
+    return time.perf_counter() - t, accepted
+
+
+def run_copy(n: int) -> float:
+    """Binary COPY of the same rows, already typed (what ingest stores), no validation and no rollups."""
+    from django.db import connection
+
+    from telemetry.services import EVENT_COLUMNS
+
+    now = datetime.now(tz=UTC)
+    rows = []
+    for e in events(n):
+        rows.append(
+            (
+                "bench", e["event_id"], datetime.fromisoformat(e["ts"]), now, e["tenant"], "", e["model"], e["region"],
+                e["traffic_class"], None, e["decision"], e.get("reason", ""), "", e["estimated_wt"],
+                e.get("actual_wt"), e["prompt_tokens"], 0, e.get("output_tokens", 0), e.get("ttft_ms"),
+                e.get("e2e_ms"), e.get("slo_met"), e.get("status", ""),
+            )
+        )  # fmt: skip
+    types = [
+        "text", "text", "timestamptz", "timestamptz", "text", "text", "text", "text", "text", "uuid", "text", "text",
+        "text", "float8", "float8", "int8", "int8", "int8", "float8", "float8", "bool", "text",
+    ]  # fmt: skip
+    cols = ", ".join(EVENT_COLUMNS)
+    connection.ensure_connection()
+    raw = connection.connection
+    t = time.perf_counter()
+    with raw.cursor() as cur, cur.copy(f"COPY bench_copy_events ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(types)
+        for r in rows:
+            copy.write_row(r)
+    raw.commit()
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+    size = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
+    setup_django()
+    catalogue()
+    reset()
+    copy_s = run_copy(n)
+    service_s, accepted = run_service(n, size)
+    from telemetry.models import DayRollup, MinuteRollup
+
+    minutes = MinuteRollup.objects.count()
+    total = sum(DayRollup.objects.values_list("requests", flat=True))
+    copy_rate, service_rate = n / copy_s, n / service_s
+    print(f"events: {n:,} in batches of {size:,}; accepted {accepted:,}; rollup rows (minute): {minutes:,}")
+    print(f"raw binary COPY      : {copy_s:8.2f} s  {copy_rate:12,.0f} events/s")
+    print(f"ingest_events (+rollups): {service_s:8.2f} s  {service_rate:12,.0f} events/s")
+    print(f"ratio service/COPY   : {service_rate / copy_rate:.2f}  (goal ≥ {GOAL})")
+    print(f"day-rollup requests  : {total:,} (must equal accepted)")
+    if total != accepted or accepted != n:
+        sys.exit("rollup totals do not match the events")
+
+
+if __name__ == "__main__":
+    main()

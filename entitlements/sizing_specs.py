@@ -1,0 +1,191 @@
+"""Catalogue rows → the specs `capacity.sizing.size` takes, in one place.
+
+The catalogue stores milliseconds, GB per chip and prices per accelerator; the capacity package
+takes seconds, memory per accelerator and cost objects. Converting here keeps both the API and the
+calculator page on exactly the same numbers.
+
+A TPU is catalogued as a slice (one accelerator of `chips_per_slice` chips with `memory_gb` per
+chip, priced per slice, counted per slice in `accelerators_per_replica`), so the capacity spec gets
+the slice's whole memory and `chips_per_slice = 1`: rounding to whole slices already happened.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from capacity.cost import AcceleratorCost, CloudAccelerator, CostInputs, PurchasedAccelerator
+from capacity.input_errors import SizingInputError
+from capacity.operating_points import OperatingPoint as PointSpec
+from capacity.operating_points import Slo, choose_operating_point
+from capacity.sizing_inputs import AcceleratorSpec, ModelSpec
+from capacity.units import ReferenceMix
+from entitlements.models import Accelerator, OperatingPoint, ServedModel
+
+PRICING = {
+    "on_demand": "cloud, on-demand",
+    "reserved": "cloud, reserved term",
+    "purchased": "purchased hardware",
+}
+
+
+def _setting(name: str, default: float) -> float:
+    return float(getattr(settings, name, default))
+
+
+@dataclass(frozen=True)
+class CostOptions:
+    """What the catalogue does not know. Defaults follow the planning cost report's settings
+    (COST_PUE, COST_ELECTRICITY_PER_KWH, COST_IDLE_POWER_SHARE) so both show the same prices."""
+
+    pricing: str = "on_demand"
+    electricity_per_kwh: float = field(default_factory=lambda: _setting("COST_ELECTRICITY_PER_KWH", 0.10))
+    pue: float = field(default_factory=lambda: _setting("COST_PUE", 1.3))
+    idle_power_share: float = field(default_factory=lambda: _setting("COST_IDLE_POWER_SHARE", 0.3))
+    network_per_gb: float = 0.0
+    slo_met_fraction: float = 0.99
+    retry_waste_fraction: float = 0.0
+
+
+def model_spec(m: ServedModel) -> ModelSpec:
+    return ModelSpec(
+        slug=m.slug,
+        kv_bytes_per_token=float(m.kv_bytes_per_token),
+        context_length=int(m.context_length),
+        weights_gb=float(m.weights_gb),
+        r_wt_per_s=float(m.r_wt_per_s),
+        w_out=float(m.w_out),
+        w_cached=float(m.w_cached),
+    )
+
+
+def _s(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1000.0
+
+
+def point_label(op: OperatingPoint) -> str:
+    return f"{op.model.slug} on {op.accelerators_per_replica}× {op.accelerator.slug}, {op.runtime}, {op.scenario}"
+
+
+def point_spec(op: OperatingPoint) -> PointSpec:
+    """Latency limits and measured p99s in seconds; `label` names the catalogue row people can look up."""
+    return PointSpec(
+        label=point_label(op),
+        accelerator=op.accelerator.slug,
+        accelerators_per_replica=int(op.accelerators_per_replica),
+        out_tps_per_replica=float(op.out_tps_per_replica),
+        ref_mix=ReferenceMix(mean_prompt=float(op.ref_mean_prompt), mean_output=float(op.ref_mean_output)),
+        ttft_limit_s=_s(op.ttft_p99_limit_ms),
+        tpot_limit_s=_s(op.tpot_p99_limit_ms),
+        measured_ttft_p99_s=_s(op.measured_ttft_p99_ms),
+        measured_tpot_p99_s=_s(op.measured_tpot_p99_ms),
+        is_ceiling=bool(op.is_ceiling),
+        source=op.source,
+    )
+
+
+def accelerator_cost(acc: Accelerator, pricing: str) -> AcceleratorCost:
+    """The price of one catalogue accelerator under a pricing choice; a price the catalogue does not
+    have is an error naming `cost.pricing`, never a silent zero."""
+    if pricing == "purchased":
+        if acc.purchase_price_usd <= 0:
+            raise SizingInputError("cost.pricing", f"{acc.slug} has no purchase price in the catalogue (cloud only)")
+        return PurchasedAccelerator(
+            price=acc.purchase_price_usd,
+            depreciation_years=acc.depreciation_years,
+            lifetime_utilization=acc.lifetime_utilization,
+            maintenance_per_year=acc.purchase_price_usd * acc.maintenance_pct_per_year / 100.0,
+        )
+    if pricing not in PRICING:
+        raise SizingInputError("cost.pricing", f"expected one of {', '.join(PRICING)} (got {pricing!r})")
+    if pricing == "reserved" and acc.cloud_reserved_per_hour <= 0:
+        raise SizingInputError("cost.pricing", f"{acc.slug} has no reserved cloud rate in the catalogue")
+    if acc.cloud_on_demand_per_hour <= 0 and pricing == "on_demand":
+        raise SizingInputError("cost.pricing", f"{acc.slug} has no on-demand cloud rate in the catalogue")
+    return CloudAccelerator(
+        on_demand_per_hour=acc.cloud_on_demand_per_hour,
+        reserved_per_hour=acc.cloud_reserved_per_hour if acc.cloud_reserved_per_hour > 0 else None,
+        reserved_term_years=acc.reserved_term_months / 12.0,
+        minimum_billing_hours=acc.min_billing_minutes / 60.0,
+        commitment="reserved" if pricing == "reserved" else "on_demand",
+    )
+
+
+def accelerator_spec(acc: Accelerator, pricing: str) -> AcceleratorSpec:
+    return AcceleratorSpec(
+        slug=acc.slug,
+        memory_gb=float(acc.memory_gb) * acc.chips_per_slice,
+        cost=accelerator_cost(acc, pricing),
+        chips_per_slice=1,
+    )
+
+
+def cost_inputs(acc: Accelerator, opts: CostOptions) -> CostInputs:
+    """Owned hardware pays its own power (busy = the catalogue's watts, idle = a share of it);
+    a cloud rate already includes power, so energy is 0 there."""
+    owned = opts.pricing == "purchased"
+    busy_kw = acc.power_watts / 1000.0 if owned else 0.0
+    return CostInputs(
+        host_per_accelerator_hour=float(acc.host_cost_per_hour),
+        power_kw_busy_per_accelerator=busy_kw,
+        power_kw_idle_per_accelerator=busy_kw * opts.idle_power_share,
+        pue=opts.pue,
+        electricity_per_kwh=opts.electricity_per_kwh,
+        network_per_gb=opts.network_per_gb,
+        slo_met_fraction=opts.slo_met_fraction,
+        retry_waste_fraction=opts.retry_waste_fraction,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class CatalogueInputs:
+    """What `SizingInput` needs from the catalogue, plus the row behind each point spec."""
+
+    model: ModelSpec
+    points: tuple[PointSpec, ...]
+    accelerators: tuple[AcceleratorSpec, ...]
+    cost_inputs: CostInputs
+    rows: dict[PointSpec, OperatingPoint]
+
+    def row_for(self, point: PointSpec) -> OperatingPoint:
+        return self.rows[point]
+
+
+def catalogue_inputs(
+    *, model: Any, accelerator: Any, slo: Slo, cost: CostOptions, allow_ceiling: bool = False
+) -> CatalogueInputs:
+    """Resolve slugs and pick the accelerator the sizing will run on.
+
+    Host and power costs differ per accelerator type, so the operating point is chosen here first
+    (with the same rule `size()` applies) and only that accelerator is priced; `size()` then makes
+    the same choice again. Errors name `model`, `accelerator`, `slo` or `cost.*`.
+    """
+    if not isinstance(model, str) or not model:
+        raise SizingInputError("model", "required: a model slug from the catalogue")
+    m = ServedModel.objects.filter(slug=model).first()
+    if m is None:
+        raise SizingInputError("model", f"unknown model '{model[:64]}'")
+    rows = list(OperatingPoint.objects.filter(model=m).select_related("model", "accelerator").order_by("pk"))
+    if accelerator not in (None, ""):
+        if not isinstance(accelerator, str) or not Accelerator.objects.filter(slug=accelerator).exists():
+            raise SizingInputError("accelerator", f"unknown accelerator '{str(accelerator)[:64]}'")
+        rows = [r for r in rows if r.accelerator.slug == accelerator]
+        if not rows:
+            raise SizingInputError("accelerator", f"no operating point of {m.slug} is measured on {accelerator}")
+    if not rows:
+        raise SizingInputError("model", f"no operating point of {m.slug} is in the catalogue")
+    specs = {point_spec(r): r for r in rows}
+    spec_m = model_spec(m)
+    chosen = choose_operating_point(
+        list(specs), slo, model=m.slug, w_out=spec_m.w_out, accelerator=None, allow_ceiling=allow_ceiling
+    ).point
+    acc = specs[chosen].accelerator
+    return CatalogueInputs(
+        model=spec_m,
+        points=tuple(specs),
+        accelerators=(accelerator_spec(acc, cost.pricing),),
+        cost_inputs=cost_inputs(acc, cost),
+        rows=specs,
+    )

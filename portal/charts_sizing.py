@@ -1,0 +1,166 @@
+"""Pure plotly figure builders for the sizing calculator: numbers in, figure dicts out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+KV_COLOUR = "#2563eb"
+P99_COLOUR = "#dc2626"
+CAPACITY_COLOUR = "#16a34a"
+NEEDED_COLOUR = "#0f172a"
+PROVISIONED_COLOUR = "#93c5fd"
+COST_COLOUR = "#f59e0b"
+# A per-replica capacity line further out than this many chart widths would squash the
+# distribution into a sliver: it is then named at the right edge instead of drawn.
+OFF_SCALE = 1.5
+
+_BASE_LAYOUT: dict[str, Any] = {
+    "paper_bgcolor": "rgba(0,0,0,0)",
+    "plot_bgcolor": "rgba(0,0,0,0)",
+    "font": {"size": 12},
+    "legend": {"orientation": "h", "y": -0.25},
+}
+
+
+def _fmt(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def _vline(x: float, colour: str, text: str, y: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    shape = {
+        "type": "line",
+        "xref": "x",
+        "yref": "paper",
+        "x0": x,
+        "x1": x,
+        "y0": 0,
+        "y1": 1,
+        "line": {"color": colour, "width": 2, "dash": "dash"},
+    }
+    note = {
+        "x": x,
+        "y": y,
+        "xref": "x",
+        "yref": "paper",
+        "text": text,
+        "showarrow": False,
+        "xanchor": "right",
+        "font": {"color": colour},
+        "bgcolor": "rgba(255,255,255,0.8)",
+    }
+    return shape, note
+
+
+def kv_distribution_figure(
+    *, edges: Sequence[float], time_fraction: Sequence[float], p99: float, capacity_per_replica: float
+) -> dict[str, Any]:
+    """Share of time at each level of concurrent KV tokens (all replicas together), with the p99
+    and one replica's KV capacity marked: their ratio is how many replicas the memory needs."""
+    centres = [(a + b) / 2 for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    widths = [b - a for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    data = [
+        {
+            "type": "bar",
+            "name": "share of time",
+            "x": centres,
+            "y": [round(f * 100, 4) for f in time_fraction],
+            "width": widths,
+            "marker": {"color": KV_COLOUR},
+            "hovertemplate": "%{x:,.0f} KV tokens: %{y:.2f} % of time<extra></extra>",
+        }
+    ]
+    right = float(edges[-1]) if len(edges) else 0.0
+    p99_shape, p99_note = _vline(p99, P99_COLOUR, f"p99 {_fmt(p99)}", 0.97)
+    shapes, notes = [p99_shape], [p99_note]
+    if capacity_per_replica <= right * OFF_SCALE:
+        shape, note = _vline(
+            capacity_per_replica, CAPACITY_COLOUR, f"1 replica holds {_fmt(capacity_per_replica)}", 0.9
+        )
+        shapes.append(shape)
+        notes.append(note)
+        right = max(right, capacity_per_replica)
+    else:
+        notes.append(
+            {
+                "x": 0,
+                "y": 1.0,
+                "xref": "paper",
+                "yref": "paper",
+                "xanchor": "left",
+                "yanchor": "bottom",
+                "showarrow": False,
+                "text": f"1 replica holds {_fmt(capacity_per_replica)} KV tokens (off scale →)",
+                "font": {"color": CAPACITY_COLOUR},
+            }
+        )
+    layout = {
+        **_BASE_LAYOUT,
+        "height": 280,
+        "margin": {"l": 55, "r": 15, "t": 40, "b": 45},
+        "bargap": 0,
+        "showlegend": False,
+        "xaxis": {"title": {"text": "concurrent KV tokens, all replicas"}, "range": [0, right * 1.03 or 1]},
+        "yaxis": {"title": {"text": "% of time"}, "ticksuffix": " %"},
+        "shapes": shapes,
+        "annotations": notes,
+    }
+    return {"data": data, "layout": layout}
+
+
+def day_cost_figure(rows: Sequence[dict[str, Any]], *, currency: str) -> dict[str, Any]:
+    """Replicas provisioned (bars) against replicas needed (line) each hour, and the hour's cost
+    on a second axis. `rows` are DayCost.to_dict()["rows"]."""
+    hours = [r["hour"] for r in rows]
+    data = [
+        {
+            "type": "bar",
+            "name": "replicas provisioned",
+            "x": hours,
+            "y": [r["replicas_provisioned"] for r in rows],
+            "marker": {"color": PROVISIONED_COLOUR},
+            "hovertemplate": "%{x}:00 — %{y} provisioned<extra></extra>",
+        },
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "line": {"shape": "hvh", "color": NEEDED_COLOUR},
+            "name": "replicas needed",
+            "x": hours,
+            "y": [r["replicas_needed"] for r in rows],
+            "hovertemplate": "%{x}:00 — %{y} needed<extra></extra>",
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": f"cost per hour ({currency})",
+            "x": hours,
+            "y": [round(r["cost"], 4) for r in rows],
+            "yaxis": "y2",
+            "line": {"color": COST_COLOUR, "width": 2},
+            "hovertemplate": "%{x}:00 — %{y:,.2f} " + currency + "/h<extra></extra>",
+        },
+    ]
+    peak = max((max(r["replicas_provisioned"], r["replicas_needed"]) for r in rows), default=1)
+    top_cost = max((r["cost"] for r in rows), default=1.0)
+    layout = {
+        **_BASE_LAYOUT,
+        "height": 300,
+        "margin": {"l": 50, "r": 60, "t": 15, "b": 40},
+        "xaxis": {"title": {"text": "hour of day"}, "dtick": 2, "range": [-0.6, 23.6]},
+        "yaxis": {
+            "title": {"text": "replicas"},
+            "rangemode": "tozero",
+            "range": [0, peak * 1.15 + 0.5],
+            "dtick": max(1, round(peak / 5)),
+        },
+        "yaxis2": {
+            "title": {"text": f"{currency}/h"},
+            "overlaying": "y",
+            "side": "right",
+            "rangemode": "tozero",
+            "range": [0, top_cost * 1.15 or 1],
+            "showgrid": False,
+        },
+    }
+    return {"data": data, "layout": layout}

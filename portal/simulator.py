@@ -1,0 +1,250 @@
+"""A fleet that moves on its own: replays a real trace through the admission API.
+
+Requests from the Azure conversation trace are time-scaled so the offered load is a chosen
+fraction of what the active entitlements allow, spread over entitlements in proportion to
+their rate. Admitted requests complete after TTFT + output × TPOT (scaled the same way) with the
+trace's real output length; every `sample_every_s` each pool reports a fleet sample. An optional
+spike multiplies arrivals for a few minutes; an optional zone failure takes the largest zone of
+every pool out at a chosen minute.
+"""
+
+from __future__ import annotations
+
+import heapq
+import http.client
+import json
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+
+from capacity.traces import Trace
+
+
+@dataclass
+class SimConfig:
+    base_url: str
+    token: str
+    load: float = 0.8
+    spike_at_minute: float | None = None
+    spike_factor: float = 3.0
+    spike_minutes: float = 3.0
+    zone_failure_at_minute: float | None = None
+    sample_every_s: float = 10.0
+    minutes: float | None = None
+    workers: int = 8
+    seed: int = 7
+
+
+@dataclass
+class PoolState:
+    slug: str
+    zones: list[int]
+    rate_wt_per_s: float
+    in_flight: int = 0
+    in_flight_wt: float = 0.0
+    failed: bool = False
+
+
+@dataclass
+class Stats:
+    sent: int = 0
+    admitted: int = 0
+    throttled: dict[str, int] = field(default_factory=dict)
+    errors: int = 0
+
+
+class Http:
+    """One keep-alive connection per worker thread."""
+
+    def __init__(self, base_url: str, token: str) -> None:
+        self.url = urlparse(base_url)
+        self.headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
+        self.local = threading.local()
+
+    def post(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        for attempt in range(2):
+            conn = getattr(self.local, "conn", None)
+            if conn is None:
+                conn = http.client.HTTPConnection(self.url.hostname, self.url.port or 80, timeout=5)
+                self.local.conn = conn
+            try:
+                conn.request("POST", path, json.dumps(body), self.headers)
+                resp = conn.getresponse()
+                data = resp.read()
+                return resp.status, (json.loads(data) if data else {})
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                self.local.conn = None
+                if attempt:
+                    raise
+        raise RuntimeError("unreachable")
+
+
+class FleetSimulator:
+    def __init__(
+        self,
+        cfg: SimConfig,
+        trace: Trace,
+        entitlements: list[dict[str, Any]],
+        pools: list[PoolState],
+        ops: dict[str, tuple[float, float]],
+    ) -> None:
+        self.cfg = cfg
+        self.trace = trace
+        self.ents = [e for e in entitlements if e["rate_wt_per_s"] > 0]
+        self.pools = {p.slug: p for p in pools}
+        self.ops = ops  # pool slug → (ttft_s, tpot_s)
+        self.http = Http(cfg.base_url, cfg.token)
+        self.stats = Stats()
+        self.lock = threading.Lock()
+        self.rng = random.Random(cfg.seed)
+        self.completions: list[tuple[float, int, dict[str, Any], str, float]] = []
+        self.seq = 0
+        total_rate = sum(e["rate_wt_per_s"] for e in self.ents)
+        w = [e["w_out"] for e in self.ents]
+        mean_w_out = float(np.mean(w)) if w else 4.0
+        wt = trace.prompt.astype(float) + mean_w_out * trace.output.astype(float)
+        trace_wt_per_s = float(wt.sum()) / max(1.0, float(trace.arrival_s[-1] - trace.arrival_s[0]))
+        # speed > 1 compresses the trace's clock so offered load = load × entitled rate.
+        self.speed = max(0.05, cfg.load * total_rate / trace_wt_per_s) if trace_wt_per_s else 1.0
+        self.weights = [e["rate_wt_per_s"] for e in self.ents]
+
+    def _pick(self) -> dict[str, Any]:
+        return self.rng.choices(self.ents, weights=self.weights, k=1)[0]
+
+    def _reserve(self, i: int, sim_t: float) -> None:
+        ent = self._pick()
+        prompt, output = int(self.trace.prompt[i]), int(self.trace.output[i])
+        request_id = f"sim-{int(time.time() * 1000)}-{i}-{self.rng.randrange(1 << 30)}"
+        body = {
+            "request_id": request_id,
+            "tenant": ent["tenant"],
+            "model": ent["model"],
+            "region": ent["region"],
+            "traffic_class": ent["traffic_class"],
+            "prompt_tokens": prompt,
+            "max_output_tokens": min(ent["envelope"]["max_output_tokens"], max(output, ent["envelope"]["output_p95"])),
+        }
+        if ent.get("project"):
+            body["project"] = ent["project"]
+        try:
+            status, data = self.http.post("/api/v1/admission/reserve", body)
+        except Exception:
+            with self.lock:
+                self.stats.errors += 1
+            return
+        with self.lock:
+            self.stats.sent += 1
+            if status == 200:
+                self.stats.admitted += 1
+                pool = self.pools.get(ent["pool"])
+                ttft, tpot = self.ops.get(ent["pool"], (0.5, 0.05))
+                e2e = ttft + output * tpot
+                if pool:
+                    pool.in_flight += 1
+                    pool.in_flight_wt += data.get("reserved_wt", 0.0)
+                due = time.monotonic() + e2e / self.speed
+                done = {
+                    "reservation_id": data["reservation_id"],
+                    "prompt_tokens": prompt,
+                    "output_tokens": output,
+                    "status": "ok",
+                    "ttft_ms": round(ttft * 1000),
+                    "e2e_ms": round(e2e * 1000),
+                }
+                self.seq += 1
+                heapq.heappush(self.completions, (due, self.seq, done, ent["pool"], data.get("reserved_wt", 0.0)))
+            elif status == 429:
+                reason = data.get("reason", "?")
+                self.stats.throttled[reason] = self.stats.throttled.get(reason, 0) + 1
+            else:
+                self.stats.errors += 1
+
+    def _complete(self, done: dict[str, Any], pool_slug: str, wt: float) -> None:
+        try:
+            self.http.post("/api/v1/admission/complete", done)
+        except Exception:
+            with self.lock:
+                self.stats.errors += 1
+        with self.lock:
+            pool = self.pools.get(pool_slug)
+            if pool:
+                pool.in_flight = max(0, pool.in_flight - 1)
+                pool.in_flight_wt = max(0.0, pool.in_flight_wt - wt)
+
+    def _samples(self, sim_minute: float) -> None:
+        now = time.time()
+        for pool in self.pools.values():
+            if self.cfg.zone_failure_at_minute is not None and sim_minute >= self.cfg.zone_failure_at_minute:
+                pool.failed = True
+            total = sum(pool.zones)
+            healthy = total - (max(pool.zones) if pool.failed and pool.zones else 0)
+            # Busy share of the pool: in-flight work against what the healthy replicas can hold.
+            util = min(1.0, pool.in_flight / max(1.0, 16.0 * max(1, healthy)))
+            body = {
+                "pool": pool.slug,
+                "ts": _iso(now),
+                "replicas_healthy": healthy,
+                "replicas_total": total,
+                "accelerator_util": round(0.25 + 0.7 * util, 4),
+                "kv_cache_usage": round(min(1.0, 0.1 + 0.85 * util), 4),
+                "requests_running": pool.in_flight,
+                "requests_waiting": 0,
+            }
+            try:
+                self.http.post("/api/v1/telemetry/fleet", body)
+            except Exception:
+                with self.lock:
+                    self.stats.errors += 1
+
+    def run(self, stop: threading.Event, log: Any = print) -> Stats:
+        arr = self.trace.arrival_s - self.trace.arrival_s[0]
+        t0 = time.monotonic()
+        next_sample = 0.0
+        next_log = 30.0
+        i = 0
+        offset = 0.0
+        with ThreadPoolExecutor(self.cfg.workers) as pool:
+            while not stop.is_set():
+                wall = time.monotonic() - t0
+                sim_t = wall * self.speed
+                sim_minute = sim_t / 60.0
+                if self.cfg.minutes is not None and sim_minute >= self.cfg.minutes:
+                    break
+                while i < len(arr) and arr[i] + offset <= sim_t:
+                    copies = 1
+                    sp = self.cfg.spike_at_minute
+                    if sp is not None and sp <= sim_minute < sp + self.cfg.spike_minutes:
+                        copies = int(self.cfg.spike_factor) + (self.rng.random() < self.cfg.spike_factor % 1)
+                    for _ in range(copies):
+                        pool.submit(self._reserve, i, sim_t)
+                    i += 1
+                if i >= len(arr):  # loop the trace
+                    offset += float(arr[-1]) + 1.0
+                    i = 0
+                now = time.monotonic()
+                while self.completions and self.completions[0][0] <= now:
+                    _, _, done, slug, wt = heapq.heappop(self.completions)
+                    pool.submit(self._complete, done, slug, wt)
+                if wall >= next_sample:
+                    pool.submit(self._samples, sim_minute)
+                    next_sample = wall + self.cfg.sample_every_s
+                if wall >= next_log:
+                    s = self.stats
+                    log(
+                        f"[simulate_fleet] t={sim_minute:6.1f} trace-min sent={s.sent} admitted={s.admitted} "
+                        f"throttled={dict(sorted(s.throttled.items()))} errors={s.errors}"
+                    )
+                    next_log = wall + 30.0
+                stop.wait(0.01)
+        return self.stats
+
+
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"

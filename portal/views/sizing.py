@@ -1,0 +1,283 @@
+"""The sizing calculator (/sizing/): one request class in, replicas, KV tail, cost and every step out.
+
+The form is translated into the API's JSON (CONTRACT §3) and sized by the same code as
+`POST /api/v1/sizing`, so the page and the API cannot disagree. Results follow the inputs as people
+type (htmx GET of the `results` partial); errors are shown beside the field they name, via
+out-of-band swaps, so the input being typed is never replaced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from django import forms
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from capacity.daycost import HOURS, DayCost
+from capacity.diurnal import size_day
+from capacity.input_errors import SizingInputError
+from capacity.sizing_result import SizingResult
+from capacity.steps import num
+from entitlements import roles
+from entitlements.models import Accelerator, ServedModel
+from entitlements.sizing_specs import PRICING
+from portal import charts_sizing
+from portal.views.live import figure_tag
+from telemetry.sizing_api import run_sizing, sizing_response
+from telemetry.trace_import import TraceNotFound, traces_visible_to
+
+TEMPLATE = "portal/sizing/calculator.html"
+# An interactive service's day: a trough of about a third of the peak before dawn, a climb through
+# the morning, the peak early afternoon, a slow evening decline. Multiplies the arrival rate.
+DEFAULT_DIURNAL = (
+    0.35, 0.30, 0.28, 0.27, 0.28, 0.32, 0.42, 0.55, 0.70, 0.82, 0.90, 0.95,
+    0.97, 1.00, 1.00, 0.98, 0.95, 0.90, 0.82, 0.72, 0.62, 0.53, 0.45, 0.40,
+)  # fmt: skip
+DEFAULT_MODEL = "llama-3.1-8b"
+DAY_SIM_REQUESTS = 4_000  # per hour; the day chart needs replica counts, not a fine KV tail
+# A chat class on an 8B model, on one-GPU replicas so the day visibly scales (see the demo pool
+# llama-3.1-8b-us-east-h100); lengths near that pool's envelope.
+DEFAULTS: dict[str, Any] = {
+    "accelerator": "h100-80gb",
+    "lengths": "quantiles",
+    "arrival_rate_rps": 100,
+    "prompt_mean": 1000,
+    "prompt_p50": 800,
+    "prompt_p95": 4000,
+    "prompt_p99": 8000,
+    "output_mean": 120,
+    "output_p50": 70,
+    "output_p95": 400,
+    "output_p99": 800,
+    "cache_hit_ratio": 0,
+    "cancellation_ratio": 0,
+    "ttft_p99_s": 2,
+    "tpot_p99_s": 0.1,
+    "utilization_target": 0.7,
+    "failure_policy": "zone",
+    "zones": 3,
+    "lb_unevenness": 1.0,
+    "startup_minutes": 10,
+    "ramp_rps_per_minute": 0,
+    "pricing": "on_demand",
+    "electricity_per_kwh": 0.10,
+    "pue": 1.3,
+    "network_per_gb": 0.05,
+    "slo_met_fraction": 0.99,
+    "diurnal": ", ".join(f"{x:g}" for x in DEFAULT_DIURNAL),
+}
+QUANTILES = ("mean", "p50", "p95", "p99")
+NUMBERS = ("cache_hit_ratio", "cancellation_ratio", "utilization_target", "lb_unevenness", "startup_minutes")
+COST_NUMBERS = ("electricity_per_kwh", "pue", "network_per_gb", "slo_met_fraction")
+
+
+def _num(label: str, *, required: bool = True, step: str = "any", help_text: str = "") -> forms.FloatField:
+    return forms.FloatField(
+        label=label, required=required, help_text=help_text, widget=forms.NumberInput(attrs={"step": step})
+    )
+
+
+class SizingForm(forms.Form):
+    model = forms.ChoiceField()
+    accelerator = forms.ChoiceField(required=False)
+    arrival_rate_rps = _num("Arrival rate (req/s)", required=False, help_text="blank with a trace: its mean rate")
+    lengths = forms.ChoiceField(
+        choices=[("quantiles", "stated quantiles"), ("trace", "a trace")], widget=forms.RadioSelect
+    )
+    trace = forms.ChoiceField(required=False)
+    prompt_mean = _num("mean", required=False)
+    prompt_p50 = _num("p50", required=False)
+    prompt_p95 = _num("p95", required=False)
+    prompt_p99 = _num("p99", required=False)
+    output_mean = _num("mean", required=False)
+    output_p50 = _num("p50", required=False)
+    output_p95 = _num("p95", required=False)
+    output_p99 = _num("p99", required=False)
+    cache_hit_ratio = _num("Prefix-cache hit ratio")
+    cancellation_ratio = _num("Cancelled share")
+    ttft_p99_s = _num("TTFT p99 (s)")
+    tpot_p99_s = _num("TPOT p99 (s)")
+    utilization_target = _num("Utilization target")
+    failure_policy = forms.CharField(help_text="none, zone, replica:n or fraction:f")
+    zones = forms.IntegerField(widget=forms.NumberInput(attrs={"step": 1}))
+    lb_unevenness = _num("LB unevenness", help_text="busiest replica ÷ average")
+    startup_minutes = _num("Replica startup (min)")
+    ramp_rps_per_minute = _num("Ramp (req/s per min)")
+    pricing = forms.ChoiceField(choices=list(PRICING.items()))
+    electricity_per_kwh = _num("Electricity (USD/kWh)")
+    pue = _num("PUE")
+    network_per_gb = _num("Network (USD/GB)")
+    slo_met_fraction = _num("SLO-met share", help_text="useful share of output")
+    diurnal = forms.CharField(
+        label="Hourly multipliers (24, of the arrival rate)", widget=forms.Textarea(attrs={"rows": 3})
+    )
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        models = ServedModel.objects.filter(operating_points__isnull=False).distinct().order_by("slug")
+        self.fields["model"].choices = [(m.slug, m.name) for m in models]
+        accs = Accelerator.objects.filter(operating_points__isnull=False).distinct().order_by("slug")
+        self.fields["accelerator"].choices = [("", "best measured point")] + [(a.slug, a.name) for a in accs]
+        self.traces = list(traces_visible_to(user))
+        self.fields["trace"].choices = [("", "—")] + [
+            (str(t.pk), f"{t.name} ({t.requests:,} requests{'' if t.tenant_id else ', platform'})") for t in self.traces
+        ]
+
+    def clean_diurnal(self) -> list[float]:
+        parts = [p for p in self.cleaned_data["diurnal"].replace("\n", ",").split(",") if p.strip()]
+        try:
+            values = [float(p) for p in parts]
+        except ValueError:
+            raise forms.ValidationError("numbers separated by commas, e.g. 0.3, 0.3, … 1.0")
+        if len(values) != HOURS:
+            raise forms.ValidationError(f"needs {HOURS} multipliers, got {len(values)}")
+        return values
+
+    def payload(self) -> dict[str, Any]:
+        """The API's JSON for these inputs (CONTRACT §3)."""
+        d = self.cleaned_data
+        body: dict[str, Any] = {
+            "model": d["model"],
+            "accelerator": d["accelerator"] or None,
+            "arrival_rate_rps": d["arrival_rate_rps"],
+            "slo": {"ttft_p99_s": d["ttft_p99_s"], "tpot_p99_s": d["tpot_p99_s"]},
+            "failure_policy": d["failure_policy"],
+            "zones": d["zones"],
+            "ramp_rps_per_minute": d["ramp_rps_per_minute"],
+            "cost": {"pricing": d["pricing"], **{k: d[k] for k in COST_NUMBERS}},
+            **{k: d[k] for k in NUMBERS},
+        }
+        if d["lengths"] == "trace":
+            body["prompt_tokens"] = body["output_tokens"] = {"trace": d["trace"]}
+        else:
+            for side in ("prompt", "output"):
+                body[f"{side}_tokens"] = {q: d[f"{side}_{q}"] for q in QUANTILES}
+        return body
+
+
+def form_field(api_field: str) -> str:
+    """The form field an API error names (e.g. `prompt_tokens.p50` → `prompt_p50`); `slo` stays `slo`."""
+    head, _, rest = api_field.partition(".")
+    if head in ("prompt_tokens", "output_tokens"):
+        name = "trace" if rest.startswith(("trace", "samples")) else f"{head.removesuffix('_tokens')}_{rest}"
+    elif head in ("slo", "cost") and rest:
+        name = rest
+    elif head in ("model", "operating_points"):
+        name = "model"
+    elif head.startswith(("hourly", "arrival_times_s")):
+        name = "diurnal" if head.startswith("hourly") else "trace"
+    elif head.startswith("accelerators["):
+        name = "pricing"
+    elif head == "cost_inputs":
+        name = rest
+    else:
+        name = head
+    return name if name in SizingForm.base_fields or name == "slo" else "__all__"
+
+
+def _results(form: SizingForm, user: Any) -> dict[str, Any]:
+    """Size the form's class and its day; SizingInputError lands on the field it names."""
+    extra: dict[str, list[str]] = {}
+    if not form.is_valid():
+        return {"sizing": None, "extra_errors": extra}
+    try:
+        prepared, result = run_sizing(form.payload(), user)
+        day_input = (
+            replace(prepared.inp, arrival_times_s=None) if prepared.inp.arrival_times_s is not None else prepared.inp
+        )
+        day, _ = size_day(day_input, hourly_multipliers=form.cleaned_data["diurnal"], sim_requests=DAY_SIM_REQUESTS)
+    except SizingInputError as e:
+        _add_error(form, extra, e.field, e.message)
+        return {"sizing": None, "extra_errors": extra}
+    except TraceNotFound as e:
+        _add_error(form, extra, e.field, e.message)
+        return {"sizing": None, "extra_errors": extra}
+    body = sizing_response(prepared, result)
+    kv = result.kv
+    steps = [*result.steps, *(replace(s, name=f"day: {s.name}") for s in day.steps)]
+    return {
+        "sizing": body,
+        "fmt": _formatted(result, day, prepared.inp.arrival_rate_rps),
+        "steps": [{"name": s.name, "value": num(s.value), "unit": s.unit, "formula": s.formula} for s in steps],
+        "result": result,
+        "day": day.to_dict(),
+        "day_cost": day,
+        "currency": result.cost.per_hour.currency,
+        "kv_chart": figure_tag(
+            "kv-chart",
+            charts_sizing.kv_distribution_figure(
+                edges=[float(x) for x in kv.hist_edges],
+                time_fraction=[float(x) for x in kv.hist_time_fraction],
+                p99=kv.kv_tokens_p99,
+                capacity_per_replica=result.kv_capacity_tokens_per_replica,
+            ),
+        ),
+        "day_chart": figure_tag(
+            "day-chart", charts_sizing.day_cost_figure(day.to_dict()["rows"], currency=day.cost_per_day.currency)
+        ),
+        "extra_errors": extra,
+    }
+
+
+def _formatted(result: SizingResult, day: DayCost, rate: float) -> dict[str, str]:
+    """Headline numbers as the step formulas write them (capacity.steps.num), so they match."""
+    op = result.operating_point_used
+
+    def opt(x: float | None) -> str:
+        return "none" if x is None else f"{num(x)} s"
+
+    return {
+        "capacity_units": num(result.capacity_units),
+        "mean_concurrency": num(result.mean_concurrency),
+        "kv_tokens_p99": num(result.kv_tokens_p99),
+        "kv_gb_p99": num(result.kv_bytes_p99 / 1e9),
+        "kv_capacity": num(result.kv_capacity_tokens_per_replica),
+        "sim_requests": f"{result.kv.requests:,}",
+        "per_hour": num(result.cost.per_hour.value),
+        "per_million": num(result.cost.per_million_useful_output_tokens.value),
+        "marginal": num(result.cost.marginal_per_million_output_tokens.value),
+        "out_tps": num(op.out_tps_per_replica),
+        "ttft": num(result.ttft_s),
+        "tpot": num(result.tpot_s),
+        "ttft_limit": opt(op.ttft_limit_s),
+        "tpot_limit": opt(op.tpot_limit_s),
+        "ref_prompt": num(op.ref_mix.mean_prompt),
+        "ref_output": num(op.ref_mix.mean_output),
+        "rate": num(rate),
+        "day_cost": num(day.cost_per_day.value),
+        "day_per_million": num(day.per_million_useful_output_tokens.value),
+    }
+
+
+def _add_error(form: SizingForm, extra: dict[str, list[str]], field: str, message: str) -> None:
+    name = form_field(field)
+    if name == "slo":
+        extra["slo"] = [message]
+    elif name == "__all__":
+        form.add_error(None, f"{field}: {message}")
+    else:
+        form.add_error(name, message)
+
+
+@login_required
+def calculator(request: HttpRequest) -> HttpResponse:
+    if roles.roles_of(request.user) == frozenset({roles.GATEWAY}):
+        raise Http404
+    form = SizingForm({}, user=request.user)
+    names = [c[0] for c in form.fields["model"].choices]
+    default_model = DEFAULT_MODEL if DEFAULT_MODEL in names else (names or [""])[0]
+    accs = [c[0] for c in form.fields["accelerator"].choices]
+    default_acc = DEFAULTS["accelerator"] if default_model == DEFAULT_MODEL and DEFAULTS["accelerator"] in accs else ""
+    # Missing keys take the defaults, so a link with a few parameters still sizes; a field sent
+    # empty stays empty (and says so).
+    form = SizingForm({**DEFAULTS, "model": default_model, "accelerator": default_acc, **request.GET.dict()}, user=request.user)
+    ctx = _results(form, request.user)
+    slots = [(name, [str(e) for e in form.errors.get(name, [])]) for name in form.fields]
+    slots.append(("slo", ctx["extra_errors"].get("slo", [])))
+    ctx.update(form=form, error_slots=slots, slo_errors=ctx["extra_errors"].get("slo", []), pricing=PRICING)
+    if getattr(request, "htmx", False):
+        return render(request, f"{TEMPLATE}#results", {**ctx, "oob": True})
+    return render(request, TEMPLATE, ctx)

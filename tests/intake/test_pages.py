@@ -1,0 +1,210 @@
+import json
+import re
+from datetime import timedelta
+
+from django.test import Client
+
+from entitlements.models import Entitlement
+from entitlements.services import entitlement_grant
+from portal.models import LaunchRequest
+from portal.selectors import day_start
+from tests.factories import grant_kwargs
+
+
+def _web(user):
+    c = Client()
+    c.force_login(user)
+    return c
+
+
+def test_requester_creates_draft_and_sees_sectioned_form(fleet, people):
+    c = _web(people.requester)
+    resp = c.post("/launch/new")
+    req = LaunchRequest.objects.get()
+    assert resp.status_code == 302 and resp["Location"] == f"/launch/{req.uuid}/edit"
+    page = c.get(resp["Location"]).content.decode()
+    for section in ("Basics", "Regions and window", "Workload envelope", "Scenarios", "Justification"):
+        assert f"<strong>{section}" in page
+    assert 'hx-trigger="input changed delay:300ms, change"' in page
+    assert f'hx-post="/launch/{req.uuid}/sizing"' in page
+    assert f'hx-post="/launch/{req.uuid}/autosave"' in page
+
+
+def test_autosave_keeps_valid_fields_and_names_the_bad_one(draft, people):
+    c = _web(people.requester)
+    resp = c.post(
+        f"/launch/{draft.uuid}/autosave",
+        {
+            "title": "Renamed",
+            "model": "llama-test",
+            "regions": ["us-test"],
+            "prompt_p50": "abc",
+            "output_p50": "300",
+            "committed_value": "5",
+            "committed_basis": "rps",
+            "traffic_class": "reserved",
+        },
+    )
+    assert resp.status_code == 200
+    body = resp.content.decode()
+    assert re.search(r'id="err-prompt_p50" hx-swap-oob="true">Enter a whole number.<', body)
+    draft.refresh_from_db()
+    assert (draft.title, draft.output_p50, draft.committed_value) == ("Renamed", 300, 5.0)
+    assert draft.prompt_p50 == 1000  # the bad field kept what was already accepted
+
+
+def test_sizing_partial_shows_cu_replicas_and_headroom(fleet, people, draft):
+    entitlement_grant(actor=fleet.operator, reason="x", **grant_kwargs(fleet.pool_a, fleet.globex, "100", days=60))
+    c = _web(people.requester)
+    resp = c.post(
+        f"/launch/{draft.uuid}/sizing",
+        {
+            "model": "llama-test",
+            "regions": ["us-test"],
+            "prompt_p50": "1000",
+            "output_p50": "200",
+            "committed_value": "20",
+            "committed_basis": "rps",
+            "traffic_class": "reserved",
+            "launch_date": str(draft.launch_date),
+            "end_date": str(draft.end_date),
+        },
+    )
+    body = resp.content.decode()
+    # 20 × 1800 wt/s = 36 CU; 70 CU per replica → 1 replica; pool-a 280 − 100 sold = 180 headroom.
+    assert '<td class="num" data-scenario="committed">36.000</td>' in body
+    assert re.search(
+        r'data-pool="pool-a">\s*<td>pool-a <small>\(would take it\)</small></td>\s*'
+        r'<td class="num">70.00</td>\s*<td class="num">280.000</td>\s*<td class="num">100.000</td>\s*'
+        r'<td class="num headroom">180.000</td>\s*<td class="num">1</td>',
+        body,
+    )
+    draft.refresh_from_db()
+    assert draft.committed_value == 10.0  # sizing previews, it does not save
+
+
+def test_submit_from_form_shows_inline_errors_then_succeeds(fleet, people, draft):
+    c = _web(people.requester)
+    resp = c.post(
+        f"/launch/{draft.uuid}/submit",
+        {"title": "Assistant launch", "model": "llama-test", "regions": ["us-test"], "justification": ""},
+    )
+    assert resp.status_code == 400
+    assert re.search(r'id="err-justification">required before submitting<', resp.content.decode())
+    assert LaunchRequest.objects.get(pk=draft.pk).state == "draft"
+    draft_form = {
+        "title": "Assistant launch",
+        "model": "llama-test",
+        "regions": ["us-test"],
+        "launch_date": str(draft.launch_date),
+        "end_date": str(draft.end_date),
+        "traffic_class": "reserved",
+        "criticality": "high",
+        "prompt_p50": 1000,
+        "prompt_p95": 4000,
+        "max_prompt_tokens": 6000,
+        "output_p50": 200,
+        "output_p95": 800,
+        "max_output_tokens": 2000,
+        "max_concurrency": 64,
+        "ttft_p99_ms": 2000,
+        "tpot_p99_ms": 200,
+        "streaming": "on",
+        "justification": "launch",
+        **{f"{s}_value": 10 for s in ("committed", "expected", "upside", "stress")},
+        **{f"{s}_basis": "rps" for s in ("committed", "expected", "upside", "stress")},
+    }
+    resp = c.post(f"/launch/{draft.uuid}/submit", draft_form)
+    assert resp.status_code == 302
+    assert LaunchRequest.objects.get(pk=draft.pk).state == "submitted"
+
+
+def test_review_page_has_chart_commitments_and_gap(fleet, people, submitted):
+    start = day_start(submitted.launch_date) + timedelta(hours=2)
+    for pool, cu in ((fleet.pool_a, "270"), (fleet.pool_b, "265")):
+        entitlement_grant(
+            actor=fleet.operator, reason="x", **grant_kwargs(pool, fleet.globex, cu, start=start, days=60)
+        )
+    body = _web(people.approver).get(f"/launch/{submitted.uuid}/").content.decode()
+    m = re.search(
+        r'<script type="application/json" class="plotly-fig" data-target="chart-pool-a">(.*?)</script>', body, re.S
+    )
+    fig = json.loads(m.group(1))
+    assert [t["name"] for t in fig["data"]][:3] == ["already sold", "this request", "deliverable"]
+    # The window starts at midnight, the globex grants two hours later: sold steps 0 → 270 inside it.
+    assert fig["data"][0]["y"][:2] == [0.0, 270.0]
+    assert set(fig["data"][1]["y"]) == {18.0} and set(fig["data"][2]["y"]) == {280.0}
+    assert '<div id="chart-pool-a" class="chart"></div>' in body
+    assert body.count("<td>globex</td>") == 2  # the two commitments
+    # pool-a has 10 CU, pool-b 15 CU: 18 CU is 8 and 3 short; the region is 3 CU short.
+    assert '<td class="num gap">8.000</td>' in body and '<td class="num gap">3.000</td>' in body
+    assert "Supply gap in us-test: 3.000 CU short in the best pool." in body
+    assert 'id="approve"' in body
+
+
+def test_requester_detail_hides_other_tenants_commitments(fleet, people, submitted):
+    entitlement_grant(actor=fleet.operator, reason="x", **grant_kwargs(fleet.pool_a, fleet.globex, "50", days=60))
+    body = _web(people.requester).get(f"/launch/{submitted.uuid}/").content.decode()
+    assert "globex" not in body
+    assert "plotly-fig" not in body
+    assert 'id="approve"' not in body
+    assert '<li data-transition="submit">' in body
+
+
+def test_approver_approves_from_the_page_and_self_filer_cannot(fleet, people, submitted):
+    resp = _web(people.requester).post(f"/launch/{submitted.uuid}/approve", {"comment": ""})
+    assert resp.status_code == 403
+    assert "only approvers decide launch requests" in resp.content.decode()
+    resp = _web(people.approver).post(f"/launch/{submitted.uuid}/approve", {"comment": "go"})
+    assert resp.status_code == 302
+    assert LaunchRequest.objects.get(pk=submitted.pk).state == "approved"
+    assert Entitlement.objects.filter(tenant=fleet.acme).count() == 1
+
+
+def test_self_filed_request_cannot_be_approved_on_the_page(fleet, people):
+    from portal.services import intake
+    from tests.intake.conftest import complete_fields
+
+    req = intake.launch_request_create(actor=people.self_approver, **complete_fields(fleet))
+    intake.launch_request_submit(actor=people.self_approver, request=req)
+    c = _web(people.self_approver)
+    body = c.get(f"/launch/{req.uuid}/").content.decode()
+    assert 'id="approve"' not in body and "another approver decides it" in body
+    resp = c.post(f"/launch/{req.uuid}/approve", {})
+    assert resp.status_code == 403
+    assert LaunchRequest.objects.get(pk=req.pk).state == "submitted"
+    assert Entitlement.objects.count() == 0
+
+
+def test_partial_approval_and_headroom_refusal_on_the_page(fleet, people, submitted):
+    entitlement_grant(actor=fleet.operator, reason="x", **grant_kwargs(fleet.pool_a, fleet.globex, "275", days=60))
+    entitlement_grant(actor=fleet.operator, reason="x", **grant_kwargs(fleet.pool_b, fleet.globex, "275", days=60))
+    c = _web(people.approver)
+    resp = c.post(f"/launch/{submitted.uuid}/approve", {})
+    assert resp.status_code == 409
+    assert "pool pool-b has 5.000 CU of headroom left" in resp.content.decode()
+    resp = c.post(f"/launch/{submitted.uuid}/partially-approve", {"cu_us-test": "5", "comment": ""})
+    assert resp.status_code == 400
+    assert "comment: required: say why only part is approved" in resp.content.decode()
+    resp = c.post(f"/launch/{submitted.uuid}/partially-approve", {"cu_us-test": "5", "comment": "what fits"})
+    assert resp.status_code == 302
+    assert LaunchRequest.objects.get(pk=submitted.pk).state == "partially_approved"
+
+
+def test_queue_filters(fleet, people, submitted):
+    c = _web(people.approver)
+    assert str(submitted.uuid) in c.get("/launch/queue/").content.decode()
+    assert (
+        str(submitted.uuid)
+        in c.get("/launch/queue/?state=submitted&model=llama-test&region=us-test&tenant=acme").content.decode()
+    )
+    assert str(submitted.uuid) not in c.get("/launch/queue/?tenant=globex").content.decode()
+    assert str(submitted.uuid) not in c.get(f"/launch/queue/?launch_after={submitted.end_date}").content.decode()
+    assert str(submitted.uuid) not in c.get("/launch/queue/?state=approved").content.decode()
+    assert _web(people.requester).get("/launch/queue/").status_code == 403
+
+
+def test_activity_partial_lists_events(people, submitted):
+    body = _web(people.teammate).get(f"/launch/{submitted.uuid}/activity").content.decode()
+    assert body.count("<li data-transition=") == 2
+    assert "acme-req</strong>\n        submit (draft → submitted)" in body
