@@ -36,7 +36,7 @@ def telemetry_sink(events: list[dict[str, Any]]) -> Any:
 class EventBuffer:
     def __init__(
         self, sink: Sink = telemetry_sink, *, bound: int = 100_000, batch: int = 500, flush_s: float = 1.0,
-        max_backoff_s: float = 30.0,
+        max_backoff_s: float = 30.0, autostart: bool = True,
     ) -> None:  # fmt: skip
         self.sink = sink
         self.bound, self.batch, self.flush_s, self.max_backoff_s = bound, batch, flush_s, max_backoff_s
@@ -47,6 +47,7 @@ class EventBuffer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._pid = 0
+        self.autostart = autostart  # False: only explicit flush() sends (tests, one-shot commands)
         self._backoff = 0.0
         self.counts = {"emitted": 0, "flushed": 0, "dropped": 0, "rejected": 0, "sink_failures": 0}
 
@@ -58,7 +59,7 @@ class EventBuffer:
             self._q.append(event)
             self.counts["emitted"] += 1
             full = len(self._q) >= self.batch
-        if self._pid != os.getpid():
+        if self.autostart and self._pid != os.getpid():
             self._start()
         if full:
             self._wake.set()

@@ -64,6 +64,12 @@ def _is_deciding_approver(req: LaunchRequest, user: object) -> bool:
     return roles.APPROVER in roles.roles_of(user) and req.created_by_id != getattr(user, "pk", None)
 
 
+def _has_regions(req: LaunchRequest) -> bool:
+    # Last-line guard: the services name missing fields first (400); this keeps a request with
+    # nowhere to grant from ever reaching submitted or approved.
+    return req.region_rows.exists()
+
+
 class LaunchRequest(ConcurrentTransitionMixin, models.Model):
     class TrafficClassChoice(models.TextChoices):
         RESERVED = "reserved", "Reserved (guaranteed)"
@@ -144,15 +150,33 @@ class LaunchRequest(ConcurrentTransitionMixin, models.Model):
         return getattr(self, f"{name}_basis"), getattr(self, f"{name}_value")
 
     # Transitions. Bodies are empty: the services record who/when/why in LaunchRequestEvent.
-    @transition(field=state, source=State.DRAFT, target=State.SUBMITTED, permission=_is_requester_of)
+    @transition(
+        field=state,
+        source=State.DRAFT,
+        target=State.SUBMITTED,
+        conditions=[_has_regions],
+        permission=_is_requester_of,
+    )
     def submit(self) -> None:
         pass
 
-    @transition(field=state, source=State.SUBMITTED, target=State.APPROVED, permission=_is_deciding_approver)
+    @transition(
+        field=state,
+        source=State.SUBMITTED,
+        target=State.APPROVED,
+        conditions=[_has_regions],
+        permission=_is_deciding_approver,
+    )
     def approve(self) -> None:
         pass
 
-    @transition(field=state, source=State.SUBMITTED, target=State.PARTIALLY_APPROVED, permission=_is_deciding_approver)
+    @transition(
+        field=state,
+        source=State.SUBMITTED,
+        target=State.PARTIALLY_APPROVED,
+        conditions=[_has_regions],
+        permission=_is_deciding_approver,
+    )
     def partially_approve(self) -> None:
         pass
 

@@ -10,7 +10,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from entitlements.reasons import REASONS
-from telemetry.models import AdmissionEvent, DayRollup, PrometheusSource
+from telemetry.models import DayRollup, MinuteRollup, PrometheusSource
 
 
 class TelemetryCollector(Collector):
@@ -27,12 +27,13 @@ class TelemetryCollector(Collector):
         yield decisions
 
         now = timezone.now()
-        newest = AdmissionEvent.objects.aggregate(ts=Max("ts"), received=Max("received_at"))
+        newest = MinuteRollup.objects.aggregate(bucket=Max("bucket"))["bucket"]  # indexed; events are not
         fresh = GaugeMetricFamily(
-            "headroom_telemetry_newest_event_age_seconds", "Seconds since the newest ingested event's timestamp"
+            "headroom_telemetry_newest_minute_age_seconds",
+            "Seconds since the start of the newest minute that has ingested events",
         )
-        if newest["ts"] is not None:
-            fresh.add_metric([], (now - newest["ts"]).total_seconds())
+        if newest is not None:
+            fresh.add_metric([], (now - newest).total_seconds())
         yield fresh
 
         pulled = GaugeMetricFamily(

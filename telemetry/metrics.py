@@ -3,7 +3,6 @@ at scrape time by telemetry.collectors, so every web process reports the same to
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -11,7 +10,7 @@ from prometheus_client import Counter, Histogram
 
 INGEST_LAG = Histogram(
     "headroom_ingest_lag_seconds",
-    "Seconds from an event's timestamp to its storage, per accepted event",
+    "Seconds from an event's timestamp to its storage: oldest and newest event of each batch",
     ["source"],
     buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600),
 )
@@ -24,11 +23,14 @@ TASK_SECONDS = Histogram(
 )
 
 
-def observe_ingest(source: str, rows: Iterable[dict[str, Any]], received_at: datetime) -> None:
-    n = 0
+def observe_ingest(source: str, rows: list[dict[str, Any]], received_at: datetime) -> None:
+    """Per batch, not per event: the oldest and newest event's lag bound every other one in the batch,
+    and one observation per event cost a tenth of ingest's Python time."""
+    if not rows:
+        return
+    oldest = min(r["ts"] for r in rows)
+    newest = max(r["ts"] for r in rows)
     hist = INGEST_LAG.labels(source)
-    for r in rows:
-        hist.observe(max(0.0, (received_at - r["ts"]).total_seconds()))
-        n += 1
-    if n:
-        INGESTED.labels(source).inc(n)
+    hist.observe(max(0.0, (received_at - oldest).total_seconds()))
+    hist.observe(max(0.0, (received_at - newest).total_seconds()))
+    INGESTED.labels(source).inc(len(rows))

@@ -57,11 +57,8 @@ class AdmissionEvent(models.Model):
                 name="event_tokens_nonneg",
             ),
         ]
-        indexes = [
-            models.Index(fields=["tenant", "ts"], name="event_tenant_ts"),
-            models.Index(fields=["entitlement", "ts"], name="event_entitlement_ts"),
-            models.Index(fields=["ts"], name="event_ts"),
-        ]
+        # No secondary indexes on purpose: every read goes to the rollups, and each index on this
+        # write-heavy table costs ingest throughput. The unique (source, event_id) index is the dedup.
 
     def __str__(self) -> str:
         return f"{self.source}:{self.event_id} {self.decision}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from operator import itemgetter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -96,9 +97,8 @@ def ingest_events(*, source: str, events: list[dict[str, Any]]) -> IngestResult:
         return result
     now = timezone.now()
     ordered = [by_id[k] for k in sorted(by_id)]  # one lock order for every writer
-    values = [
-        [source if c == "source" else now if c == "received_at" else r[c] for c in EVENT_COLUMNS] for r in ordered
-    ]
+    pick = itemgetter(*EVENT_COLUMNS[4:])
+    values = [(source, r["event_id"], r["ts"], now, *pick(r)) for r in ordered]
     with transaction.atomic():
         new_ids = set(
             insert_ignore_returning(AdmissionEvent, EVENT_COLUMNS, values, ("source", "event_id"), "event_id")

@@ -296,7 +296,7 @@ class TraceListView(APIView):
     permission_classes = [IsPerson]
     parser_classes = [MultiPartParser, FormParser]
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(operation_id="traces_list", responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request) -> Response:
         """Traces the caller may use: platform-wide ones and their own tenant's."""
         return Response([trace_summary(t) for t in traces_visible_to(request.user)])
@@ -329,7 +329,7 @@ class TraceListView(APIView):
 class TraceDetailView(APIView):
     permission_classes = [IsPerson]
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(operation_id="traces_retrieve", responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request, trace_id: Any) -> Response:
         try:
             trace = visible_trace(request.user, trace_id)

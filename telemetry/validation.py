@@ -92,6 +92,11 @@ def _slug(e: dict, key: str, known: frozenset[str], what: str) -> str:
 
 def _number(e: dict, key: str, *, required: bool = False, integer: bool = False) -> Any:
     v = e.get(key)
+    t = type(v)
+    if t is int and v >= 0:  # the common cases first: ingest validates every field of every event
+        return v if integer else float(v)
+    if t is float and v >= 0 and v != math.inf and (not integer or v.is_integer()):
+        return int(v) if integer else v
     if v is None:
         if required:
             raise FieldError(key, "required")

@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from entitlements.models import Region, ServedModel
-from portal.models import LaunchRequest, LaunchRequestEvent
+from portal.models import Basis, LaunchRequest, LaunchRequestEvent
 from portal.selectors import size_request
 from portal.services.intake import EDITABLE_FIELDS
 
@@ -84,7 +84,7 @@ class LaunchRequestIn(serializers.Serializer):
             if name in fields:
                 continue
             if name.endswith("_basis"):
-                fields[name] = serializers.ChoiceField(choices=["rps", "wt_per_min"], required=False)
+                fields[name] = serializers.ChoiceField(choices=Basis.choices, required=False)
             elif name.endswith("_value"):
                 fields[name] = serializers.FloatField(min_value=0, required=False, allow_null=True)
             else:

@@ -17,7 +17,7 @@ from uuid import UUID
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
-from django_fsm import ConcurrentTransition, can_proceed
+from django_fsm import ConcurrentTransition, TransitionNotAllowed, can_proceed
 
 from entitlements import roles
 from entitlements.models import Pool, Region, ServedModel
@@ -97,8 +97,16 @@ def _check_may(req: LaunchRequest, actor: Any, method_name: str) -> None:
 
 
 def _check_state(req: LaunchRequest, method_name: str, step: str) -> None:
-    if not can_proceed(getattr(req, method_name)):
+    # Conditions are checked by the transition itself, after the input has been validated.
+    if not can_proceed(getattr(req, method_name), check_conditions=False):
         raise LaunchRequestConflict(f"cannot {step} a request that is {req.get_state_display().lower()}")
+
+
+def _move(req: LaunchRequest, method_name: str) -> None:
+    try:
+        getattr(req, method_name)()
+    except TransitionNotAllowed as exc:
+        raise LaunchRequestConflict(f"cannot {method_name.replace('_', ' ')} this request now: {exc}")
 
 
 def _save(req: LaunchRequest) -> None:
@@ -193,7 +201,7 @@ def launch_request_update(*, actor: Any, request: LaunchRequest | UUID | str, **
         raise LaunchRequestConflict(f"a {req.get_state_display().lower()} request cannot be edited")
     if req.state == State.RETURNED:
         before = req.state
-        req.reopen()
+        _move(req, "reopen")
         _save(req)
         _event(req, actor, "reopen", before)
     diff = _apply(req, changes)
@@ -262,7 +270,7 @@ def launch_request_submit(*, actor: Any, request: LaunchRequest | UUID | str) ->
     if missing:
         raise ValidationError(missing)
     before = req.state
-    req.submit()
+    _move(req, "submit")
     req.submitted_at = timezone.now()
     _save(req)
     _event(req, actor, "submit", before, changes={"submitted": snapshot(req)})
@@ -275,7 +283,7 @@ def launch_request_withdraw(*, actor: Any, request: LaunchRequest | UUID | str, 
     _check_may(req, actor, "withdraw")
     _check_state(req, "withdraw", "withdraw")
     before = req.state
-    req.withdraw()
+    _move(req, "withdraw")
     _save(req)
     _event(req, actor, "withdraw", before, comment)
     return req
@@ -342,7 +350,7 @@ def launch_request_approve(*, actor: Any, request: LaunchRequest | UUID | str, c
     cu = _committed_cu(req)
     granted = {row.region.slug: _grant(req, actor, row, cu) for row in req.region_rows.select_related("region")}
     before = req.state
-    req.approve()
+    _move(req, "approve")
     _decide(req, actor, comment)
     _save(req)
     _event(req, actor, "approve", before, comment, {"regions": granted})
@@ -399,7 +407,7 @@ def launch_request_partially_approve(
             row.save(update_fields=["approved_cu"])
             granted[row.region.slug] = {"approved_cu": "0.000"}
     before = req.state
-    req.partially_approve()
+    _move(req, "partially_approve")
     _decide(req, actor, comment)
     _save(req)
     _event(req, actor, "partially_approve", before, comment, {"regions": granted})
@@ -413,7 +421,7 @@ def launch_request_reject(*, actor: Any, request: LaunchRequest | UUID | str, co
     _check_state(req, "reject", "reject")
     comment = _require_comment(comment, "say why the request is rejected")
     before = req.state
-    req.reject()
+    _move(req, "reject")
     _decide(req, actor, comment)
     _save(req)
     _event(req, actor, "reject", before, comment)
@@ -427,7 +435,7 @@ def launch_request_return(*, actor: Any, request: LaunchRequest | UUID | str, co
     _check_state(req, "return_to_requester", "return")
     comment = _require_comment(comment, "say what the requester should change")
     before = req.state
-    req.return_to_requester()
+    _move(req, "return_to_requester")
     _decide(req, actor, comment)
     _save(req)
     _event(req, actor, "return", before, comment)

@@ -22,7 +22,7 @@ from capacity.input_errors import SizingInputError
 from capacity.sizing_result import SizingResult
 from capacity.steps import num
 from entitlements import roles
-from entitlements.models import Accelerator, ServedModel
+from entitlements.models import Accelerator, OperatingPoint, ServedModel
 from entitlements.sizing_specs import PRICING
 from portal import charts_sizing
 from portal.views.live import figure_tag
@@ -262,18 +262,37 @@ def _add_error(form: SizingForm, extra: dict[str, list[str]], field: str, messag
         form.add_error(name, message)
 
 
+def _defaults() -> dict[str, Any]:
+    """DEFAULTS on the default model when the catalogue has it; otherwise the first model with a
+    latency-bounded point, with that point's limits as the SLO so the first view sizes something."""
+    if OperatingPoint.objects.filter(model__slug=DEFAULT_MODEL, accelerator__slug=DEFAULTS["accelerator"]).exists():
+        return {**DEFAULTS, "model": DEFAULT_MODEL}
+    op = (
+        OperatingPoint.objects.filter(
+            is_ceiling=False, ttft_p99_limit_ms__isnull=False, tpot_p99_limit_ms__isnull=False
+        )
+        .select_related("model")
+        .order_by("model__slug", "pk")
+        .first()
+    )
+    if op is None:
+        return {**DEFAULTS, "accelerator": ""}
+    return {
+        **DEFAULTS,
+        "model": op.model.slug,
+        "accelerator": "",
+        "ttft_p99_s": f"{op.ttft_p99_limit_ms / 1000:g}",
+        "tpot_p99_s": f"{op.tpot_p99_limit_ms / 1000:g}",
+    }
+
+
 @login_required
 def calculator(request: HttpRequest) -> HttpResponse:
     if roles.roles_of(request.user) == frozenset({roles.GATEWAY}):
         raise Http404
-    form = SizingForm({}, user=request.user)
-    names = [c[0] for c in form.fields["model"].choices]
-    default_model = DEFAULT_MODEL if DEFAULT_MODEL in names else (names or [""])[0]
-    accs = [c[0] for c in form.fields["accelerator"].choices]
-    default_acc = DEFAULTS["accelerator"] if default_model == DEFAULT_MODEL and DEFAULTS["accelerator"] in accs else ""
     # Missing keys take the defaults, so a link with a few parameters still sizes; a field sent
     # empty stays empty (and says so).
-    form = SizingForm({**DEFAULTS, "model": default_model, "accelerator": default_acc, **request.GET.dict()}, user=request.user)
+    form = SizingForm({**_defaults(), **request.GET.dict()}, user=request.user)
     ctx = _results(form, request.user)
     slots = [(name, [str(e) for e in form.errors.get(name, [])]) for name in form.fields]
     slots.append(("slo", ctx["extra_errors"].get("slo", [])))

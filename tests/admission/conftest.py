@@ -38,7 +38,7 @@ def redis_backend(**kw):
 @pytest.fixture
 def sink():
     collector = Collector()
-    buf = events.EventBuffer(collector, flush_s=3600)
+    buf = events.EventBuffer(collector, flush_s=3600, autostart=False)
     prev = events.set_buffer(buf)
     yield collector
     buf.stop(flush=False)

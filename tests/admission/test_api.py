@@ -178,3 +178,18 @@ def test_every_decision_is_an_event(w, sink):
         ("ev2", "throttle", "OUTSIDE_ENVELOPE"),
         ("ev3", "throttle", "PLACEMENT"),
     ]
+
+
+def test_a_warm_reserve_makes_no_database_query(w, django_assert_num_queries):
+    assert post(w, body("acme", "reserved", "warm-1", prompt=10, out=10)).status_code == 200
+    with django_assert_num_queries(0):  # token, roles and parameters all come from in-process caches
+        assert post(w, body("acme", "reserved", "warm-2", prompt=10, out=10)).status_code == 200
+
+
+def test_a_bad_token_is_refused_and_not_remembered(w):
+    from rest_framework.test import APIClient
+
+    c = APIClient()
+    c.credentials(HTTP_AUTHORIZATION="Token not-a-key")
+    assert c.post(RESERVE, body("acme", "reserved", "bad"), format="json").status_code == 401
+    assert c.post(RESERVE, body("acme", "reserved", "bad"), format="json").status_code == 401

@@ -29,7 +29,7 @@ def ev(i: int) -> dict:
 
 def test_no_event_lost_while_the_sink_is_briefly_unavailable():
     sink = FlakySink(failures=2)
-    buf = EventBuffer(sink, batch=4, flush_s=3600, max_backoff_s=8)
+    buf = EventBuffer(sink, batch=4, flush_s=3600, max_backoff_s=8, autostart=False)
     for i in range(10):
         buf.emit(ev(i))
     assert (buf.flush(), buf.pending(), buf._backoff) == (0, 10, 8)  # capped
@@ -50,7 +50,7 @@ def test_no_event_lost_while_the_sink_is_briefly_unavailable():
 
 
 def test_backoff_doubles_up_to_its_cap():
-    buf = EventBuffer(FlakySink(failures=99), flush_s=1, max_backoff_s=8)
+    buf = EventBuffer(FlakySink(failures=99), flush_s=1, max_backoff_s=8, autostart=False)
     buf.emit(ev(0))
     seen = []
     for _ in range(5):
@@ -61,7 +61,7 @@ def test_backoff_doubles_up_to_its_cap():
 
 
 def test_overflow_beyond_the_bound_is_counted():
-    buf = EventBuffer(Collector(), bound=5, flush_s=3600)
+    buf = EventBuffer(Collector(), bound=5, flush_s=3600, autostart=False)
     for i in range(8):
         buf.emit(ev(i))
     s = buf.stats()
@@ -73,7 +73,7 @@ def test_rejected_events_are_counted_not_retried():
     def sink(batch):
         return {"accepted": len(batch) - 1, "duplicates": 0, "errors": [{"index": 0, "field": "ts", "message": "x"}]}
 
-    buf = EventBuffer(sink, flush_s=3600)
+    buf = EventBuffer(sink, flush_s=3600, autostart=False)
     buf.emit(ev(0))
     buf.emit(ev(1))
     assert buf.flush() == 2

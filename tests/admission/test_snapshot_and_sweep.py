@@ -83,7 +83,9 @@ def test_events_are_accepted_by_telemetry(w, fleet):
     pytest.importorskip("telemetry.services")
     from telemetry.services import ingest_events
 
-    buf = events.EventBuffer(lambda batch: ingest_events(source="admission", events=batch), flush_s=3600)
+    buf = events.EventBuffer(
+        lambda batch: ingest_events(source="admission", events=batch), flush_s=3600, autostart=False
+    )
     prev = events.set_buffer(buf)
     try:
         d = reserve(body("acme", "reserved", "tele-1"))

@@ -176,3 +176,14 @@ def test_reject_and_return_need_a_comment(people, submitted):
 def test_state_field_is_protected(submitted):
     with pytest.raises(AttributeError):
         submitted.state = "approved"
+
+
+def test_fsm_condition_refuses_a_decision_with_no_region(people, submitted):
+    # Rows cannot be removed after submission through the services; the transition's condition
+    # is the guard of last resort if they disappear anyway.
+    submitted.region_rows.all().delete()
+    with pytest.raises(intake.LaunchRequestConflict) as exc:
+        intake.launch_request_approve(actor=people.approver, request=submitted)
+    assert str(exc.value).startswith("cannot approve this request now")
+    assert LaunchRequest.objects.get(pk=submitted.pk).state == "submitted"
+    assert not submitted.events.filter(transition="approve").exists()

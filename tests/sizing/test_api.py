@@ -35,7 +35,14 @@ def test_a_fixed_length_class_matches_the_hand_calculation(catalogue, api):
     assert d["mean_concurrency"] == pytest.approx(2200.0, rel=1e-12)
     assert d["capacity_units"] == 70.0  # (30,000 + 4 × 10,000) wt/s ÷ R 1,000
     # Load: ⌈70,000 ÷ (70,000 × 0.7)⌉ = 2; KV: 2,200 in flight × 400 tokens ≪ 1,525,878 per replica.
-    assert d["replicas"] == {"steady": 2, "with_failure": 3, "startup_reserve": 0, "total": 3, "for_load": 2, "for_kv": 1}
+    assert d["replicas"] == {
+        "steady": 2,
+        "with_failure": 3,
+        "startup_reserve": 0,
+        "total": 3,
+        "for_load": 2,
+        "for_kv": 1,
+    }
     assert d["accelerators"] == 24
     assert d["cost"]["per_hour"] == 48.0  # 24 × 2.0 on demand; cloud power is in the rate
     assert d["kv_capacity_tokens_per_replica"] == 1_525_878
@@ -53,10 +60,16 @@ def test_the_api_gives_what_capacity_size_gives_for_the_same_inputs(catalogue, a
 
     direct = size(
         SizingInput(
-            model=ModelSpec("llama-test", kv_bytes_per_token=327_680, context_length=8192, weights_gb=140, r_wt_per_s=1000),
+            model=ModelSpec(
+                "llama-test", kv_bytes_per_token=327_680, context_length=8192, weights_gb=140, r_wt_per_s=1000
+            ),
             operating_points=(OperatingPoint("op", "h100-test", 8, 10_000, ReferenceMix(300, 100), 2.0, 0.2),),
             accelerators=(
-                AcceleratorSpec("h100-test", 80, CloudAccelerator(on_demand_per_hour=2.0, reserved_per_hour=1.5, minimum_billing_hours=1 / 60)),
+                AcceleratorSpec(
+                    "h100-test",
+                    80,
+                    CloudAccelerator(on_demand_per_hour=2.0, reserved_per_hour=1.5, minimum_billing_hours=1 / 60),
+                ),
             ),
             arrival_rate_rps=100,
             prompt_tokens=LengthQuantiles(300, 300, 300, 300),
@@ -110,9 +123,12 @@ def test_an_unknown_model_is_a_400_naming_model(catalogue, api):
 
 
 def test_p50_above_p99_is_a_400_naming_the_quantile(catalogue, api):
-    body = sizing_body(prompt_tokens={"mean": 300, "p50": 900, "p95": 900, "p99": 500})
+    body = sizing_body(prompt_tokens={"mean": 300, "p50": 900, "p95": 400, "p99": 500})
     r = api("member").post(URL, body, format="json")
-    assert _fields(r) == {"prompt_tokens.p95": ["p95 (900) must be ≤ p99 (500)"]}
+    assert _fields(r) == {"prompt_tokens.p50": ["p50 (900) must be ≤ p95 (400)"]}
+    body = sizing_body(output_tokens={"mean": 100, "p50": 100, "p95": 900, "p99": 500})
+    r = api("member").post(URL, body, format="json")
+    assert _fields(r) == {"output_tokens.p95": ["p95 (900) must be ≤ p99 (500)"]}
 
 
 def test_an_slo_no_measured_point_meets_is_a_400_naming_slo_and_never_extrapolates(catalogue, api):
@@ -126,14 +142,19 @@ def test_unknown_accelerator_and_unknown_keys_are_named(catalogue, api):
     client = api("member")
     assert list(_fields(client.post(URL, sizing_body(accelerator="tpu-v9"), format="json"))) == ["accelerator"]
     assert list(_fields(client.post(URL, sizing_body(arival_rate_rps=3), format="json"))) == ["arival_rate_rps"]
-    assert list(_fields(client.post(URL, sizing_body(cost={"pricing": "purchased"}), format="json"))) == ["cost.pricing"]
+    assert list(_fields(client.post(URL, sizing_body(cost={"pricing": "purchased"}), format="json"))) == [
+        "cost.pricing"
+    ]
 
 
 def test_samples_of_equal_length_size_as_a_paired_class(catalogue, api):
     body = sizing_body(prompt_tokens={"samples": [300] * 50}, output_tokens={"samples": [100] * 50})
     d = api("member").post(URL, body, format="json").json()
     assert d["input_tokens_per_s"] == 30_000
-    assert "lengths: prompt and output samples are paired by request (their joint distribution is kept)" in d["assumptions"]
+    assert (
+        "lengths: prompt and output samples are paired by request (their joint distribution is kept)"
+        in d["assumptions"]
+    )
 
 
 def test_gateway_accounts_may_not_size(catalogue, api):
