@@ -20,6 +20,18 @@ log = logging.getLogger(__name__)
 Sink = Callable[[list[dict[str, Any]]], Any]
 
 
+def default_sink(events: list[dict[str, Any]]) -> Any:
+    """With a Celery broker, ingest runs in a worker (not on the web worker's GIL); else here."""
+    from django.conf import settings
+
+    if getattr(settings, "CELERY_TASK_ALWAYS_EAGER", True):
+        return telemetry_sink(events)
+    from admission.tasks import ingest_events_batch
+
+    ingest_events_batch.delay(events)  # a broker that is down raises: the batch stays buffered
+    return None
+
+
 def telemetry_sink(events: list[dict[str, Any]]) -> Any:
     """The real sink; imported lazily because telemetry is built alongside admission."""
     from django.db import close_old_connections
@@ -35,7 +47,7 @@ def telemetry_sink(events: list[dict[str, Any]]) -> Any:
 
 class EventBuffer:
     def __init__(
-        self, sink: Sink = telemetry_sink, *, bound: int = 100_000, batch: int = 500, flush_s: float = 1.0,
+        self, sink: Sink = default_sink, *, bound: int = 100_000, batch: int = 500, flush_s: float = 1.0,
         max_backoff_s: float = 30.0, autostart: bool = True,
     ) -> None:  # fmt: skip
         self.sink = sink

@@ -165,6 +165,10 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "ENUM_NAME_OVERRIDES": {
+        "LaunchTrafficClassEnum": "portal.models.LaunchRequest.TrafficClassChoice",
+        "ScenarioBasisEnum": "portal.models.Basis",
+    },
 }
 
 if not DEBUG:

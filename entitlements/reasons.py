@@ -6,6 +6,7 @@ Migration 0002 loads both into their tables; admission and the web read these co
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -50,3 +51,25 @@ TRAFFIC_CLASSES = [
     ("shared", "Shared", True, True, True, True, 2, "guaranteed; lends idle capacity and may borrow"),
     ("reserved", "Reserved", True, True, False, True, 3, "guaranteed; idle capacity may be lent and is reclaimed"),
 ]
+
+
+def ensure_registry(reason_model: Any, traffic_class_model: Any) -> None:
+    """Load both tables (idempotent). Takes the model classes so migrations can pass historical ones."""
+    for r in REASONS.values():
+        reason_model.objects.update_or_create(
+            code=r.code,
+            defaults={"responsible": r.responsible, "when": r.when, "default_retry_after_s": r.default_retry_after_s},
+        )
+    for slug, name, guaranteed, lend, borrow, sold, shed, desc in TRAFFIC_CLASSES:
+        traffic_class_model.objects.update_or_create(
+            slug=slug,
+            defaults={
+                "name": name,
+                "guaranteed": guaranteed,
+                "may_lend": lend,
+                "may_borrow": borrow,
+                "counts_as_sold": sold,
+                "shed_order": shed,
+                "description": desc,
+            },
+        )

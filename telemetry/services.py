@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-from operator import itemgetter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import itemgetter
 from typing import Any
 
 from django.db import transaction

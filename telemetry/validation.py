@@ -38,25 +38,28 @@ class Catalogue:
 
     @classmethod
     def for_events(cls, events: Iterable[Any]) -> Catalogue:
-        dicts = [e for e in events if isinstance(e, dict)]
-
-        def slugs(key: str) -> set[str]:
-            return {v for e in dicts if isinstance(v := e.get(key), str)}
-
-        tenants = slugs("tenant")
+        keys = ("tenant", "model", "region", "traffic_class", "project")
+        seen: dict[str, set[str]] = {k: set() for k in keys}
+        for e in events:  # one pass over the batch; the catalogue is five small queries
+            if isinstance(e, dict):
+                for k in keys:
+                    v = e.get(k)
+                    if isinstance(v, str):
+                        seen[k].add(v)
+        tenants = seen["tenant"]
         return cls(
             tenants=frozenset(Tenant.objects.filter(slug__in=tenants).values_list("slug", flat=True)),
-            models=frozenset(ServedModel.objects.filter(slug__in=slugs("model")).values_list("slug", flat=True)),
-            regions=frozenset(Region.objects.filter(slug__in=slugs("region")).values_list("slug", flat=True)),
+            models=frozenset(ServedModel.objects.filter(slug__in=seen["model"]).values_list("slug", flat=True)),
+            regions=frozenset(Region.objects.filter(slug__in=seen["region"]).values_list("slug", flat=True)),
             classes=frozenset(
-                TrafficClass.objects.filter(slug__in=slugs("traffic_class")).values_list("slug", flat=True)
+                TrafficClass.objects.filter(slug__in=seen["traffic_class"]).values_list("slug", flat=True)
             ),
             projects=frozenset(
-                Project.objects.filter(tenant__slug__in=tenants, slug__in=slugs("project")).values_list(
+                Project.objects.filter(tenant__slug__in=tenants, slug__in=seen["project"]).values_list(
                     "tenant__slug", "slug"
                 )
             )
-            if slugs("project")
+            if seen["project"]
             else frozenset(),
         )
 

@@ -50,6 +50,23 @@ def _fast_passwords(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _registry(request):
+    """Transactional tests flush the tables migrations seeded; put the registry back for every DB test."""
+    uses_db = {"db", "transactional_db", "live_server", "django_db_reset_sequences"} & set(request.fixturenames)
+    if not uses_db and request.node.get_closest_marker("django_db") is None:
+        return
+    request.getfixturevalue(
+        "transactional_db"
+        if "transactional_db" in request.fixturenames or "live_server" in request.fixturenames
+        else "db"
+    )
+    from entitlements.models import ReasonCode, TrafficClass
+    from entitlements.reasons import ensure_registry
+
+    ensure_registry(ReasonCode, TrafficClass)
+
+
 @pytest.fixture
 def fleet(db):
     """A small fleet: one model, one region with two zones, two pools of 280 CU each, no reserves."""

@@ -75,17 +75,9 @@ def reverse(apps, schema_editor):
 
 
 def load_registry(apps, schema_editor):
-    from entitlements.reasons import REASONS, TRAFFIC_CLASSES
+    from entitlements.reasons import ensure_registry
 
-    ReasonCode = apps.get_model("entitlements", "ReasonCode")
-    TrafficClass = apps.get_model("entitlements", "TrafficClass")
-    for r in REASONS.values():
-        ReasonCode.objects.update_or_create(code=r.code, defaults={
-            "responsible": r.responsible, "when": r.when, "default_retry_after_s": r.default_retry_after_s})
-    for slug, name, guaranteed, lend, borrow, sold, shed, desc in TRAFFIC_CLASSES:
-        TrafficClass.objects.update_or_create(slug=slug, defaults={
-            "name": name, "guaranteed": guaranteed, "may_lend": lend, "may_borrow": borrow,
-            "counts_as_sold": sold, "shed_order": shed, "description": desc})
+    ensure_registry(apps.get_model("entitlements", "ReasonCode"), apps.get_model("entitlements", "TrafficClass"))
 
 
 class Migration(migrations.Migration):

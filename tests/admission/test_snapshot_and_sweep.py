@@ -106,3 +106,13 @@ def test_memory_backend_is_the_embedded_default(settings):
 
     settings.ADMISSION_BACKEND = "memory"
     assert isinstance(build_backend(), MemoryBackend)
+
+
+def test_default_sink_ingests_inline_without_a_broker(w, settings, sink):
+    pytest.importorskip("telemetry.services")
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    reserve(body("acme", "reserved", "inline-1"))
+    events.buffer().flush()
+    result = events.default_sink(sink.events)
+    assert (result.accepted, result.errors) == (1, [])
+    assert events.default_sink(sink.events).duplicates == 1

@@ -1,0 +1,160 @@
+"""The entitlement page's htmx partial over 90 days × 50 entitlements, against a plain `.values()` JSON
+view of the same rollup rows, through the same middleware stack in the same run.
+Goals: partial ≥ 0.5× the JSON view's requests/s, partial p95 < 300 ms.
+
+Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/telemetry_bench .venv/bin/python bench/views.py [ROUNDS]
+(that URL is the default; the database is created and migrated if missing).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ingest import setup_django  # noqa: E402
+
+N_ENTITLEMENTS = 50
+DAYS = 90
+GOAL_RATIO = 0.5
+GOAL_P95_S = 0.300
+REASONS = ["QUOTA_EXCEEDED", "PLATFORM_CAPACITY", "RECLAIMED", "CONCURRENCY_LIMIT"]
+
+
+def json_view(request, uuid):  # the baseline: the same rows, no template, no figures
+    from django.http import Http404, JsonResponse
+
+    from entitlements.selectors import entitlements_visible_to
+    from telemetry.models import DayRollup
+
+    ent = entitlements_visible_to(request.user).filter(uuid=uuid).first()
+    if ent is None:
+        raise Http404
+    end = _now()
+    rows = list(
+        DayRollup.objects.filter(entitlement=str(ent.uuid), bucket__gte=end - timedelta(days=DAYS), bucket__lt=end)
+        .values("bucket", "decision", "reason", "requests", "estimated_wt", "actual_wt")
+        .order_by("bucket")
+    )
+    return JsonResponse({"rows": rows})
+
+
+def _now():
+    from django.utils import timezone
+
+    return timezone.now()
+
+
+urlpatterns: list = []
+
+
+def build_urls() -> None:
+    from django.urls import include, path
+
+    urlpatterns[:] = [
+        path("bench/json/<uuid:uuid>/", json_view),
+        path("", include("portal.urls")),
+    ]
+
+
+def seed():
+    """50 entitlements of one tenant, each with 90 days of admits, completions and four throttle reasons."""
+    from decimal import Decimal
+
+    from entitlements.models import Entitlement, PlatformRole, Tenant
+    from entitlements.services import Envelope, entitlement_grant
+    from telemetry.models import AdmissionEvent
+    from telemetry.services import ingest_events
+    from tests.factories import OperatingPointFactory, UserFactory, make_pool
+
+    tenant, _ = Tenant.objects.get_or_create(slug="bench-views", defaults={"name": "Bench views"})
+    op_user = UserFactory(username="bench-operator")
+    PlatformRole.objects.get_or_create(user=op_user, role="operator")
+    ents = list(Entitlement.objects.filter(tenant=tenant, revoked_at__isnull=True))
+    if len(ents) >= N_ENTITLEMENTS and AdmissionEvent.objects.filter(source="bench-views").exists():
+        return op_user, ents[:N_ENTITLEMENTS]
+    pool = make_pool("bench-views-pool", op=OperatingPointFactory(), replicas_per_zone=(40, 40))
+    env = Envelope(
+        max_prompt_tokens=8000, max_output_tokens=2000, prompt_p50=1000, prompt_p95=4000, output_p50=200,
+        output_p95=800, max_concurrency=64, ttft_p99_ms=2000, tpot_p99_ms=200,
+    )  # fmt: skip
+    start = _now() - timedelta(days=DAYS + 1)
+    ents = [
+        entitlement_grant(
+            actor=op_user,
+            reason="bench",
+            tenant=tenant,
+            model=pool.model,
+            region=pool.region,
+            pool=pool,
+            traffic_class="reserved",
+            cu=Decimal("1"),
+            starts_at=start,
+            ends_at=None,
+            envelope=env,
+        )  # fmt: skip
+        for _ in range(N_ENTITLEMENTS)
+    ]
+    base = {"tenant": tenant.slug, "model": pool.model.slug, "region": pool.region.slug, "traffic_class": "reserved"}
+    events = []
+    for e in ents:
+        for d in range(DAYS):
+            ts = (_now() - timedelta(days=d, hours=1)).isoformat()
+            common = {**base, "ts": ts, "entitlement": str(e.uuid), "prompt_tokens": 100, "estimated_wt": 500}
+            rid = f"{e.uuid}-{d}"
+            events.append({**common, "event_id": rid, "decision": "admit"})
+            events.append({**common, "event_id": f"{rid}:complete", "decision": "complete", "actual_wt": 450,
+                           "ttft_ms": 120, "e2e_ms": 3000, "slo_met": True, "output_tokens": 90})  # fmt: skip
+            for r in REASONS:
+                events.append({**common, "event_id": f"{rid}-{r}", "decision": "throttle", "reason": r})
+    for i in range(0, len(events), 10_000):
+        ingest_events(source="bench-views", events=events[i : i + 10_000])
+    return op_user, ents
+
+
+def measure(client, urls, rounds, headers):
+    times = []
+    for _ in range(rounds):
+        for url in urls:
+            t = time.perf_counter()
+            r = client.get(url, **headers)
+            times.append(time.perf_counter() - t)
+            assert r.status_code == 200, (url, r.status_code)
+    return times
+
+
+def main() -> None:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+    setup_django()
+    build_urls()
+    from django.conf import settings
+    from django.test import Client
+    from django.test.utils import override_settings
+
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
+    user, ents = seed()
+    client = Client()
+    client.force_login(user)
+    partial_urls = [f"/entitlements/{e.uuid}/?range=90d" for e in ents]
+    json_urls = [f"/bench/json/{e.uuid}/" for e in ents]
+    with override_settings(ROOT_URLCONF=__name__):
+        sample = client.get(partial_urls[0], HTTP_HX_REQUEST="true").content.decode()
+        assert sample.lstrip().startswith('<section id="entitlement-panels"'), sample[:200]
+        measure(client, partial_urls[:5] + json_urls[:5], 1, {"HTTP_HX_REQUEST": "true"})  # warm caches
+        partial = measure(client, partial_urls, rounds, {"HTTP_HX_REQUEST": "true"})
+        plain = measure(client, json_urls, rounds, {})
+    p_rps, j_rps = len(partial) / sum(partial), len(plain) / sum(plain)
+    p95 = statistics.quantiles(partial, n=20)[18]
+    print(f"{N_ENTITLEMENTS} entitlements × {DAYS} days, {rounds} rounds each ({len(partial)} requests per view)")
+    print(f"plain .values() JSON : {j_rps:8.1f} req/s  p95 {statistics.quantiles(plain, n=20)[18] * 1000:6.1f} ms")
+    print(f"htmx partial         : {p_rps:8.1f} req/s  p95 {p95 * 1000:6.1f} ms")
+    print(f"ratio partial/JSON   : {p_rps / j_rps:.2f}  (goal ≥ {GOAL_RATIO}); p95 goal < {GOAL_P95_S * 1000:.0f} ms")
+
+
+if __name__ == "__main__":
+    main()
