@@ -18,6 +18,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 Sink = Callable[[list[dict[str, Any]]], Any]
+THREAD_NAME = "admission-events"
 
 
 def default_sink(events: list[dict[str, Any]]) -> Any:
@@ -38,6 +39,9 @@ def telemetry_sink(events: list[dict[str, Any]]) -> Any:
 
     from telemetry.services import ingest_events  # type: ignore[attr-defined]
 
+    if threading.current_thread().name != THREAD_NAME:
+        return ingest_events(source="admission", events=events)
+    # The long-lived flusher thread owns its connection: drop it when stale or broken.
     close_old_connections()
     try:
         return ingest_events(source="admission", events=events)
@@ -83,7 +87,7 @@ class EventBuffer:
                 return
             self._pid = os.getpid()
             self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name="admission-events", daemon=True)
+            self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
             self._thread.start()
 
     def _run(self) -> None:

@@ -165,17 +165,22 @@ _version = 0
 
 
 def current() -> Snapshot:
-    """The live snapshot; rebuilt by the one thread that finds it stale."""
+    """The live snapshot. When stale, one thread rebuilds it while the others keep serving the
+    previous one (only the very first build, or one after `invalidate()`, makes callers wait)."""
     global _current, _version
     snap = _current
     if snap is not None and time.monotonic() < snap.valid_until:
         return snap
-    with _lock:
-        snap = _current
-        if snap is None or time.monotonic() >= snap.valid_until:
+    if not _lock.acquire(blocking=snap is None):
+        return snap  # type: ignore[return-value]  # someone else is rebuilding: serve the previous one
+    try:
+        fresh = _current
+        if fresh is None or time.monotonic() >= fresh.valid_until:
             _version += 1
-            snap = _current = build(version=_version)
-    return snap
+            fresh = _current = build(version=_version)
+        return fresh
+    finally:
+        _lock.release()
 
 
 def invalidate(*_: Any, **__: Any) -> None:

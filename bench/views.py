@@ -68,23 +68,28 @@ def seed():
 
     from entitlements.models import Entitlement, PlatformRole, Tenant
     from entitlements.services import Envelope, entitlement_grant
-    from telemetry.models import AdmissionEvent
     from telemetry.services import ingest_events
     from tests.factories import OperatingPointFactory, UserFactory, make_pool
 
     tenant, _ = Tenant.objects.get_or_create(slug="bench-views", defaults={"name": "Bench views"})
     op_user = UserFactory(username="bench-operator")
     PlatformRole.objects.get_or_create(user=op_user, role="operator")
-    ents = list(Entitlement.objects.filter(tenant=tenant, revoked_at__isnull=True))
-    if len(ents) >= N_ENTITLEMENTS and AdmissionEvent.objects.filter(source="bench-views").exists():
-        return op_user, ents[:N_ENTITLEMENTS]
-    pool = make_pool("bench-views-pool", op=OperatingPointFactory(), replicas_per_zone=(40, 40))
+    from entitlements.models import Pool
+    from telemetry.models import DayRollup
+
+    # idempotent: bench/ingest.py truncates the telemetry tables of the same database
+    pool = Pool.objects.filter(slug="bench-views-pool").first() or make_pool(
+        "bench-views-pool", op=OperatingPointFactory(runtime="bench-views"), replicas_per_zone=(40, 40)
+    )
+    ents = list(Entitlement.objects.filter(tenant=tenant, revoked_at__isnull=True)[:N_ENTITLEMENTS])
+    if len(ents) == N_ENTITLEMENTS and DayRollup.objects.filter(entitlement=str(ents[-1].uuid)).exists():
+        return op_user, ents
     env = Envelope(
         max_prompt_tokens=8000, max_output_tokens=2000, prompt_p50=1000, prompt_p95=4000, output_p50=200,
         output_p95=800, max_concurrency=64, ttft_p99_ms=2000, tpot_p99_ms=200,
     )  # fmt: skip
     start = _now() - timedelta(days=DAYS + 1)
-    ents = [
+    ents += [
         entitlement_grant(
             actor=op_user,
             reason="bench",
@@ -98,7 +103,7 @@ def seed():
             ends_at=None,
             envelope=env,
         )  # fmt: skip
-        for _ in range(N_ENTITLEMENTS)
+        for _ in range(N_ENTITLEMENTS - len(ents))
     ]
     base = {"tenant": tenant.slug, "model": pool.model.slug, "region": pool.region.slug, "traffic_class": "reserved"}
     events = []

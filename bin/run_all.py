@@ -26,7 +26,18 @@ def main() -> int:
         time.sleep(2)
         procs.append(
             subprocess.Popen(
-                [py, "manage.py", "simulate_fleet", "--base-url", f"http://{args.host}:{args.port}"], cwd=ROOT
+                [
+                    py,
+                    "manage.py",
+                    "simulate_fleet",
+                    "--base-url",
+                    f"http://{args.host}:{args.port}",
+                    "--load",
+                    "0.9",
+                    "--spike-at-minute",
+                    "10",
+                ],
+                cwd=ROOT,
             )
         )
     try:

@@ -118,6 +118,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "3600"))}
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
+# Beat copies these into django-celery-beat's tables, where operators can edit them in the admin.
+CELERY_BEAT_SCHEDULE = {
+    "admission-sweep-expired": {"task": "admission.tasks.sweep_expired", "schedule": 30.0},
+}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

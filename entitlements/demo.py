@@ -347,8 +347,15 @@ def _whole_cu(value: float) -> Decimal:
     return Decimal(str(value)).quantize(Decimal("0.1"), rounding=ROUND_FLOOR)
 
 
-def _envelope(model: ServedModel, op: OperatingPoint) -> services.Envelope:
+def _envelope(model: ServedModel, op: OperatingPoint, cu: Decimal) -> services.Envelope:
     max_p, max_o, p50, p95, o50, o95, conc = ENVELOPES[model.slug]
+    # The cap must let the entitlement reach its own rate: Little's law on the typical request,
+    # rps = rate ÷ weighted tokens per request, in flight = rps × (TTFT + output × TPOT), doubled for bursts.
+    wt_per_request = p50 + model.w_out * o50
+    residence_s = (op.measured_ttft_p99_ms or op.ttft_p99_limit_ms or 2000) / 1000 + o50 * (
+        op.measured_tpot_p99_ms or op.tpot_p99_limit_ms or 200
+    ) / 1000
+    conc = max(conc, math.ceil(2 * float(cu) * model.r_wt_per_s / wt_per_request * residence_s))
     return services.Envelope(
         max_prompt_tokens=max_p,
         max_output_tokens=max_o,
@@ -389,7 +396,7 @@ def _load_grants(actor: Any) -> int:
             cu=cu,
             starts_at=starts,
             ends_at=starts + timedelta(days=g.ends_after_days) if g.ends_after_days else None,
-            envelope=_envelope(pool.model, pool.operating_point),
+            envelope=_envelope(pool.model, pool.operating_point, cu),
             overage=g.overage,
             borrowing_limit_cu=_whole_cu(float(cu) * g.borrow_share),
         )

@@ -35,6 +35,8 @@ def history_context(*, actor: Any, reason: str) -> Iterator[None]:
             # Clear on exit too: an outer transaction may go on writing without this context.
             with connection.cursor() as cur:
                 if connection.vendor == "postgresql":
-                    cur.execute("SELECT set_config('headroom.actor_id', '', true), set_config('headroom.reason', '', true)")
+                    cur.execute(
+                        "SELECT set_config('headroom.actor_id', '', true), set_config('headroom.reason', '', true)"
+                    )
                 else:
                     cur.execute("UPDATE entitlements_historycontext SET actor_id = NULL, reason = '' WHERE id = 1")

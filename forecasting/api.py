@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
-from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from entitlements import roles
-from entitlements.permissions import IsOperator, IsStaffRole
+from entitlements.permissions import IsOperator, IsStaffRole, MemberReadOperatorWrite
 from forecasting import cost_report, gap, selectors, services
 from forecasting.models import ForecastRun
-
-
-class IsMemberOrStaff(BasePermission):
-    def has_permission(self, request: Any, view: Any) -> bool:
-        return bool(roles.roles_of(request.user) & {roles.VIEWER, roles.REQUESTER, roles.APPROVER, roles.OPERATOR})
 
 
 class RunInput(serializers.Serializer):
@@ -28,7 +19,8 @@ class RunInput(serializers.Serializer):
 
 
 class ForecastsView(APIView):
-    permission_classes = [IsMemberOrStaff]
+    # Members and staff read; the queryset narrows members to their own tenant.
+    permission_classes = [MemberReadOperatorWrite]
 
     @extend_schema(
         parameters=[OpenApiParameter(n, str, required=False) for n in ("tenant", "model", "region")],

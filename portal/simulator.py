@@ -38,6 +38,7 @@ class SimConfig:
     sample_every_s: float = 10.0
     minutes: float | None = None
     workers: int = 8
+    max_rps: float = 25.0
     seed: int = 7
 
 
@@ -106,14 +107,24 @@ class FleetSimulator:
         self.rng = random.Random(cfg.seed)
         self.completions: list[tuple[float, int, dict[str, Any], str, float]] = []
         self.seq = 0
-        total_rate = sum(e["rate_wt_per_s"] for e in self.ents)
         w = [e["w_out"] for e in self.ents]
         mean_w_out = float(np.mean(w)) if w else 4.0
+        duration = max(1.0, float(trace.arrival_s[-1] - trace.arrival_s[0]))
         wt = trace.prompt.astype(float) + mean_w_out * trace.output.astype(float)
-        trace_wt_per_s = float(wt.sum()) / max(1.0, float(trace.arrival_s[-1] - trace.arrival_s[0]))
-        # speed > 1 compresses the trace's clock so offered load = load × entitled rate.
-        self.speed = max(0.05, cfg.load * total_rate / trace_wt_per_s) if trace_wt_per_s else 1.0
+        trace_rps = len(trace) / duration
+        # The clock runs `speed` times faster than the trace, capped at what one dev server answers.
+        self.speed = max(0.05, cfg.max_rps / trace_rps)
+        offered_wt_per_s = float(wt.sum()) / duration * self.speed
+        # Aim the traffic at the smallest entitlements until they add up to offered ÷ load, so those
+        # entitlements run near the chosen load and quotas, borrowing and reclaim actually happen.
+        chosen: list[dict[str, Any]] = []
+        for e in sorted(self.ents, key=lambda e: e["rate_wt_per_s"]):
+            chosen.append(e)
+            if sum(c["rate_wt_per_s"] for c in chosen) >= offered_wt_per_s / max(cfg.load, 1e-6):
+                break
+        self.ents = chosen
         self.weights = [e["rate_wt_per_s"] for e in self.ents]
+        self.offered_fraction = offered_wt_per_s / max(1.0, sum(self.weights))
 
     def _pick(self) -> dict[str, Any]:
         return self.rng.choices(self.ents, weights=self.weights, k=1)[0]

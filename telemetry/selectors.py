@@ -85,7 +85,7 @@ def _floor(t: datetime, grain: int) -> datetime:
     return datetime.fromtimestamp(epoch - epoch % grain, tz=UTC)
 
 
-def _rollup_rows(span: Span, scope: Q) -> list[dict[str, Any]]:
+def _rollup_rows(span: Span, scope: Q, latency: bool) -> list[dict[str, Any]]:
     model = ROLLUPS[span.level]
     return list(
         model.objects.filter(scope, bucket__gte=span.start, bucket__lt=span.end)
@@ -97,7 +97,8 @@ def _rollup_rows(span: Span, scope: Q) -> list[dict[str, Any]]:
             out=Sum("output_tokens"),
             slo=Sum("slo_met"),
             slo_n=Sum("slo_total"),
-            **{f: Sum(f) for f in TTFT_BINS + E2E_BINS},
+            # 64 histogram sums dominate the read: only callers that show percentiles pay for them
+            **({f: Sum(f) for f in TTFT_BINS + E2E_BINS} if latency else {}),
         )
         .order_by()
     )
@@ -116,7 +117,7 @@ def _entitled(span: Span, ents: list[tuple[datetime, datetime | None, datetime |
     return out
 
 
-def build_series(span: Span, scope: Q, ents: list[tuple]) -> dict[str, Any]:
+def build_series(span: Span, scope: Q, ents: list[tuple], *, latency: bool = True) -> dict[str, Any]:
     points = span.points
     n = len(points)
     zero = [0.0] * n
@@ -124,13 +125,16 @@ def build_series(span: Span, scope: Q, ents: list[tuple]) -> dict[str, Any]:
     def blank() -> list[float]:
         return list(zero)
 
+    def counts() -> list[int]:
+        return [0] * n
+
     arrived_wt, admitted_wt, est, act = blank(), blank(), blank(), blank()
-    arrived_n, admitted_n, completed_n, slo_met, slo_total = blank(), blank(), blank(), blank(), blank()
+    arrived_n, admitted_n, completed_n, slo_met, slo_total = counts(), counts(), counts(), counts(), counts()
     ttft = [[0] * N_BINS for _ in range(n)]
     e2e = [[0] * N_BINS for _ in range(n)]
     throttled_wt: dict[str, list[float]] = {}
-    throttled_n: dict[str, list[float]] = {}
-    for r in _rollup_rows(span, scope):
+    throttled_n: dict[str, list[int]] = {}
+    for r in _rollup_rows(span, scope, latency):
         i = int((r["bucket"] - span.start).total_seconds() // span.step_s)
         if not 0 <= i < n:
             continue
@@ -141,11 +145,11 @@ def build_series(span: Span, scope: Q, ents: list[tuple]) -> dict[str, Any]:
             est[i] += r["est"]
         elif d == "throttle":
             throttled_wt.setdefault(r["reason"], blank())[i] += r["est"]
-            throttled_n.setdefault(r["reason"], blank())[i] += r["n"]
+            throttled_n.setdefault(r["reason"], counts())[i] += r["n"]
         else:
-            for f in TTFT_BINS:
+            for f in TTFT_BINS if latency else ():
                 ttft[i][int(f[-2:])] += r[f]
-            for f in E2E_BINS:
+            for f in E2E_BINS if latency else ():
                 e2e[i][int(f[-2:])] += r[f]
             act[i] += r["act"]
             completed_n[i] += r["n"]
@@ -179,10 +183,16 @@ def build_series(span: Span, scope: Q, ents: list[tuple]) -> dict[str, Any]:
             "slo_met": slo_met,
             "slo_total": slo_total,
             # from merged log-spaced histograms: within one bin (±26 %) of the exact value
-            "ttft_p50_ms": [_pct(h, 0.5) for h in ttft],
-            "ttft_p99_ms": [_pct(h, 0.99) for h in ttft],
-            "e2e_p50_ms": [_pct(h, 0.5) for h in e2e],
-            "e2e_p99_ms": [_pct(h, 0.99) for h in e2e],
+            **(
+                {
+                    "ttft_p50_ms": [_pct(h, 0.5) for h in ttft],
+                    "ttft_p99_ms": [_pct(h, 0.99) for h in ttft],
+                    "e2e_p50_ms": [_pct(h, 0.5) for h in e2e],
+                    "e2e_p99_ms": [_pct(h, 0.99) for h in e2e],
+                }
+                if latency
+                else {}
+            ),
         },
         "responsible": {k: REASONS[k].responsible for k in sorted(throttled_n) if k in REASONS},
     }
@@ -210,6 +220,8 @@ def usage_series(
     start: datetime,
     end: datetime,
     step: int | None = None,
+    *,
+    latency: bool = True,
 ) -> dict[str, Any]:
     """Usage of one tenant (or, for staff with no tenant, everyone) as columnar series.
 
@@ -237,12 +249,14 @@ def usage_series(
     if region:
         scope &= Q(region=region)
         ents = ents.filter(region__slug=region)
-    out = build_series(span, scope, _entitlement_rates(ents))
+    out = build_series(span, scope, _entitlement_rates(ents), latency=latency)
     out.update({"tenant": tenant, "model": model, "region": region})
     return out
 
 
-def entitlement_series(ent: Entitlement, start: datetime, end: datetime, step: int | None = None) -> dict[str, Any]:
+def entitlement_series(
+    ent: Entitlement, start: datetime, end: datetime, step: int | None = None, *, latency: bool = True
+) -> dict[str, Any]:
     """One entitlement: its own events, plus unattributed events of its exact scope (e.g. platform throttles)."""
     span = resolve_span(start, end, step)
     scope = Q(entitlement=str(ent.uuid)) | Q(
@@ -254,7 +268,7 @@ def entitlement_series(ent: Entitlement, start: datetime, end: datetime, step: i
         traffic_class=ent.traffic_class_id,
     )
     rate = float(ent.cu) * ent.model.r_wt_per_s if ent.traffic_class.guaranteed else 0.0
-    return build_series(span, scope, [(ent.starts_at, ent.ends_at, ent.revoked_at, rate)])
+    return build_series(span, scope, [(ent.starts_at, ent.ends_at, ent.revoked_at, rate)], latency=latency)
 
 
 _TRUNC = {"minute": TruncMinute, "hour": TruncHour, "day": TruncDay}

@@ -24,7 +24,7 @@ from telemetry.models import (
     HourRollup,
     MinuteRollup,
 )
-from telemetry.sql import insert_ignore_returning, upsert_add, upsert_replace
+from telemetry.sql import insert_new_in_scope, upsert_add, upsert_replace
 from telemetry.validation import Catalogue, FieldError, clean_event, parse_ts
 
 EVENT_COLUMNS = (
@@ -75,9 +75,11 @@ def _check_source(source: Any) -> str:
 def ingest_events(*, source: str, events: list[dict[str, Any]]) -> IngestResult:
     """Validate, store new events, and add only the new ones to the rollups, in one transaction.
 
-    Dedup is the unique (source, event_id) index: `INSERT … ON CONFLICT DO NOTHING RETURNING`
-    tells exactly which rows this transaction inserted, so a replayed or concurrently delivered
-    event is counted in the rollups once. A repeat inside one batch counts as a duplicate too.
+    Dedup is on (source, event_id) inside the transaction (telemetry.sql.insert_new_in_scope: an
+    advisory lock per source + index probe + COPY on PostgreSQL, `INSERT … ON CONFLICT DO NOTHING
+    RETURNING` on SQLite), so it knows exactly which rows this transaction inserted and a replayed
+    or concurrently delivered event is counted in the rollups once. A repeat inside one batch
+    counts as a duplicate too.
     """
     source = _check_source(source)
     result = IngestResult()
@@ -100,9 +102,7 @@ def ingest_events(*, source: str, events: list[dict[str, Any]]) -> IngestResult:
     pick = itemgetter(*EVENT_COLUMNS[4:])
     values = [(source, r["event_id"], r["ts"], now, *pick(r)) for r in ordered]
     with transaction.atomic():
-        new_ids = set(
-            insert_ignore_returning(AdmissionEvent, EVENT_COLUMNS, values, ("source", "event_id"), "event_id")
-        )
+        new_ids = set(insert_new_in_scope(AdmissionEvent, EVENT_COLUMNS, values, "source", "event_id"))
         new_rows = [by_id[k] for k in sorted(new_ids)]
         rollups_add(new_rows)
     result.accepted = len(new_ids)

@@ -135,6 +135,45 @@ def insert_ignore_returning(
     return [r[0] for r in _write(model, _columns(model, names), rows, on, tail)]
 
 
+def insert_new_in_scope(
+    model: type[models.Model], names: Sequence[str], rows: Sequence[Sequence[Any]], scope: str, ident: str
+) -> list[Any]:
+    """Insert the rows whose `ident` is not yet stored for this `scope` value; return their idents.
+
+    Every row carries the same value in column `scope` (the ingest source), and (scope, ident) is unique.
+    PostgreSQL: a transaction-scoped advisory lock per scope value serialises writers of the same
+    source, so "probe the unique index for the batch's ids, then binary-COPY only the new rows
+    straight into the table" is atomic — one write per row instead of stage + INSERT … SELECT.
+    The unique index stays the last line of defence: a writer that skipped the lock gets an error,
+    never a double count. SQLite (writers already serialised): INSERT … ON CONFLICT DO NOTHING RETURNING.
+    """
+    if not rows:
+        return []
+    names = list(names)
+    si, ii = names.index(scope), names.index(ident)
+    if not _is_pg():
+        return insert_ignore_returning(model, names, rows, (scope, ident), ident)
+    qn = connection.ops.quote_name
+    fields = _columns(model, names)
+    table = qn(model._meta.db_table)
+    value = rows[0][si]
+    with _cursor() as cur:
+        cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"{model._meta.db_table}:{value}"])
+        cur.execute(
+            f"SELECT {qn(fields[ii].column)} FROM {table} "  # noqa: S608 - model metadata
+            f"WHERE {qn(fields[si].column)} = %s AND {qn(fields[ii].column)} = ANY(%b::text[])",
+            [value, [r[ii] for r in rows]],
+        )
+        stored = {r[0] for r in cur.fetchall()}
+        new = [r for r in rows if r[ii] not in stored]
+        cols = ", ".join(qn(f.column) for f in fields)
+        with cur.copy(f"COPY {table} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types([_copy_type(f) for f in fields])
+            for r in new:
+                copy.write_row(r)
+    return [r[ii] for r in new]
+
+
 def upsert_add(
     model: type[models.Model], key: Sequence[str], add: Sequence[str], rows: Sequence[Sequence[Any]]
 ) -> None:

@@ -98,14 +98,28 @@ class OperatingPointFactory(factory.django.DjangoModelFactory):
     source = "https://example.org/op"
 
 
-def make_pool(slug: str, *, replicas_per_zone: tuple[int, ...] = (2, 2), op: Any = None, region: Any = None,
-              maintenance_pct: float = 0, safety_pct: float = 0, fragmentation_pct: float = 0) -> m.Pool:
+def make_pool(
+    slug: str,
+    *,
+    replicas_per_zone: tuple[int, ...] = (2, 2),
+    op: Any = None,
+    region: Any = None,
+    maintenance_pct: float = 0,
+    safety_pct: float = 0,
+    fragmentation_pct: float = 0,
+) -> m.Pool:
     op = op or OperatingPointFactory()
     region = region or RegionFactory()
     pool = m.Pool.objects.create(
-        slug=slug, model=op.model, region=region, accelerator=op.accelerator, operating_point=op,
-        accelerators_per_replica=op.accelerators_per_replica, maintenance_pct=maintenance_pct,
-        safety_pct=safety_pct, fragmentation_pct=fragmentation_pct,
+        slug=slug,
+        model=op.model,
+        region=region,
+        accelerator=op.accelerator,
+        operating_point=op,
+        accelerators_per_replica=op.accelerators_per_replica,
+        maintenance_pct=maintenance_pct,
+        safety_pct=safety_pct,
+        fragmentation_pct=fragmentation_pct,
     )
     for i, n in enumerate(replicas_per_zone):
         zone, _ = m.Zone.objects.get_or_create(slug=f"{region.slug}-{chr(97 + i)}", defaults={"region": region})
@@ -113,16 +127,38 @@ def make_pool(slug: str, *, replicas_per_zone: tuple[int, ...] = (2, 2), op: Any
     return pool_refresh(pool)
 
 
-ENVELOPE = Envelope(max_prompt_tokens=8000, max_output_tokens=2000, prompt_p50=1000, prompt_p95=4000,
-                    output_p50=200, output_p95=800, max_concurrency=64, ttft_p99_ms=2000, tpot_p99_ms=200)
+ENVELOPE = Envelope(
+    max_prompt_tokens=8000,
+    max_output_tokens=2000,
+    prompt_p50=1000,
+    prompt_p95=4000,
+    output_p50=200,
+    output_p95=800,
+    max_concurrency=64,
+    ttft_p99_ms=2000,
+    tpot_p99_ms=200,
+)
 
 
-def grant_kwargs(pool: m.Pool, tenant: m.Tenant, cu: Decimal | str | float, *, traffic_class: str = "reserved",
-                 start: Any = None, days: int | None = 30) -> dict[str, Any]:
+def grant_kwargs(
+    pool: m.Pool,
+    tenant: m.Tenant,
+    cu: Decimal | str | float,
+    *,
+    traffic_class: str = "reserved",
+    start: Any = None,
+    days: int | None = 30,
+) -> dict[str, Any]:
     start = start or timezone.now() - timedelta(hours=1)
     return {
-        "tenant": tenant, "model": pool.model, "region": pool.region, "pool": pool, "traffic_class": traffic_class,
-        "cu": cu, "starts_at": start, "ends_at": start + timedelta(days=days) if days else None,
+        "tenant": tenant,
+        "model": pool.model,
+        "region": pool.region,
+        "pool": pool,
+        "traffic_class": traffic_class,
+        "cu": cu,
+        "starts_at": start,
+        "ends_at": start + timedelta(days=days) if days else None,
         "envelope": ENVELOPE,
     }
 

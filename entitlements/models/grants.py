@@ -141,6 +141,7 @@ class HistoryContext(models.Model):
 
     class Meta:
         verbose_name_plural = "history context"
+
     actor_id = models.BigIntegerField(null=True)
     reason = models.TextField(default="")
 

@@ -71,7 +71,7 @@ def fleet(request: HttpRequest) -> HttpResponse:
     if not roles.is_staff_role(request.user):
         raise Http404
     key, start, end = _range(request, "1h")
-    usage = usage_series(request.user, None, None, None, start, end)
+    usage = usage_series(request.user, None, None, None, start, end, latency=False)
     series = fleet_series(start, end)
     latest = latest_samples()
     pools = []
@@ -122,7 +122,7 @@ def entitlement(request: HttpRequest, uuid: Any) -> HttpResponse:
     if ent is None:
         raise Http404
     key, start, end = _range(request, "6h")
-    usage = entitlement_series(ent, start, end)
+    usage = entitlement_series(ent, start, end, latency=False)
     tenant_fig, platform_fig = charts_live.throttle_split(usage)
     over = ent.revoked_at or ent.ends_at
     ctx = {
@@ -165,7 +165,7 @@ def usage(request: HttpRequest) -> HttpResponse:
     model = request.GET.get("model") or None
     region = request.GET.get("region") or None
     try:
-        data = usage_series(request.user, slug, model, region, start, end)
+        data = usage_series(request.user, slug, model, region, start, end, latency=False)
     except Tenant.DoesNotExist:
         raise Http404
     tenant_fig, platform_fig = charts_live.throttle_split(data)
@@ -197,7 +197,13 @@ def usage_export(request: HttpRequest) -> StreamingHttpResponse:
     key, start, end = _range(request, "6h")
     try:
         data = usage_series(
-            request.user, slug, request.GET.get("model") or None, request.GET.get("region") or None, start, end
+            request.user,
+            slug,
+            request.GET.get("model") or None,
+            request.GET.get("region") or None,
+            start,
+            end,
+            latency=False,
         )
     except Tenant.DoesNotExist:
         raise Http404

@@ -11,7 +11,6 @@ reads; the locked races run the services unmodified.
 
 from __future__ import annotations
 
-import importlib
 import queue
 import threading
 import time
@@ -22,7 +21,6 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.apps import apps
 from django.db import connection, connections
 from django.db.models import Sum
 from django.utils import timezone
@@ -154,16 +152,9 @@ def headroom_message(pool: str, *, deliverable: str, sold: Decimal, size: Decima
     )
 
 
-def load_registry() -> None:
-    """Traffic classes and reason codes come from a data migration, and a transactional test
-    starts from whatever the previous one's flush left: load them again (idempotent)."""
-    migration = importlib.import_module("entitlements.migrations.0002_history_triggers_and_registry")
-    migration.load_registry(apps, None)
-
-
 @pytest.fixture
 def setting():
-    load_registry()
+    # Traffic classes and reason codes: put back after earlier flushes by conftest's `_registry`.
     fleet = f.build_fleet()
     start = timezone.now() - timedelta(hours=1)
 

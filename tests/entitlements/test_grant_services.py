@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from entitlements.models import EntitlementHistory, FailoverReserve, Entitlement
+from entitlements.models import Entitlement, EntitlementHistory, FailoverReserve
 from entitlements.services import (
     OversellError,
     entitlement_amend,
@@ -35,19 +35,28 @@ def test_grant_up_to_deliverable_then_refuses_naming_pool_and_headroom(fleet):
 def test_headroom_is_checked_over_the_whole_window(fleet):
     now = timezone.now()
     # 200 CU from day 10 to day 20 only.
-    entitlement_grant(actor=fleet.operator, reason="later launch",
-                      **grant_kwargs(fleet.pool_a, fleet.acme, "200", start=now + timedelta(days=10), days=10))
+    entitlement_grant(
+        actor=fleet.operator,
+        reason="later launch",
+        **grant_kwargs(fleet.pool_a, fleet.acme, "200", start=now + timedelta(days=10), days=10),
+    )
     # 100 CU over days 0–5 fits (no overlap), over days 0–15 does not.
-    entitlement_grant(actor=fleet.operator, reason="x", **grant_kwargs(fleet.pool_a, fleet.globex, "100", start=now, days=5))
+    entitlement_grant(
+        actor=fleet.operator, reason="x", **grant_kwargs(fleet.pool_a, fleet.globex, "100", start=now, days=5)
+    )
     with pytest.raises(OversellError):
-        entitlement_grant(actor=fleet.operator, reason="x",
-                          **grant_kwargs(fleet.pool_a, fleet.globex, "100", start=now + timedelta(days=6), days=9))
+        entitlement_grant(
+            actor=fleet.operator,
+            reason="x",
+            **grant_kwargs(fleet.pool_a, fleet.globex, "100", start=now + timedelta(days=6), days=9),
+        )
 
 
 def test_best_effort_counts_zero(fleet):
     entitlement_grant(actor=fleet.operator, reason="x", **grant_kwargs(fleet.pool_a, fleet.acme, "280"))
-    e = entitlement_grant(actor=fleet.operator, reason="x",
-                          **grant_kwargs(fleet.pool_a, fleet.globex, "50", traffic_class="best_effort"))
+    e = entitlement_grant(
+        actor=fleet.operator, reason="x", **grant_kwargs(fleet.pool_a, fleet.globex, "50", traffic_class="best_effort")
+    )
     assert e.cu == Decimal("50.000")
 
 

@@ -28,7 +28,9 @@ def _env() -> dict[str, str]:
     return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tests.forecasting.celery_settings",
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}",
+        # The worker must use pytest-django's test database (test_<name>), not the one in the URL.
+        "DATABASE_URL": f"postgres://{db['USER']}{':' + db['PASSWORD'] if db['PASSWORD'] else ''}"
+        f"@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}",
         "CELERY_BROKER_URL": BROKER,
         "CELERY_VISIBILITY_TIMEOUT": "12",
     }

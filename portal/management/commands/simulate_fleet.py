@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from capacity.traces import parse_trace
 from entitlements.models import ApiToken, Pool
@@ -28,6 +29,7 @@ class Command(BaseCommand):
         parser.add_argument("--spike-at-minute", type=float, default=None)
         parser.add_argument("--spike-factor", type=float, default=3.0)
         parser.add_argument("--zone-failure-at-minute", type=float, default=None)
+        parser.add_argument("--max-rps", type=float, default=25.0, help="cap on reserve calls per second")
         parser.add_argument("--minutes", type=float, default=None, help="stop after this many trace minutes")
         parser.add_argument("--wait", type=float, default=30.0, help="seconds to wait for the server to answer")
 
@@ -39,6 +41,8 @@ class Command(BaseCommand):
         user = get_user_model().objects.filter(username=opts["gateway_user"]).first()
         if user is None:
             raise CommandError(f"--gateway-user: no user {opts['gateway_user']} (run manage.py load_demo)")
+        # One live simulator token at a time: earlier runs' tokens are revoked, not piled up.
+        ApiToken.objects.filter(user=user, name="simulator", revoked_at__isnull=True).update(revoked_at=timezone.now())
         _, key = ApiToken.issue(user, name="simulator")
         from entitlements.api.snapshot import build_snapshot
 
@@ -62,6 +66,7 @@ class Command(BaseCommand):
             spike_factor=opts["spike_factor"],
             zone_failure_at_minute=opts["zone_failure_at_minute"],
             minutes=opts["minutes"],
+            max_rps=opts["max_rps"],
         )
         sim = FleetSimulator(cfg, trace, snap["entitlements"], pools, ops)
         self._wait_for(opts["base_url"], opts["wait"])
@@ -69,7 +74,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         self.stdout.write(
             f"[simulate_fleet] {len(trace)} requests, {len(sim.ents)} entitlements, "
-            f"speed ×{sim.speed:.2f}, offered load {cfg.load:.0%} of entitled rate"
+            f"speed ×{sim.speed:.2f}, offered load {sim.offered_fraction:.0%} of their entitled rate"
         )
         try:
             stats = sim.run(stop, log=lambda s: self.stdout.write(s))
