@@ -3,6 +3,7 @@
 from django.urls import path
 
 from admission import api
+from admission.schema import GatewayTokenScheme  # noqa: F401  (registers the gateway token scheme)
 
 urlpatterns = [
     path("admission/reserve", api.ReserveView.as_view(), name="admission-reserve"),

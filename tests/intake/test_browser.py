@@ -83,7 +83,7 @@ def _login(browser, base, username):
 
 
 @pytest.mark.browser
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)  # keep the seeded traffic classes
+@pytest.mark.django_db(transaction=True)
 def test_file_submit_refuse_self_approve_approve_and_see_entitlement(browser, serial_live_server, fleet, people):
     from playwright.sync_api import expect
 

@@ -49,7 +49,7 @@ def _submitted(fleet, people):
 
 
 @pytest.mark.postgres
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)  # keep the seeded traffic classes
+@pytest.mark.django_db(transaction=True)
 def test_two_racing_approvers_exactly_one_wins(fleet, people):
     for _ in range(TRIALS):
         req = _submitted(fleet, people)
@@ -74,7 +74,7 @@ def _unlocked_after_both_read(monkeypatch):
 
 
 @pytest.mark.postgres
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)  # keep the seeded traffic classes
+@pytest.mark.django_db(transaction=True)
 def test_fsm_guard_alone_still_lets_one_win(fleet, people, monkeypatch):
     _unlocked_after_both_read(monkeypatch)
     for _ in range(3):
@@ -84,7 +84,7 @@ def test_fsm_guard_alone_still_lets_one_win(fleet, people, monkeypatch):
 
 
 @pytest.mark.postgres
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)  # keep the seeded traffic classes
+@pytest.mark.django_db(transaction=True)
 def test_negative_control_without_guards_grants_twice(fleet, people, monkeypatch):
     _unlocked_after_both_read(monkeypatch)
     monkeypatch.setattr(LaunchRequest, "state_fields", property(lambda self: []))
