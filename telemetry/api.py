@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.http import Http404
 from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
@@ -99,7 +100,7 @@ class UsageView(APIView):
             OpenApiParameter("end", str, description="ISO 8601 with zone; default now"),
             OpenApiParameter("step", int, description="seconds; rounded up to the rollup level"),
         ],
-        responses={200: serializers.DictField()},
+        responses={200: OpenApiTypes.OBJECT},
     )
     def get(self, request: Request) -> Response:
         q = request.query_params
