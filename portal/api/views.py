@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from entitlements import roles
 from entitlements.permissions import IsPerson
 from portal.api.serializers import CommentIn, LaunchRequestIn, LaunchRequestOut, PartialApproveIn
 from portal.forms import LaunchRequestFilter
@@ -109,4 +110,8 @@ class PartiallyApprove(_Step):
 
     @extend_schema(request=PartialApproveIn, responses=LaunchRequestOut)
     def post(self, request: Request, uuid: str) -> Response:
+        # The role decides before the body does: a teammate without it learns 403, not a field list.
+        call(intake.launch_request_get, actor=request.user, request=uuid)
+        if not roles.has_any(request.user, roles.APPROVER):
+            raise exceptions.PermissionDenied("only an approver may partially approve a launch request")
         return super().post(request, uuid)

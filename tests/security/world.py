@@ -1,0 +1,59 @@
+"""One small world with an object of every kind, and a person in every role."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from entitlements.models import PlatformRole
+from entitlements.services import entitlement_grant
+from tests import factories as f
+from tests.intake.conftest import complete_fields, member, platform
+
+CSV = b"TIMESTAMP,ContextTokens,GeneratedTokens\r\n2023-11-16 18:15:46.6805900,374,44\r\n2023-11-16 18:15:50.9951690,396,109\r\n"
+
+PERSONAS = ("anonymous", "viewer", "requester", "approver", "operator", "gateway", "outsider")
+
+
+@dataclass
+class World:
+    users: dict[str, Any]
+    kwargs: dict[str, str]
+
+
+def build_world() -> World:
+    from forecasting.models import ForecastRun
+    from portal.services.intake import launch_request_create
+    from telemetry.trace_import import trace_import
+
+    fleet = f.build_fleet()
+    fleet.operator.is_staff = True
+    fleet.operator.save(update_fields=["is_staff"])
+    users = {
+        "anonymous": None,
+        "viewer": member("acme-view", fleet.acme, "viewer"),
+        "requester": member("acme-req", fleet.acme, "requester"),
+        "approver": platform("appr", "approver"),
+        "operator": fleet.operator,
+        "gateway": platform("gw", "gateway"),
+        "outsider": member("globex-req", fleet.globex, "requester"),
+    }
+    PlatformRole.objects.get_or_create(user=fleet.operator, role="operator")
+    ent = entitlement_grant(actor=fleet.operator, reason="matrix", **f.grant_kwargs(fleet.pool_a, fleet.acme, "10"))
+    launch = launch_request_create(actor=users["requester"], **complete_fields(fleet))
+    trace = trace_import(data=CSV, name="acme trace", tenant=fleet.acme, uploaded_by=users["requester"])
+    run = ForecastRun.objects.create(requested_by=fleet.operator)
+    op = fleet.pool_a.operating_point
+    kwargs = {
+        "slug:catalogue-model-detail": op.model.slug,
+        "slug:catalogue-region-detail": fleet.pool_a.region.slug,
+        "slug:catalogue-accelerator-detail": op.accelerator.slug,
+        "slug": fleet.pool_a.slug,
+        "pk": str(op.pk),
+        "id": str(ent.uuid),
+        "uuid:live-entitlement": str(ent.uuid),
+        "uuid": str(launch.uuid),
+        "trace_id": str(trace.id),
+        "run_id": str(run.id),
+    }
+    return World(users=users, kwargs=kwargs)
