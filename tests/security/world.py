@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.contrib.auth.models import Permission
+
 from entitlements.models import PlatformRole
 from entitlements.services import entitlement_grant
 from tests import factories as f
@@ -29,6 +31,8 @@ def build_world() -> World:
     fleet = f.build_fleet()
     fleet.operator.is_staff = True
     fleet.operator.save(update_fields=["is_staff"])
+    # As in the demo: staff status plus the entitlements app's permissions.
+    fleet.operator.user_permissions.add(*Permission.objects.filter(content_type__app_label="entitlements"))
     users = {
         "anonymous": None,
         "viewer": member("acme-view", fleet.acme, "viewer"),
