@@ -69,7 +69,9 @@ def _pool_hour(pool: Pool, *, load: float, out_tps: float, slo: float, replicas:
     return pool_cost(
         accelerator=_accelerator(acc),
         inputs=_inputs(acc, slo),
-        accelerators=accelerators_for(n, pool.accelerators_per_replica, acc.chips_per_slice),
+        # The catalogue counts and prices a TPU slice as one accelerator, so a pool's accelerators are
+        # already whole slices (as in entitlements.sizing_specs).
+        accelerators=accelerators_for(n, pool.accelerators_per_replica, 1),
         accelerators_per_replica=pool.accelerators_per_replica,
         replicas_total=n,
         replicas_steady=min(n, max(0, round(load * n))),
