@@ -96,7 +96,10 @@ def throttle_split(usage: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
         "data": _reason_bars(usage, ours),
         "layout": _layout("Platform-caused: supply was short or capacity reclaimed", "requests", barmode="stack"),
     }
-    return tenant_fig, platform_fig
+    return (
+        with_range(tenant_fig, usage, "No tenant-caused throttles in this range"),
+        with_range(platform_fig, usage, "No platform-caused throttles in this range"),
+    )
 
 
 def tokens_figure(usage: dict[str, Any]) -> dict[str, Any]:
@@ -117,29 +120,43 @@ def tokens_figure(usage: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def pool_figure(pool: str, points: list[dict[str, Any]]) -> dict[str, Any]:
-    """Accelerator utilisation and KV-cache use (0–1) of one pool, plus healthy replicas on a second axis."""
-    x = [p["t"] for p in points]
-    return {
-        "data": [
-            _line("accelerator util", x, [p["util"] for p in points], "#ea580c"),
-            _line("KV cache", x, [p["kv"] for p in points], ACTUAL),
-            _line(
-                "healthy replicas",
-                x,
-                [p["healthy"] for p in points],
-                ADMITTED,
-                yaxis="y2",
-                line={"color": ADMITTED, "shape": "hv"},
-            ),
-        ],
-        "layout": _layout(
-            pool,
-            "fraction",
-            yaxis={"title": {"text": "fraction"}, "range": [0, 1]},
-            yaxis2={"title": {"text": "replicas"}, "overlaying": "y", "side": "right", "rangemode": "tozero"},
-        ),
-    }
+POOL_COLOURS = ["#2563eb", "#16a34a", "#ea580c", "#9333ea", "#0891b2", "#db2777", "#65a30d", "#ca8a04", "#475569"]
+
+
+def fleet_figures(series: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Three figures with one line per pool, so pools compare on one axis: accelerator utilisation,
+    KV-cache use, and the healthy share of replicas (a zone failure shows as a step down)."""
+    panels = {
+        "util": ("Accelerator utilisation", "fraction", lambda p: p["util"]),
+        "kv": ("KV-cache use", "fraction", lambda p: p["kv"]),
+        "healthy": ("Healthy replicas (share of total)", "fraction",
+                    lambda p: p["healthy"] / p["total"] if p.get("total") else None),
+    }  # fmt: skip
+    figs = {}
+    for key, (title, unit, value) in panels.items():
+        data = [
+            _line(slug, [p["t"] for p in points], [value(p) for p in points], POOL_COLOURS[i % len(POOL_COLOURS)],
+                  line={"color": POOL_COLOURS[i % len(POOL_COLOURS)], "shape": "hv" if key == "healthy" else "linear"})
+            for i, (slug, points) in enumerate(sorted(series.items()))
+        ]  # fmt: skip
+        layout = _layout(title, unit, yaxis={"title": {"text": unit}, "range": [0, 1.05]}, height=300)
+        layout["legend"] = {"orientation": "v", "font": {"size": 10}}
+        figs[key] = {"data": data, "layout": layout}
+    return figs
+
+
+def with_range(fig: dict[str, Any], usage: dict[str, Any], empty_note: str) -> dict[str, Any]:
+    """Pin the x axis to the chosen range, and say so plainly when nothing happened in it."""
+    t = usage["t"]
+    if t:
+        fig["layout"]["xaxis"] = {"type": "date", "range": [t[0], t[-1]]}
+    if not any(any(v for v in trace.get("y", [])) for trace in fig["data"]):
+        fig["layout"]["annotations"] = [
+            {"text": empty_note, "showarrow": False, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5,
+             "font": {"size": 13, "color": "#64748b"}}
+        ]  # fmt: skip
+        fig["layout"]["yaxis"] = {"visible": False}
+    return fig
 
 
 def totals(usage: dict[str, Any]) -> dict[str, Any]:

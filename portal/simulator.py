@@ -203,8 +203,8 @@ class FleetSimulator:
                 "ts": _iso(now),
                 "replicas_healthy": healthy,
                 "replicas_total": total,
-                "accelerator_util": round(0.25 + 0.7 * util, 4),
-                "kv_cache_usage": round(min(1.0, 0.1 + 0.85 * util), 4),
+                "accelerator_util": round(0.05 + 0.9 * util, 4),
+                "kv_cache_usage": round(min(1.0, 0.02 + 0.9 * util), 4),
                 "requests_running": pool.in_flight,
                 "requests_waiting": 0,
             }

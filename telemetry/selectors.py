@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Avg, Min, OuterRef, Q, Subquery, Sum
+from django.db.models import Avg, Max, Min, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import TruncDay, TruncHour, TruncMinute
 
 from entitlements import roles
@@ -281,7 +281,12 @@ def fleet_series(start: datetime, end: datetime) -> dict[int, list[dict[str, Any
         FleetSample.objects.filter(ts__gte=start, ts__lt=end)
         .annotate(t=_TRUNC[level]("ts", tzinfo=UTC))
         .values("pool_id", "t")
-        .annotate(util=Avg("accelerator_util"), kv=Avg("kv_cache_usage"), healthy=Min("replicas_healthy"))
+        .annotate(
+            util=Avg("accelerator_util"),
+            kv=Avg("kv_cache_usage"),
+            healthy=Min("replicas_healthy"),
+            total=Max("replicas_total"),
+        )
         .order_by("pool_id", "t")
     )
     out: dict[int, list[dict[str, Any]]] = {}

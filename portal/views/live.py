@@ -75,11 +75,18 @@ def fleet(request: HttpRequest) -> HttpResponse:
     series = fleet_series(start, end)
     latest = latest_samples()
     pools = []
+    per_pool: dict[str, list[dict[str, Any]]] = {}
     for p in pools_with_totals(end):
         pool = p["pool"]
         s = latest.get(pool.pk, {})
-        points = [
-            {"t": r["t"].isoformat(), "util": r["util"], "kv": r["kv"], "healthy": r["healthy"]}
+        per_pool[pool.slug] = [
+            {
+                "t": r["t"].isoformat(),
+                "util": r["util"],
+                "kv": r["kv"],
+                "healthy": r["healthy"],
+                "total": r.get("total"),
+            }
             for r in series.get(pool.pk, [])
         ]
         pools.append(
@@ -96,7 +103,6 @@ def fleet(request: HttpRequest) -> HttpResponse:
                 "deliverable_cu": p["deliverable_cu"],
                 "sold_cu": p["sold_cu"],
                 "headroom_cu": p["headroom_cu"],
-                "figure": figure_tag(f"pool-{pool.slug}", charts_live.pool_figure(pool.slug, points)),
             }
         )
     tenant_fig, platform_fig = charts_live.throttle_split(usage)
@@ -104,6 +110,10 @@ def fleet(request: HttpRequest) -> HttpResponse:
         "range": key,
         "poll": RANGES[key] <= POLL_UP_TO,
         "pools": pools,
+        "fleet_figs": [
+            {"id": f"fleet-{k}", "tag": figure_tag(f"fleet-{k}", fig)}
+            for k, fig in charts_live.fleet_figures(per_pool).items()
+        ],
         "totals": charts_live.totals(usage),
         "level": usage["level"],
         "decisions_fig": figure_tag("fleet-decisions", charts_live.decisions_figure(usage)),
