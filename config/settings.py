@@ -201,4 +201,12 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+    # runserver's access log drowns `make run`'s URL and logins under the simulator's traffic.
+    "loggers": {
+        "django.server": {
+            "handlers": ["console"],
+            "level": os.environ.get("SERVER_LOG_LEVEL", "WARNING"),
+            "propagate": False,
+        }
+    },
 }
