@@ -16,6 +16,8 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
 @pytest.fixture
 def page(monkeypatch):
     if not os.path.exists(CHROMIUM):
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("CI needs Debian's /usr/bin/chromium (.ci/run installs it)")
         pytest.skip("needs Debian's /usr/bin/chromium")
     from playwright.sync_api import sync_playwright
 
