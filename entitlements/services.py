@@ -157,23 +157,9 @@ def entitlement_grant(
     return ent
 
 
-AMENDABLE = {
-    "cu",
-    "starts_at",
-    "ends_at",
-    "overage",
-    "borrowing_limit_cu",
-    "max_prompt_tokens",
-    "max_output_tokens",
-    "prompt_p50",
-    "prompt_p95",
-    "output_p50",
-    "output_p95",
-    "max_concurrency",
-    "ttft_p99_ms",
-    "tpot_p99_ms",
-    "streaming",
-}
+# The workload envelope's fields, in one place: the API, the snapshot and launch requests read this.
+ENVELOPE_FIELDS: tuple[str, ...] = tuple(Envelope.__dataclass_fields__)
+AMENDABLE = {"cu", "starts_at", "ends_at", "overage", "borrowing_limit_cu", *ENVELOPE_FIELDS}
 
 
 @transaction.atomic

@@ -39,18 +39,6 @@ class Basis(models.TextChoices):
 
 
 SCENARIOS = ("committed", "expected", "upside", "stress")
-ENVELOPE_FIELDS = (
-    "max_prompt_tokens",
-    "max_output_tokens",
-    "prompt_p50",
-    "prompt_p95",
-    "output_p50",
-    "output_p95",
-    "max_concurrency",
-    "ttft_p99_ms",
-    "tpot_p99_ms",
-    "streaming",
-)
 
 
 # Transition permissions: django-fsm calls these with (instance, user). Tenancy (404) is checked

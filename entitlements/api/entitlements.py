@@ -19,19 +19,8 @@ from entitlements import roles, services
 from entitlements.api.history import history_for
 from entitlements.models import Entitlement, Pool, Project, Region, ServedModel, Tenant, TrafficClass
 from entitlements.selectors import active_at, entitlements_visible_to
+from entitlements.services import ENVELOPE_FIELDS
 
-ENVELOPE_FIELDS = [
-    "max_prompt_tokens",
-    "max_output_tokens",
-    "prompt_p50",
-    "prompt_p95",
-    "output_p50",
-    "output_p95",
-    "max_concurrency",
-    "ttft_p99_ms",
-    "tpot_p99_ms",
-    "streaming",
-]
 # (lower, higher): the envelope's percentiles must be ordered; the error names the higher one.
 ORDERED = [("prompt_p50", "prompt_p95"), ("prompt_p95", "max_prompt_tokens"),
            ("output_p50", "output_p95"), ("output_p95", "max_output_tokens")]  # fmt: skip

@@ -18,11 +18,12 @@ from capacity.deliverable import PoolSupply, deliverable
 from capacity.units import cu_to_wt_per_s
 from entitlements.models import Entitlement, Pool
 from entitlements.selectors import active_at
+from entitlements.services import ENVELOPE_FIELDS
 
 BUCKET_DEPTH_S = 60  # CONTRACT §5: each bucket holds 60 s of its rate
 
-ENVELOPE = ["max_prompt_tokens", "max_output_tokens", "prompt_p50", "prompt_p95", "output_p50", "output_p95",
-            "ttft_p99_ms", "tpot_p99_ms", "streaming"]  # fmt: skip
+# The snapshot nests the envelope; max_concurrency stays at the top level, where gateways enforce it.
+ENVELOPE = [f for f in ENVELOPE_FIELDS if f != "max_concurrency"]
 
 
 def _entitlements(at: datetime) -> list[dict[str, Any]]:

@@ -21,8 +21,8 @@ from django_fsm import ConcurrentTransition, TransitionNotAllowed, can_proceed
 
 from entitlements import roles
 from entitlements.models import Pool, Region, ServedModel
-from entitlements.services import Envelope, OversellError, entitlement_grant
-from portal.models import ENVELOPE_FIELDS, SCENARIOS, LaunchRequest, LaunchRequestEvent, LaunchRequestRegion, State
+from entitlements.services import ENVELOPE_FIELDS, Envelope, OversellError, entitlement_grant
+from portal.models import SCENARIOS, LaunchRequest, LaunchRequestEvent, LaunchRequestRegion, State
 from portal.selectors import launch_requests_visible_to, size_request, window_of
 from portal.services.notify import launch_request_notify
 
