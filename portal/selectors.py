@@ -14,6 +14,7 @@ from entitlements.models import Entitlement, Pool, Region
 from entitlements.selectors import Window, overlapping, pool_sold_peak, sold_entitlements
 from portal.models import SCENARIOS, LaunchRequest, LaunchRequestEvent
 from portal.services.conversion import replicas_for, scenario_cu
+from portal.services.pool_fit import PoolFit, committed_fit
 
 Q3 = Decimal("0.001")
 
@@ -56,6 +57,19 @@ class PoolSizing:
     replicas: dict[str, int]  # scenario → replicas of this pool to carry it
     gap_cu: Decimal = Decimal(0)  # committed CU short here if the request landed in this pool
     chosen: bool = False
+    fit: PoolFit | None = None  # the committed load against this pool's operating point (capacity.sizing)
+
+
+def _committed_rps(req: LaunchRequest) -> float | None:
+    """Requests per second of the committed scenario; a wt/min figure is turned back into requests
+    with the envelope's typical request, as the CU conversion does."""
+    basis, value = req.scenario("committed")
+    if value is None or req.model is None or req.prompt_p50 is None or req.output_p50 is None:
+        return None
+    if basis == "rps":
+        return float(value)
+    per_request = req.prompt_p50 + req.model.w_out * req.output_p50
+    return float(value) / 60.0 / per_request if per_request else None
 
 
 @dataclass
@@ -103,6 +117,7 @@ def size_request(req: LaunchRequest, regions: list[Region]) -> Sizing:
                 r_wt_per_s=req.model.r_wt_per_s,
             )
         )
+    committed_rps = _committed_rps(req)
     window = window_of(req.launch_date, req.end_date) if req.launch_date else None
     if window is not None and window.end is not None and window.end <= window.start:
         window = None
@@ -128,6 +143,7 @@ def size_request(req: LaunchRequest, regions: list[Region]) -> Sizing:
                     sold_peak_cu=sold,
                     headroom_cu=deliverable - sold,
                     replicas={k: replicas_for(float(v), per_replica) for k, v in cu.items() if v is not None},
+                    fit=committed_fit(pool=pool, rps=committed_rps, req=req) if committed_rps else None,
                 )
             )
         committed = cu.get("committed")
