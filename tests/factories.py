@@ -180,3 +180,18 @@ def build_fleet() -> Fleet:
     operator = UserFactory(username="op")
     m.PlatformRole.objects.get_or_create(user=operator, role="operator")
     return Fleet(a, b, TenantFactory(slug="acme"), TenantFactory(slug="globex"), operator)
+
+
+def member(username: str, tenant: m.Tenant, role: str) -> Any:
+    """A person in one tenant: role `viewer` or `requester`."""
+    user = UserFactory(username=username, email=f"{username}@example.org")
+    m.Membership.objects.create(user=user, tenant=tenant, role=role)
+    return user
+
+
+def platform_user(username: str, *roles: str) -> Any:
+    """A platform person: `approver`, `operator` and/or `gateway`."""
+    user = UserFactory(username=username, email=f"{username}@example.org")
+    for role in roles:
+        m.PlatformRole.objects.create(user=user, role=role)
+    return user

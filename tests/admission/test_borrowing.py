@@ -118,7 +118,8 @@ def test_reclaim_latency_is_measured_and_recorded(sim):
     assert level_at_cut - 100 < 3360
     assert "borrowed" in [g for t, _, g in d.log if t0 <= t < t1]
     assert ReclaimEvent.objects.get() == row
-    assert row.latency_ms == (t1 - t0) * 1000 and row.latency_ms > 0
+    assert row.latency_ms == (t1 - t0) * 1000
+    assert t1 - t0 >= TICK  # borrowers were cut only after the lender came back
     assert row.borrowers_cut == len(cut) >= 1
     assert set(d.outcomes("acme")) == {"entitlement"}
     print(f"reclaim latency {row.latency_ms:.0f} ms (simulated clock), borrowers cut {row.borrowers_cut}")

@@ -41,4 +41,4 @@ def test_two_processes_never_over_admit_or_exceed_the_concurrency_cap():
     assert admitted <= bound + 1e-6  # 0 over-admission
     assert admitted > hammer.DEPTH  # the bucket refilled and kept admitting: the load was real
     assert violations == 0  # the in-flight cap was never exceeded
-    assert set(throttles) <= {"QUOTA_EXCEEDED", "CONCURRENCY_LIMIT"} and throttles["QUOTA_EXCEEDED"] > 0
+    assert set(throttles) <= {"QUOTA_EXCEEDED", "CONCURRENCY_LIMIT"} and throttles["QUOTA_EXCEEDED"] >= 1

@@ -9,31 +9,18 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from entitlements import models as m
-from tests.factories import UserFactory
-
-
-def _member(username: str, tenant: m.Tenant, role: str) -> Any:
-    user = UserFactory(username=username)
-    m.Membership.objects.create(user=user, tenant=tenant, role=role)
-    return user
-
-
-def _platform(username: str, role: str) -> Any:
-    user = UserFactory(username=username)
-    m.PlatformRole.objects.create(user=user, role=role)
-    return user
+from tests.factories import member, platform_user
 
 
 @pytest.fixture
 def people(fleet) -> dict[str, Any]:
     return {
-        "member": _member("ann", fleet.acme, "viewer"),
-        "teammate": _member("bob", fleet.acme, "requester"),
-        "outsider": _member("olga", fleet.globex, "requester"),
-        "approver": _platform("appr", "approver"),
+        "member": member("ann", fleet.acme, "viewer"),
+        "teammate": member("bob", fleet.acme, "requester"),
+        "outsider": member("olga", fleet.globex, "requester"),
+        "approver": platform_user("appr", "approver"),
         "operator": fleet.operator,
-        "gateway": _platform("gw", "gateway"),
+        "gateway": platform_user("gw", "gateway"),
     }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from entitlements.models import Membership, PlatformRole, Region
+from entitlements.models import PlatformRole, Region
 from tests import factories as f
 
 
@@ -32,17 +32,8 @@ class People:
     gateway: Any
 
 
-def member(username: str, tenant: Any, role: str) -> Any:
-    u = f.UserFactory(username=username, email=f"{username}@example.org")
-    Membership.objects.create(user=u, tenant=tenant, role=role)
-    return u
-
-
-def platform(username: str, *roles: str) -> Any:
-    u = f.UserFactory(username=username, email=f"{username}@example.org")
-    for r in roles:
-        PlatformRole.objects.create(user=u, role=r)
-    return u
+platform = f.platform_user
+member = f.member
 
 
 @pytest.fixture

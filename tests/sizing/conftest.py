@@ -12,7 +12,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from entitlements import models as m
-from tests.factories import AcceleratorFactory, OperatingPointFactory, TenantFactory, UserFactory
+from tests.factories import AcceleratorFactory, OperatingPointFactory, TenantFactory, member, platform_user
 
 
 @pytest.fixture
@@ -21,27 +21,15 @@ def catalogue(db) -> m.OperatingPoint:
     return OperatingPointFactory(accelerator=acc)
 
 
-def _member(username: str, tenant: m.Tenant, role: str) -> Any:
-    user = UserFactory(username=username)
-    m.Membership.objects.create(user=user, tenant=tenant, role=role)
-    return user
-
-
-def _platform(username: str, role: str) -> Any:
-    user = UserFactory(username=username)
-    m.PlatformRole.objects.create(user=user, role=role)
-    return user
-
-
 @pytest.fixture
 def people(db) -> dict[str, Any]:
     acme, globex = TenantFactory(slug="acme"), TenantFactory(slug="globex")
     return {
-        "member": _member("ann", acme, "requester"),
-        "teammate": _member("bob", acme, "viewer"),
-        "outsider": _member("olga", globex, "requester"),
-        "operator": _platform("opal", "operator"),
-        "gateway": _platform("gw", "gateway"),
+        "member": member("ann", acme, "requester"),
+        "teammate": member("bob", acme, "viewer"),
+        "outsider": member("olga", globex, "requester"),
+        "operator": platform_user("opal", "operator"),
+        "gateway": platform_user("gw", "gateway"),
     }
 
 
