@@ -89,7 +89,7 @@ class Sizing:
     regions: list[RegionSizing]
     window: Window | None
     counts_as_sold: bool
-    missing: list[str]
+    missing: list[str]  # labels of the fields the figures still need
 
 
 def size_request(req: LaunchRequest, regions: list[Region]) -> Sizing:
@@ -98,7 +98,8 @@ def size_request(req: LaunchRequest, regions: list[Region]) -> Sizing:
     The pool marked `chosen` is the one `entitlement_grant` would pick: the first by pk with
     room for the committed CU.
     """
-    missing = [n for n in ("model", "prompt_p50", "output_p50") if getattr(req, n) is None]
+    labels = {"model": "model", "prompt_p50": "prompt tokens p50", "output_p50": "output tokens p50"}
+    missing = [label for name, label in labels.items() if getattr(req, name) is None]
     cu: dict[str, Decimal | None] = {}
     for name in SCENARIOS:
         basis, value = req.scenario(name)
