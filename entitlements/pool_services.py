@@ -13,9 +13,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from entitlements.models import Pool, PoolZone, Zone
-from entitlements.models.supply import validate_failure_policy
+from entitlements.models.supply import as_cu, validate_failure_policy
 from entitlements.selectors import Window, pool_sold_peak
-from entitlements.services import _dec, lock_pools, pool_refresh
+from entitlements.services import lock_pools, pool_refresh
 
 PCT_FIELDS = ("maintenance_pct", "safety_pct", "fragmentation_pct")
 
@@ -56,7 +56,7 @@ def pool_update(*, pool: Pool, zones: list[tuple[Zone, int]] | None = None, **ch
     # Reserves held here must still fit in the new physical size; say so before the
     # database's check constraint refuses the refresh with an IntegrityError.
     probe = Pool.objects.select_related("operating_point__model").get(pk=locked.pk)
-    physical = _dec(probe.breakdown().physical)
+    physical = as_cu(probe.breakdown().physical)
     if locked.reserve_held_cu > physical:
         raise ValidationError(
             {
@@ -64,7 +64,7 @@ def pool_update(*, pool: Pool, zones: list[tuple[Zone, int]] | None = None, **ch
             }
         )
     fresh = pool_refresh(locked)
-    deliverable = _dec(fresh.breakdown().deliverable)
+    deliverable = fresh.deliverable_cu
     sold = pool_sold_peak(fresh, Window(timezone.now(), None))
     if sold > deliverable:
         raise ValidationError(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from entitlements import roles
 from entitlements.models import Entitlement, Pool
+from entitlements.models.supply import as_cu
 
 
 def entitlements_visible_to(user: Any) -> QuerySet[Entitlement]:
@@ -66,11 +67,6 @@ def pool_sold_peak(pool: Pool, window: Window, *, exclude_pk: int | None = None)
     return peak_sold(qs.values_list("starts_at", "ends_at", "cu"), window)
 
 
-def pool_sold_now(pool: Pool, at: datetime | None = None) -> Decimal:
-    t = at or timezone.now()
-    return pool_sold_peak(pool, Window(t, t + timedelta(microseconds=1)))
-
-
 def pools_with_totals(at: datetime | None = None) -> list[dict[str, Any]]:
     """Every pool with physical, deliverable, sold and headroom now: the operator's main table."""
     t = at or timezone.now()
@@ -87,13 +83,13 @@ def pools_with_totals(at: datetime | None = None) -> list[dict[str, Any]]:
     out = []
     for p in pools:
         b = p.breakdown()
-        deliverable = Decimal(str(round(b.deliverable, 3)))
+        deliverable = as_cu(b.deliverable)
         s = sold.get(p.pk, Decimal(0))
         out.append(
             {
                 "pool": p,
                 "breakdown": b,
-                "physical_cu": Decimal(str(round(b.physical, 3))),
+                "physical_cu": as_cu(b.physical),
                 "deliverable_cu": deliverable,
                 "sold_cu": s,
                 "headroom_cu": deliverable - s,

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from entitlements.history import history_context
 from entitlements.models import Entitlement, FailoverReserve, Pool, Region, ServedModel, TrafficClass
+from entitlements.models.supply import as_cu
 from entitlements.selectors import Window, pool_sold_peak
 
 Q3 = Decimal("0.001")
@@ -24,10 +25,6 @@ Q3 = Decimal("0.001")
 
 class OversellError(ValidationError):
     """A write that would make sold(t) exceed deliverable somewhere in its window."""
-
-
-def _dec(value: Any) -> Decimal:
-    return Decimal(str(value)).quantize(Q3)
 
 
 def lock_pools(pool_ids: set[int]) -> dict[int, Pool]:
@@ -49,7 +46,7 @@ def lock_pools(pool_ids: set[int]) -> dict[int, Pool]:
 def pool_refresh(pool: Pool) -> Pool:
     """Recompute the stored physical and reserve totals (call under the pool's lock)."""
     pool = Pool.objects.select_related("operating_point__model").get(pk=pool.pk)
-    physical = _dec(pool.breakdown().physical)
+    physical = as_cu(pool.breakdown().physical)
     held = FailoverReserve.objects.filter(host_pool=pool).aggregate(s=Sum("cu"))["s"] or Decimal(0)
     Pool.objects.filter(pk=pool.pk).update(physical_cu=physical, reserve_held_cu=held)
     pool.physical_cu, pool.reserve_held_cu = physical, held
@@ -57,7 +54,7 @@ def pool_refresh(pool: Pool) -> Pool:
 
 
 def _check_headroom(pool: Pool, window: Window, extra_cu: Decimal, *, exclude_pk: int | None = None) -> None:
-    deliverable = _dec(pool.breakdown().deliverable)
+    deliverable = pool.deliverable_cu
     peak = pool_sold_peak(pool, window, exclude_pk=exclude_pk)
     if peak + extra_cu > deliverable:
         left = max(Decimal(0), deliverable - peak)
@@ -106,7 +103,7 @@ def entitlement_grant(
     overage: str = Entitlement.Overage.THROTTLE,
     borrowing_limit_cu: Decimal | float | str = 0,
 ) -> Entitlement:
-    cu_d = _dec(cu)
+    cu_d = as_cu(cu)
     if cu_d <= 0:
         raise ValidationError({"cu": "must be greater than 0"})
     _validate_window(starts_at, ends_at)
@@ -148,7 +145,7 @@ def entitlement_grant(
         ends_at=ends_at,
         cu=cu_d,
         overage=overage,
-        borrowing_limit_cu=_dec(borrowing_limit_cu),
+        borrowing_limit_cu=as_cu(borrowing_limit_cu),
         **envelope.__dict__,
     )
     ent.full_clean()
@@ -175,7 +172,7 @@ def entitlement_amend(*, actor: Any, reason: str, entitlement: Entitlement, **ch
     if ent.revoked_at is not None:
         raise ValidationError({"entitlement": "a revoked entitlement cannot be amended"})
     for k, v in changes.items():
-        setattr(ent, k, _dec(v) if k in ("cu", "borrowing_limit_cu") else v)
+        setattr(ent, k, as_cu(v) if k in ("cu", "borrowing_limit_cu") else v)
     _validate_window(ent.starts_at, ent.ends_at)
     if ent.traffic_class.counts_as_sold:
         _check_headroom(locked[ent.pool_id], Window(ent.starts_at, ent.ends_at), ent.cu, exclude_pk=ent.pk)
@@ -215,7 +212,7 @@ def reserve_set(
     """
     if (protected_pool is None) == (protected_zone is None):
         raise ValidationError({"protected_pool": "a reserve protects exactly one pool or one zone"})
-    cu_d = _dec(cu)
+    cu_d = as_cu(cu)
     if cu_d < 0:
         raise ValidationError({"cu": "must be ≥ 0"})
     ids = {host_pool.pk} | ({protected_pool.pk} if protected_pool else set())
@@ -231,7 +228,7 @@ def reserve_set(
         )
     if delta > 0:
         host.reserve_held_cu = new_held
-        deliverable = _dec(host.breakdown().deliverable)
+        deliverable = host.deliverable_cu
         peak = pool_sold_peak(host, Window(timezone.now(), None))
         if peak > deliverable:
             raise OversellError(

@@ -133,7 +133,7 @@ def size_request(req: LaunchRequest, regions: list[Region]) -> Sizing:
         )
         by_region: dict[int, RegionSizing] = {r.pk: RegionSizing(r) for r in regions}
         for pool in pools:
-            deliverable = Decimal(str(pool.breakdown().deliverable)).quantize(Q3)
+            deliverable = pool.deliverable_cu
             sold = pool_sold_peak(pool, window) if window else Decimal(0)
             per_replica = pool.cu_per_replica
             by_region[pool.region_id].pools.append(

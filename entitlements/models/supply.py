@@ -15,6 +15,11 @@ from entitlements.models.catalogue import Accelerator, OperatingPoint, Region, S
 CU = {"max_digits": 14, "decimal_places": 3}
 
 
+def as_cu(value: object) -> Decimal:
+    """A CU figure at the precision it is stored and compared in (3 decimals)."""
+    return Decimal(str(value)).quantize(Decimal("0.001"))
+
+
 def validate_failure_policy(value: str) -> None:
     try:
         parse_failure_policy(value)
@@ -103,7 +108,8 @@ class Pool(models.Model):
 
     @property
     def deliverable_cu(self) -> Decimal:
-        return Decimal(str(round(self.breakdown().deliverable, 3)))
+        """Deliverable capacity to the CU precision every headroom check compares in."""
+        return as_cu(self.breakdown().deliverable)
 
 
 class PoolZone(models.Model):
