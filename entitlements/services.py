@@ -20,8 +20,6 @@ from entitlements.models import Entitlement, FailoverReserve, Pool, Region, Serv
 from entitlements.models.supply import as_cu
 from entitlements.selectors import Window, pool_sold_peak
 
-Q3 = Decimal("0.001")
-
 
 class OversellError(ValidationError):
     """A write that would make sold(t) exceed deliverable somewhere in its window."""

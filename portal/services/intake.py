@@ -414,32 +414,39 @@ def launch_request_partially_approve(
     return req
 
 
-@transaction.atomic
-def launch_request_reject(*, actor: Any, request: LaunchRequest | UUID | str, comment: str) -> LaunchRequest:
+def _decide_with_comment(
+    actor: Any, request: LaunchRequest | UUID | str, *, method: str, step: str, comment: str, why: str
+) -> LaunchRequest:
+    """Reject and return: an approver's decision that needs a comment and creates nothing."""
     req = _lock(actor, request)
-    _check_may(req, actor, "reject")
-    _check_state(req, "reject", "reject")
-    comment = _require_comment(comment, "say why the request is rejected")
+    _check_may(req, actor, method)
+    _check_state(req, method, step)
+    comment = _require_comment(comment, why)
     before = req.state
-    _move(req, "reject")
+    _move(req, method)
     _decide(req, actor, comment)
     _save(req)
-    _event(req, actor, "reject", before, comment)
+    _event(req, actor, step, before, comment)
     return req
+
+
+@transaction.atomic
+def launch_request_reject(*, actor: Any, request: LaunchRequest | UUID | str, comment: str) -> LaunchRequest:
+    return _decide_with_comment(
+        actor, request, method="reject", step="reject", comment=comment, why="say why the request is rejected"
+    )
 
 
 @transaction.atomic
 def launch_request_return(*, actor: Any, request: LaunchRequest | UUID | str, comment: str) -> LaunchRequest:
-    req = _lock(actor, request)
-    _check_may(req, actor, "return_to_requester")
-    _check_state(req, "return_to_requester", "return")
-    comment = _require_comment(comment, "say what the requester should change")
-    before = req.state
-    _move(req, "return_to_requester")
-    _decide(req, actor, comment)
-    _save(req)
-    _event(req, actor, "return", before, comment)
-    return req
+    return _decide_with_comment(
+        actor,
+        request,
+        method="return_to_requester",
+        step="return",
+        comment=comment,
+        why="say what the requester should change",
+    )
 
 
 def served_models() -> list[ServedModel]:
