@@ -129,10 +129,7 @@ COST_ELECTRICITY_PER_KWH = float(os.environ.get("COST_ELECTRICITY_PER_KWH", "0.1
 COST_IDLE_POWER_SHARE = float(os.environ.get("COST_IDLE_POWER_SHARE", "0.3"))
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
-# Beat copies these into django-celery-beat's tables, where operators can edit them in the admin.
-CELERY_BEAT_SCHEDULE = {
-    "admission-sweep-expired": {"task": "admission.tasks.sweep_expired", "schedule": 30.0},
-}
+# Schedules live in django-celery-beat's tables (each app's data migration), edited in the admin.
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

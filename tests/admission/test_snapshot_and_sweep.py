@@ -116,3 +116,11 @@ def test_default_sink_ingests_inline_without_a_broker(w, settings, sink):
     result = events.default_sink(sink.events)
     assert (result.accepted, result.errors) == (1, [])
     assert events.default_sink(sink.events).duplicates == 1
+
+
+@pytest.mark.django_db
+def test_the_sweep_is_scheduled_in_the_database():
+    from django_celery_beat.models import PeriodicTask
+
+    task = PeriodicTask.objects.get(task="admission.tasks.sweep_expired")
+    assert (task.enabled, task.interval.every, task.interval.period) == (True, 30, "seconds")
