@@ -90,19 +90,9 @@ def replica_hour_cost(pool: Pool) -> float:
 def pool_cost_report(*, days: int = 7, end: datetime | None = None) -> list[dict[str, Any]]:
     end = history.floor_hour(end or timezone.now())
     usage = history.hourly_usage(start=end - timedelta(days=days), end=end)
-    pools = list(
-        Pool.objects.select_related("model", "region", "accelerator", "operating_point__model").prefetch_related(
-            "zones"
-        )
-    )
-    by_mr: dict[tuple[str, str], list[Pool]] = {}
-    for p in pools:
-        by_mr.setdefault((p.model.slug, p.region.slug), []).append(p)
     out = []
-    for pool in pools:
-        siblings = by_mr[(pool.model.slug, pool.region.slug)]
-        total = sum(p.breakdown().deliverable for p in siblings)
-        share = pool.breakdown().deliverable / total if total > 0 else 1.0 / len(siblings)
+    shares = [(pool, share) for rows in history.pool_shares().values() for pool, share in rows]
+    for pool, share in sorted(shares, key=lambda ps: ps[0].slug):
         physical = pool.breakdown().physical
         cost = useful = idle = 0.0
         busiest: tuple[float, Any] | None = None

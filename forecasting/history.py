@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 from django.db.models import Sum
 
-from entitlements.models import ServedModel
+from entitlements.models import Pool, ServedModel
 from telemetry.models import HourRollup
 
 HOUR = timedelta(hours=1)
@@ -108,3 +108,18 @@ def hourly_usage(*, start: datetime, end: datetime) -> list[HourlyUsage]:
     return [
         HourlyUsage(m, reg, h, int(a[0]), int(a[1]), int(a[2]), float(a[3])) for (m, reg, h), a in sorted(acc.items())
     ]
+
+
+def pool_shares() -> dict[tuple[str, str], list[tuple[Pool, float]]]:
+    """Demand for (model, region) splits over its pools by their share of deliverable capacity."""
+    pools = Pool.objects.select_related("model", "region", "accelerator", "operating_point__model").prefetch_related(
+        "zones"
+    )
+    grouped: dict[tuple[str, str], list[tuple[Pool, float]]] = {}
+    for p in pools:
+        grouped.setdefault((p.model.slug, p.region.slug), []).append((p, p.breakdown().deliverable))
+    out = {}
+    for key, rows in grouped.items():
+        total = sum(d for _, d in rows)
+        out[key] = [(p, d / total if total > 0 else 1.0 / len(rows)) for p, d in rows]
+    return out

@@ -19,7 +19,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from entitlements.models import Pool, Tenant
+from entitlements.models import Tenant
 from forecasting import demand, history
 from forecasting.models import ForecastRun, ForecastSeries, PoolDemand
 
@@ -143,19 +143,6 @@ def _checkpoint(run_id: Any, worker: str, progress: int) -> None:
         raise ClaimLost(str(run_id))
 
 
-def _pool_shares() -> dict[tuple[str, str], list[tuple[Pool, float]]]:
-    """Demand for (model, region) splits over its pools by their share of deliverable capacity."""
-    pools = Pool.objects.select_related("model", "region", "operating_point__model").prefetch_related("zones")
-    grouped: dict[tuple[str, str], list[tuple[Pool, float]]] = {}
-    for p in pools:
-        grouped.setdefault((p.model.slug, p.region.slug), []).append((p, p.breakdown().deliverable))
-    out = {}
-    for key, rows in grouped.items():
-        total = sum(d for _, d in rows)
-        out[key] = [(p, d / total if total > 0 else 1.0 / len(rows)) for p, d in rows]
-    return out
-
-
 def _round(values: Any) -> list[float]:
     return [round(float(v), 4) for v in values]
 
@@ -168,7 +155,7 @@ def _weekly(values: Any, *, agg: str) -> list[float]:
 def _results(forecasts: list[demand.SeriesForecast], params: Parameters, run: ForecastRun) -> tuple[list, list]:
     hours = demand.spike_hours(forecasts, params.spike_hours)
     tenants = {t.slug: t for t in Tenant.objects.all()}
-    shares = _pool_shares()
+    shares = history.pool_shares()
     series_rows, pool_acc = [], {}
     for f in forecasts:
         tenant, model, region = f.key
