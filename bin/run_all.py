@@ -20,9 +20,7 @@ def main() -> int:
     args = ap.parse_args()
     py = sys.executable
     procs = [subprocess.Popen([py, "manage.py", "runserver", "--noreload", f"{args.host}:{args.port}"], cwd=ROOT)]
-    if (ROOT / "portal/management/commands/simulate_fleet.py").exists() and os.environ.get(
-        "HEADROOM_SIMULATE", "1"
-    ) == "1":
+    if os.environ.get("HEADROOM_SIMULATE", "1") == "1":
         time.sleep(2)
         procs.append(
             subprocess.Popen(
