@@ -33,7 +33,8 @@ def protecting_map() -> dict[int, list[dict[str, Any]]]:
     """Reserves held elsewhere for each pool, in one query.
 
     A reserve protects a pool when it names the pool, or names a zone the pool has replicas in
-    (and is held by another pool): losing that zone is what the reserve stands in for.
+    (and is held by another pool serving the same model: capacity of one model cannot stand in
+    for another's): losing that zone is what the reserve stands in for.
     """
     out: dict[int, list[dict[str, Any]]] = defaultdict(list)
     rows = FailoverReserve.objects.order_by("pk").values_list(
@@ -41,16 +42,19 @@ def protecting_map() -> dict[int, list[dict[str, Any]]]:
         "cu",
         "host_pool_id",
         "host_pool__slug",
+        "host_pool__model_id",
         "protected_pool_id",
         "protected_pool__slug",
         "protected_zone__slug",
         "protected_zone__pool_zones__pool_id",
         "protected_zone__pool_zones__replicas",
+        "protected_zone__pool_zones__pool__model_id",
     )
-    for rid, cu, host_id, host_slug, pool_id, pool_slug, zone_slug, zone_pool_id, zone_replicas in rows:
+    for row in rows:
+        rid, cu, host_id, host_slug, host_model, pool_id, pool_slug, zone_slug, zone_pool_id, replicas, model = row
         if pool_id is not None:
             target, protects = pool_id, {"pool": pool_slug}
-        elif zone_pool_id is not None and zone_replicas and zone_pool_id != host_id:
+        elif zone_pool_id is not None and replicas and zone_pool_id != host_id and model == host_model:
             target, protects = zone_pool_id, {"zone": zone_slug}
         else:
             continue

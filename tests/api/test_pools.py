@@ -156,6 +156,20 @@ def test_zone_reserve_protects_the_other_pools_in_that_zone(client_for, fleet):
     assert response.json()["reserves"]["protecting_this"] == []
 
 
+def test_a_zone_reserve_of_another_model_protects_nothing_here(client_for, fleet):
+    from tests.factories import OperatingPointFactory, ServedModelFactory, make_pool
+
+    other = OperatingPointFactory(model=ServedModelFactory(slug="other-model"))
+    make_pool("pool-other", op=other, region=fleet.pool_a.region)
+    client = client_for("operator")
+    response = client.post(
+        "/api/v1/pools/pool-other/reserves", {"protected_zone": "us-test-a", "cu": "10"}, format="json"
+    )
+    assert response.status_code == 200
+    # Capacity of other-model cannot stand in for llama-test replicas lost with the zone.
+    assert client.get("/api/v1/pools/pool-a").json()["reserves"]["protecting_this"] == []
+
+
 def test_reserve_that_would_oversell_the_host_is_refused(client_for, fleet):
     _grant(fleet, "200")
     client = client_for("operator")
