@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -65,6 +65,12 @@ def pool_sold_peak(pool: Pool, window: Window, *, exclude_pk: int | None = None)
     if exclude_pk is not None:
         qs = qs.exclude(pk=exclude_pk)
     return peak_sold(qs.values_list("starts_at", "ends_at", "cu"), window)
+
+
+def pool_sold_now(pool: Pool, at: datetime | None = None) -> Decimal:
+    """Σ CU sold at one instant (the race tests' oversell check reads this)."""
+    t = at or timezone.now()
+    return pool_sold_peak(pool, Window(t, t + timedelta(microseconds=1)))
 
 
 def pools_with_totals(at: datetime | None = None) -> list[dict[str, Any]]:
