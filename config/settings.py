@@ -196,7 +196,10 @@ if not DEBUG:
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"drop_throttles": {"()": "config.log_filters.DropThrottles"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["drop_throttles"]},
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
     # runserver's access log drowns `make run`'s URL and logins under the simulator's traffic.
     "loggers": {
