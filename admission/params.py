@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -62,6 +62,8 @@ class Snapshot:
     placements: frozenset[tuple[str, str]]  # (model, region) some pool serves
     valid_until: float  # time.monotonic()
     version: int
+    # Per-scope reserve plans (admission.plans), built on first use and dropped with the snapshot.
+    plans: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def lookup(self, tenant: str, project: str, model: str, region: str, cls: str) -> ScopeParams | None:
         """A project's own entitlements first, then the tenant-wide ones."""
@@ -187,3 +189,9 @@ def invalidate(*_: Any, **__: Any) -> None:
     """Drop the snapshot in this process (signal receiver, tests, the health API)."""
     global _current
     _current = None
+
+
+def setting_changed(*, setting: str, **_: Any) -> None:
+    """The snapshot and its plans hold ADMISSION_* settings: a change (tests) drops them."""
+    if setting.startswith("ADMISSION_") or setting == "SECRET_KEY":
+        invalidate()

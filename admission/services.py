@@ -9,24 +9,26 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
+from hashlib import blake2b
+from json.encoder import encode_basestring_ascii as _json_str
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from admission import events, params
+from admission import events, params, plans
 from admission.backends import get_backend
-from admission.backends.base import BEST_EFFORT, Bucket, CompleteOp, ReserveOp, StoreUnavailable
+from admission.backends.base import BEST_EFFORT, CompleteOp, ReserveOp, StoreUnavailable
+from admission.isotime import iso_utc, now_iso
 from entitlements import reasons
 
 CLASSES = ("reserved", "shared", "best_effort")
 STATUSES = ("ok", "cancelled", "error")
-DEFAULT_TTL_S = 600.0
-DEFAULT_IDEM_TTL_S = 900
+DEFAULT_TTL_S, DEFAULT_IDEM_TTL_S = plans.DEFAULT_TTL_S, plans.DEFAULT_IDEM_TTL_S
 
 
 @dataclass(frozen=True)
@@ -130,20 +132,11 @@ def parse_complete(d: Any) -> CompleteRequest:
 # ---- reserve --------------------------------------------------------------------------------
 
 
-def _ttl_s() -> float:
-    return float(getattr(settings, "ADMISSION_RESERVATION_TTL_S", DEFAULT_TTL_S))
-
-
-def _idem_ttl_s() -> int:
-    return int(getattr(settings, "ADMISSION_IDEMPOTENCY_TTL_S", DEFAULT_IDEM_TTL_S))
-
-
-def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).isoformat().replace("+00:00", "Z")
-
-
-def _now_iso() -> str:
-    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+def reservation_id(rid_key: bytes, tenant: str, request_id: str) -> str:
+    """The reservation id of a request: a keyed hash of its identity, so a retry of the same request
+    lands on the same store record (one record is both the reservation and its idempotency entry).
+    Keyed by the secret key: ids cannot be derived from request ids outside the platform."""
+    return blake2b(f"{tenant}\n{request_id}".encode(), digest_size=16, key=rid_key).hexdigest()
 
 
 def throttle(reason: str, retry_after: int | None = None) -> Decision:
@@ -154,13 +147,22 @@ def throttle(reason: str, retry_after: int | None = None) -> Decision:
 
 def _event(req: ReserveRequest, decision: str, est: float, **extra: Any) -> dict[str, Any]:
     ev = {
-        "event_id": req.request_id, "ts": _now_iso(), "tenant": req.tenant, "model": req.model,
+        "event_id": req.request_id, "ts": now_iso(), "tenant": req.tenant, "model": req.model,
         "region": req.region, "traffic_class": req.traffic_class, "decision": decision, "estimated_wt": est,
         "prompt_tokens": req.prompt_tokens, "cached_prompt_tokens": req.cached_prompt_tokens, **extra,
     }  # fmt: skip
     if req.project:
         ev["project"] = req.project
     return ev
+
+
+def _scope_event(plan: plans.Plan, req: ReserveRequest, decision: str, est: float, key: str, value: str) -> None:
+    """`_event` for a request that matched a scope: the static fields come from its plan."""
+    ev = {**plan.event_head, "event_id": req.request_id, "ts": now_iso(), "decision": decision, "estimated_wt": est,
+          "prompt_tokens": req.prompt_tokens, "cached_prompt_tokens": req.cached_prompt_tokens, key: value}  # fmt: skip
+    if req.project:
+        ev["project"] = req.project
+    events.emit(ev)
 
 
 def _refuse(
@@ -174,53 +176,38 @@ def reserve(req: ReserveRequest) -> Decision:
     snap = params.current()
     if (req.model, req.region) not in snap.placements:
         return _refuse(req, reasons.PLACEMENT)
-    scope = snap.lookup(req.tenant, req.project, req.model, req.region, req.traffic_class)
-    pool = snap.pools.get(scope.pool_id) if scope else None
-    if scope is None or pool is None:
+    sp = snap.lookup(req.tenant, req.project, req.model, req.region, req.traffic_class)
+    pool = snap.pools.get(sp.pool_id) if sp else None
+    if sp is None or pool is None:
         return _refuse(req, reasons.NOT_ENTITLED)
-    ent = {"entitlement": scope.entitlement}
-    if req.prompt_tokens > scope.max_prompt_tokens or (req.max_output_tokens or 0) > scope.max_output_tokens:
-        return _refuse(req, reasons.OUTSIDE_ENVELOPE, **ent)
-    out_est = req.max_output_tokens if req.max_output_tokens is not None else scope.output_p95
-    cached = req.cached_prompt_tokens
-    cost = (req.prompt_tokens - cached) + scope.w_cached * cached + scope.w_out * out_est
+    if req.prompt_tokens > sp.max_prompt_tokens or (req.max_output_tokens or 0) > sp.max_output_tokens:
+        return _refuse(req, reasons.OUTSIDE_ENVELOPE, entitlement=sp.entitlement)
     backend = get_backend()
-    p = backend.prefix
-    depth_s = float(getattr(settings, "ADMISSION_BUCKET_DEPTH_S", params.BUCKET_DEPTH_S))
-    rid = uuid.uuid4().hex
-    meta = {
-        "request_id": req.request_id, "tenant": req.tenant, "project": req.project, "model": req.model,
-        "region": req.region, "traffic_class": req.traffic_class, "estimated_wt": cost,
-        "prompt_tokens": req.prompt_tokens, "cached_prompt_tokens": cached, "ttft_slo": scope.ttft_p99_ms,
-        "tpot_slo": scope.tpot_p99_ms, **ent,
-    }  # fmt: skip
-    op = ReserveOp(
-        idem_key=f"{p}req:{req.tenant}:{req.request_id}", reservation_id=rid, inflight_key=f"{p}if:{scope.key}",
-        max_concurrency=scope.max_concurrency, traffic_class=req.traffic_class,
-        own=Bucket(f"{p}b:{scope.key}", scope.rate, scope.rate * depth_s),
-        pool=Bucket(f"{p}p:{pool.pool_id}", pool.rate, pool.depth),
-        borrow=Bucket(f"{p}bb:{scope.key}", scope.borrow_rate, scope.borrow_rate * depth_s) if scope.borrow_rate else None,
-        cost=cost, margin=pool.margin, degraded=pool.degraded, reserved_floor=pool.reserved_floor,
-        ttl_s=_ttl_s(), idem_ttl_s=_idem_ttl_s(), meta=json.dumps(meta, separators=(",", ":")),
-        w_out=scope.w_out, w_cached=scope.w_cached,
-    )  # fmt: skip
+    plan = plans.plan_for(snap, sp, pool, backend.prefix, (req.tenant, req.model, req.region, req.traffic_class))
+    out_est = req.max_output_tokens if req.max_output_tokens is not None else sp.output_p95
+    cached = req.cached_prompt_tokens
+    cost = (req.prompt_tokens - cached) + sp.w_cached * cached + sp.w_out * out_est
+    # The meta JSON, with its static members from the plan (json.loads gives the same dict as before).
+    meta = (f'{{"request_id":{_json_str(req.request_id)},"project":{_json_str(req.project)},"estimated_wt":{cost!r},'
+            f'"prompt_tokens":{req.prompt_tokens},"cached_prompt_tokens":{cached},{plan.meta_tail}')  # fmt: skip
+    rid = reservation_id(plan.rid_key, req.tenant, req.request_id)
     try:
-        ans = backend.reserve(op)
+        ans = backend.reserve(ReserveOp(plan.scope, rid, cost, meta))
     except StoreUnavailable:
-        return _fail_mode(req, cost, meta)
+        return _fail_mode(req, cost, json.loads(meta))
     for m in ans.expired_metas:
         _emit_expired(m)
-    parts = ans.parts()
-    if ans.admitted:
+    parts = ans.raw.split("|")
+    if parts[0] == "A":
         _, res_id, wt, source, expires = parts
         if not ans.replay:
-            events.emit(_event(req, "admit", cost, source_kind=source, **ent))
+            _scope_event(plan, req, "admit", cost, "source_kind", source)
         body = {"decision": "admit", "reservation_id": res_id, "reserved_wt": float(wt), "source": source,
-                "expires_at": _iso(float(expires))}  # fmt: skip
+                "expires_at": iso_utc(float(expires))}  # fmt: skip
         return Decision(200, body)
     _, reason, ra = parts
     if not ans.replay:
-        events.emit(_event(req, "throttle", cost, reason=reason, **ent))
+        _scope_event(plan, req, "throttle", cost, "reason", reason)
     return throttle(reason, int(ra))
 
 
@@ -236,14 +223,14 @@ def _fail_mode(req: ReserveRequest, cost: float, meta: dict[str, Any]) -> Decisi
     if req.traffic_class == BEST_EFFORT:
         return _refuse(req, reasons.ADMISSION_UNAVAILABLE, cost, entitlement=meta["entitlement"])
     rid = "fo-" + uuid.uuid4().hex
-    expires = datetime.now(UTC).timestamp() + _ttl_s()
+    expires = time.time() + plans.ttl_s()
     with _fail_open_lock:
         _fail_open[rid] = {**meta, "source_kind": "fail_open"}
         while len(_fail_open) > FAIL_OPEN_KEEP:
             _fail_open.popitem(last=False)
     events.emit(_event(req, "admit", cost, source_kind="fail_open", entitlement=meta["entitlement"]))
     body = {"decision": "admit", "reservation_id": rid, "reserved_wt": cost, "source": "fail_open",
-            "expires_at": _iso(expires)}  # fmt: skip
+            "expires_at": iso_utc(expires)}  # fmt: skip
     return Decision(200, body)
 
 
@@ -261,7 +248,7 @@ def _slo_met(meta: dict[str, Any], req: CompleteRequest) -> bool | None:
 
 def _complete_event(meta: dict[str, Any], status: str, actual_wt: float, req: CompleteRequest | None) -> dict[str, Any]:
     ev = {
-        "event_id": f"{meta['request_id']}:complete", "ts": _now_iso(), "tenant": meta["tenant"],
+        "event_id": f"{meta['request_id']}:complete", "ts": now_iso(), "tenant": meta["tenant"],
         "model": meta["model"], "region": meta["region"], "traffic_class": meta["traffic_class"],
         "decision": "complete", "status": status, "estimated_wt": meta["estimated_wt"], "actual_wt": actual_wt,
         "prompt_tokens": req.prompt_tokens if req else meta["prompt_tokens"],
@@ -293,7 +280,7 @@ def complete(req: CompleteRequest) -> tuple[int, dict[str, Any]]:
     op = CompleteOp(
         reservation_id=req.reservation_id, prompt_tokens=req.prompt_tokens,
         cached_prompt_tokens=req.cached_prompt_tokens, output_tokens=req.output_tokens, status=req.status,
-        idem_ttl_s=_idem_ttl_s(),
+        idem_ttl_s=plans.idem_ttl_s(),
     )  # fmt: skip
     try:
         settled = get_backend().complete(op)

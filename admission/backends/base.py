@@ -25,31 +25,45 @@ class Bucket:
     depth: float  # wt
 
 
-@dataclass(frozen=True)
-class ReserveOp:
-    idem_key: str
-    reservation_id: str
+# Retry advice for the reasons whose wait does not follow from a bucket's refill.
+RETRY_DEFAULTS: dict[str, int] = {
+    r: reasons.REASONS[r].default_retry_after_s
+    for r in (reasons.CONCURRENCY_LIMIT, reasons.RECLAIMED, reasons.PLATFORM_CAPACITY)
+}
+
+
+@dataclass(frozen=True, eq=False)
+class Scope:
+    """What every reserve in one scope shares while a snapshot lasts: built once per snapshot so
+    the hot path only adds the per-request values (and a backend may cache its wire form of it,
+    keyed by identity: `eq=False`)."""
+
     inflight_key: str
     max_concurrency: int
     traffic_class: str
     own: Bucket
     pool: Bucket
     borrow: Bucket | None  # None: this entitlement may not borrow
-    cost: float
     margin: float  # borrowers need pool level − cost ≥ margin
     degraded: bool  # pool health-scaled rate below what is sold
     reserved_floor: float  # ≤ 0: how deep reserved may take a degraded pool
     ttl_s: float
     idem_ttl_s: int
-    meta: str  # JSON carried to the complete / expiry events
     w_out: float
     w_cached: float
-    retry_defaults: dict[str, int] = field(
-        default_factory=lambda: {
-            r: reasons.REASONS[r].default_retry_after_s
-            for r in (reasons.CONCURRENCY_LIMIT, reasons.RECLAIMED, reasons.PLATFORM_CAPACITY)
-        }
-    )
+    retry_defaults: dict[str, int] = field(default_factory=lambda: RETRY_DEFAULTS)
+
+
+@dataclass(frozen=True, slots=True)
+class ReserveOp:
+    """One reserve. `reservation_id` is derived from the request's identity (tenant and
+    request_id, see services.reservation_id), so it is also the idempotency key: the same
+    request finds its stored answer under it, and one record serves both."""
+
+    scope: Scope
+    reservation_id: str
+    cost: float
+    meta: str  # JSON carried to the complete / expiry events
 
 
 @dataclass(frozen=True)
@@ -92,25 +106,25 @@ def decide(op: ReserveOp, own_l: float, pool_l: float, borrow_l: float) -> tuple
     unless supply is degraded; borrowers (and best_effort, which is never guaranteed) need pool
     room above the reclaim margin, so a lender admitting at its rate always gets through.
     """
-    c = op.cost
-    pool_ok_for_borrow = pool_l - c >= op.margin
-    borrow_reason = reasons.PLATFORM_CAPACITY if op.degraded else reasons.RECLAIMED
-    if op.traffic_class == RESERVED:
-        if op.degraded and pool_l - c < op.reserved_floor:
+    c, s = op.cost, op.scope
+    pool_ok_for_borrow = pool_l - c >= s.margin
+    borrow_reason = reasons.PLATFORM_CAPACITY if s.degraded else reasons.RECLAIMED
+    if s.traffic_class == RESERVED:
+        if s.degraded and pool_l - c < s.reserved_floor:
             return "throttle", reasons.PLATFORM_CAPACITY, 0.0
         if own_l >= c:
             return "admit", "entitlement", 0.0
-        return "throttle", reasons.QUOTA_EXCEEDED, _wait(c - own_l, op.own.rate)
+        return "throttle", reasons.QUOTA_EXCEEDED, _wait(c - own_l, s.own.rate)
     if own_l >= c:
-        if op.traffic_class == SHARED:
-            if op.degraded and pool_l - c < 0:
+        if s.traffic_class == SHARED:
+            if s.degraded and pool_l - c < 0:
                 return "throttle", reasons.PLATFORM_CAPACITY, 0.0
             return "admit", "entitlement", 0.0
         return ("admit", "entitlement", 0.0) if pool_ok_for_borrow else ("throttle", borrow_reason, 0.0)
-    if op.borrow is None:
-        return "throttle", reasons.QUOTA_EXCEEDED, _wait(c - own_l, op.own.rate)
+    if s.borrow is None:
+        return "throttle", reasons.QUOTA_EXCEEDED, _wait(c - own_l, s.own.rate)
     if borrow_l < c:
-        return "throttle", reasons.QUOTA_EXCEEDED, _wait(c - max(own_l, borrow_l), op.own.rate + op.borrow.rate)
+        return "throttle", reasons.QUOTA_EXCEEDED, _wait(c - max(own_l, borrow_l), s.own.rate + s.borrow.rate)
     if not pool_ok_for_borrow:
         return "throttle", borrow_reason, 0.0
     return "admit", "borrowed", 0.0

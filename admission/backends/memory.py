@@ -43,7 +43,7 @@ class _Res:
 @dataclass
 class _Store:
     buckets: dict[str, tuple[float, float]] = field(default_factory=dict)  # key → (level, at)
-    idem: dict[str, tuple[str, float]] = field(default_factory=dict)  # key → (answer, gone_at)
+    idem: dict[str, tuple[str, float]] = field(default_factory=dict)  # reservation id → (answer, gone_at)
     inflight: dict[str, dict[str, float]] = field(default_factory=dict)  # scope → {rid: expires}
     res: dict[str, _Res] = field(default_factory=dict)
 
@@ -82,48 +82,50 @@ class MemoryBackend:
         self._s.res = {k: v for k, v in self._s.res.items() if v.gone_at > now or v.state == "open"}
 
     def reserve(self, op: ReserveOp) -> Answer:
+        s, rid = op.scope, op.reservation_id
         with self._lock:
             now = self.clock()
             self._gc(now)
-            prev = self._s.idem.get(op.idem_key)
+            prev = self._s.idem.get(rid)
             if prev is not None and prev[1] > now:
                 return Answer(raw=prev[0], replay=True, expired_metas=[])
-            scope = self._s.inflight.setdefault(op.inflight_key, {})
+            scope = self._s.inflight.setdefault(s.inflight_key, {})
             expired: list[str] = []
-            if len(scope) >= op.max_concurrency:
+            if len(scope) >= s.max_concurrency:
                 # At the cap, first settle this scope's reservations past their TTL (the sweep does the rest).
-                expired = [m for rid, exp in list(scope.items()) if exp <= now and (m := self._expire_one(rid))]
-                if len(scope) >= op.max_concurrency:
+                expired = [m for r, exp in list(scope.items()) if exp <= now and (m := self._expire_one(r))]
+                if len(scope) >= s.max_concurrency:
                     return self._throttle(op, "CONCURRENCY_LIMIT", 0.0, now, expired)
-            own_l = self._level(op.own.key, op.own.rate, op.own.depth, now)
-            pool_l = self._level(op.pool.key, op.pool.rate, op.pool.depth, now)
-            b = op.borrow
-            bor_l = self._level(b.key, b.rate, b.depth, now) if b else 0.0
+            own_l = self._level(s.own.key, s.own.rate, s.own.depth, now)
+            pool_l = self._level(s.pool.key, s.pool.rate, s.pool.depth, now)
+            b = s.borrow
+            # Read only when the own bucket falls short, as the script does (decide() needs it only then).
+            bor_l = self._level(b.key, b.rate, b.depth, now) if b and own_l < op.cost else 0.0
             verdict, what, wait = decide(op, own_l, pool_l, bor_l)
             if verdict == "throttle":
                 return self._throttle(op, what, wait, now, expired)
             if what == "borrowed" and b is not None:
                 charged = (b.key, b.rate, b.depth)
                 self._s.buckets[b.key] = (bor_l - op.cost, now)
-                self._s.buckets[op.own.key] = (own_l, now)
+                self._s.buckets[s.own.key] = (own_l, now)
             else:
-                charged = (op.own.key, op.own.rate, op.own.depth)
-                self._s.buckets[op.own.key] = (own_l - op.cost, now)
-            self._s.buckets[op.pool.key] = (pool_l - op.cost, now)
-            expires = now + op.ttl_s
-            scope[op.reservation_id] = expires
-            self._s.res[op.reservation_id] = _Res(
-                "open", op.inflight_key, charged, (op.pool.key, op.pool.rate, op.pool.depth),
-                op.cost, op.w_out, op.w_cached, op.meta, expires + op.idem_ttl_s,
+                charged = (s.own.key, s.own.rate, s.own.depth)
+                self._s.buckets[s.own.key] = (own_l - op.cost, now)
+            self._s.buckets[s.pool.key] = (pool_l - op.cost, now)
+            expires = now + s.ttl_s
+            scope[rid] = expires
+            self._s.res[rid] = _Res(
+                "open", s.inflight_key, charged, (s.pool.key, s.pool.rate, s.pool.depth),
+                op.cost, s.w_out, s.w_cached, op.meta, expires + s.idem_ttl_s,
             )  # fmt: skip
-            raw = f"A|{op.reservation_id}|{op.cost!r}|{what}|{expires!r}"
-            self._s.idem[op.idem_key] = (raw, expires + op.idem_ttl_s)
+            raw = f"A|{rid}|{op.cost!r}|{what}|{expires!r}"
+            self._s.idem[rid] = (raw, expires + s.idem_ttl_s)
             return Answer(raw=raw, replay=False, expired_metas=expired)
 
     def _throttle(self, op: ReserveOp, reason: str, wait: float, now: float, expired: list[str]) -> Answer:
-        ra = retry_after_s(reason, wait, op.retry_defaults)
+        ra = retry_after_s(reason, wait, op.scope.retry_defaults)
         raw = f"T|{reason}|{ra}"
-        self._s.idem[op.idem_key] = (raw, now + max(1, ra))
+        self._s.idem[op.reservation_id] = (raw, now + max(1, ra))
         return Answer(raw=raw, replay=False, expired_metas=expired)
 
     def complete(self, op: CompleteOp) -> Settled | None:

@@ -1,20 +1,30 @@
 """Redis backend: one server-side Lua script per operation, called with EVALSHA.
 
-redis-py's `register_script` sends EVALSHA and loads the script on NOSCRIPT (a restarted
-Redis has forgotten it). Short socket timeouts keep a dead store from stalling the serving
-path: the caller turns `StoreUnavailable` into the class's fail mode.
+The hot path (reserve, complete) talks to Redis over one connection per thread, packed by
+hiredis and without the pool's per-call checkout: the store's round trip is most of a reserve,
+so the client adds as little as it can to it. A restarted Redis has forgotten the scripts: on
+NOSCRIPT the script is loaded and the call sent again. Short socket timeouts keep a dead store
+from stalling the serving path: the caller turns `StoreUnavailable` into the class's fail mode.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
+import os
+import threading
+import weakref
 from pathlib import Path
+from typing import Any
 
 import redis
+from hiredis import pack_command
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from admission.backends.base import Answer, CompleteOp, ReserveOp, Settled, StoreUnavailable
+from admission.backends.base import Answer, CompleteOp, ReserveOp, Scope, Settled, StoreUnavailable
 from entitlements import reasons
 
 LUA = Path(__file__).with_name("lua")
@@ -25,11 +35,23 @@ def _script(name: str) -> str:
     return (LUA / "lib.lua").read_text() + "\n" + (LUA / f"{name}.lua").read_text()
 
 
+class _Script:
+    def __init__(self, name: str) -> None:
+        self.source = _script(name).encode()
+        self.sha = hashlib.sha1(self.source).hexdigest().encode()  # noqa: S324  (Redis names scripts by SHA-1)
+
+
+class _Local(threading.local):
+    conn: Any = None
+    pid = 0
+
+
 class RedisBackend:
     name = "redis"
 
     def __init__(self, url: str, *, prefix: str = "adm:", socket_timeout: float = 0.05) -> None:
         self.prefix = prefix
+        # The general client: the sweep, introspection and tests; its pool also makes the hot path's connections.
         self.client = redis.Redis.from_url(
             url,
             socket_timeout=socket_timeout,
@@ -37,58 +59,82 @@ class RedisBackend:
             retry_on_timeout=False,
             health_check_interval=0,
         )
-        self._reserve = self.client.register_script(_script("reserve"))
-        self._complete = self.client.register_script(_script("complete"))
+        self._reserve = _Script("reserve")
+        self._complete = _Script("complete")
         self._sweep = self.client.register_script(_script("sweep"))
+        self._local = _Local()
+        self._static: weakref.WeakKeyDictionary[Scope, tuple[bytes, ...]] = weakref.WeakKeyDictionary()
+        self._prefix_b = prefix.encode()
+        self._scopes_key = (prefix + "scopes").encode()
 
-    @property
-    def exp_key(self) -> str:
-        return self.prefix + "exp"
+    # ---- the hot path's connection ------------------------------------------------------------
 
-    def res_key(self, reservation_id: str) -> str:
-        return f"{self.prefix}res:{reservation_id}"
+    def _conn(self) -> Any:
+        loc = self._local
+        if loc.conn is None or loc.pid != os.getpid():  # a forked child must not share its parent's socket
+            loc.conn, loc.pid = self.client.connection_pool.make_connection(), os.getpid()
+        return loc.conn
+
+    def _eval(self, script: _Script, nkeys: int, args: tuple[Any, ...]) -> Any:
+        conn = self._conn()
+        try:
+            try:
+                conn.send_packed_command((pack_command((b"EVALSHA", script.sha, nkeys, *args)),), check_health=False)
+                return conn.read_response()
+            except NoScriptError:
+                conn.send_packed_command((pack_command((b"SCRIPT", b"LOAD", script.source)),), check_health=False)
+                conn.read_response()
+                conn.send_packed_command((pack_command((b"EVALSHA", script.sha, nkeys, *args)),), check_health=False)
+                return conn.read_response()
+        except _DOWN as exc:
+            conn.disconnect()
+            raise StoreUnavailable(str(exc)) from exc
+
+    # ---- operations -----------------------------------------------------------------------------
+
+    def record_key(self, reservation_id: str) -> str:
+        return f"{self.prefix}r:{reservation_id}"
+
+    def _static_args(self, s: Scope) -> tuple[bytes, ...]:
+        """The scope's values as reserve.lua reads them (ARGV 5–22), formatted once per snapshot."""
+        got = self._static.get(s)
+        if got is None:
+            b = s.borrow
+            bor = (b.rate, b.depth) if b else (0.0, 0.0)
+            d = s.retry_defaults
+            middle = [s.inflight_key, s.own.key, repr(s.own.rate), repr(s.own.depth),
+                      s.pool.key, repr(s.pool.rate), repr(s.pool.depth), repr(s.w_out), repr(s.w_cached)]  # fmt: skip
+            borrowed = [*middle[:1], b.key, repr(b.rate), repr(b.depth), *middle[4:]] if b else middle
+            vals = [
+                s.traffic_class, s.max_concurrency, repr(s.own.rate), repr(s.own.depth),
+                repr(s.pool.rate), repr(s.pool.depth), repr(bor[0]), repr(bor[1]), repr(s.margin),
+                "1" if s.degraded else "0", repr(s.reserved_floor), repr(s.ttl_s), math.ceil(s.ttl_s) + s.idem_ttl_s,
+                d[reasons.CONCURRENCY_LIMIT], d[reasons.RECLAIMED], d[reasons.PLATFORM_CAPACITY],
+                "\t".join(middle), "\t".join(borrowed),
+            ]  # fmt: skip
+            got = self._static[s] = tuple(str(v).encode() for v in vals)
+        return got
 
     def reserve(self, op: ReserveOp) -> Answer:
-        b = op.borrow
-        keys = [op.idem_key, op.own.key, op.pool.key, b.key if b else op.own.key + ":b", op.inflight_key, self.exp_key]
-        d = op.retry_defaults
-        args = [
-            self.prefix, op.reservation_id, op.max_concurrency, op.traffic_class,
-            repr(op.own.rate), repr(op.own.depth), repr(op.pool.rate), repr(op.pool.depth),
-            repr(b.rate if b else 0.0), repr(b.depth if b else 0.0),
-            repr(op.cost), repr(op.margin), "1" if op.degraded else "0", repr(op.reserved_floor),
-            repr(op.ttl_s), op.idem_ttl_s, op.meta, repr(op.w_out), repr(op.w_cached),
-            d[reasons.CONCURRENCY_LIMIT], d[reasons.RECLAIMED], d[reasons.PLATFORM_CAPACITY],
-        ]  # fmt: skip
-        try:
-            out = self._reserve(keys=keys, args=args)
-        except _DOWN as exc:
-            raise StoreUnavailable(str(exc)) from exc
-        return Answer(raw=_s(out[0]), replay=bool(int(out[1])), expired_metas=[_s(m) for m in out[2:]])
+        s = op.scope
+        rid = op.reservation_id
+        borrow_key = s.borrow.key if s.borrow else s.own.key + ":b"
+        args = (self.record_key(rid), s.own.key, s.pool.key, borrow_key, s.inflight_key, self._scopes_key,
+                self._prefix_b, rid, repr(op.cost), op.meta, *self._static_args(s))  # fmt: skip
+        out = self._eval(self._reserve, 6, args)
+        return Answer(raw=out[0].decode(), replay=out[1] == 1, expired_metas=[m.decode() for m in out[2:]])
 
     def complete(self, op: CompleteOp) -> Settled | None:
-        args = [
-            op.reservation_id,
-            op.prompt_tokens,
-            op.cached_prompt_tokens,
-            op.output_tokens,
-            op.status,
-            op.idem_ttl_s,
-            self.prefix,
-        ]
-        try:
-            out = self._complete(keys=[self.res_key(op.reservation_id)], args=args)
-        except _DOWN as exc:
-            raise StoreUnavailable(str(exc)) from exc
+        args = (self.record_key(op.reservation_id), op.reservation_id, op.prompt_tokens, op.cached_prompt_tokens,
+                op.output_tokens, op.status, op.idem_ttl_s, self._prefix_b)  # fmt: skip
+        out = self._eval(self._complete, 1, args)
         if out is None:
             return None
-        return Settled(
-            result=json.loads(_s(out[0])), replay=bool(int(out[1])), meta=_s(out[2]) if len(out) > 2 else None
-        )
+        return Settled(result=json.loads(out[0]), replay=out[1] == 1, meta=out[2].decode() if len(out) > 2 else None)
 
     def sweep(self, limit: int = 1000) -> list[str]:
         try:
-            return [_s(m) for m in self._sweep(keys=[self.exp_key], args=[self.prefix, limit])]
+            return [_s(m) for m in self._sweep(keys=[self._scopes_key], args=[self.prefix, limit])]
         except _DOWN as exc:
             raise StoreUnavailable(str(exc)) from exc
 

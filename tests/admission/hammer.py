@@ -11,7 +11,7 @@ import uuid
 
 import redis
 
-from admission.backends.base import Bucket, CompleteOp, ReserveOp
+from admission.backends.base import Bucket, CompleteOp, ReserveOp, Scope
 from admission.backends.redis import RedisBackend
 
 RATE, DEPTH, COST, MAXC, TTL = 1000.0, 60_000.0, 100.0, 8, 600.0
@@ -23,16 +23,15 @@ def run(url: str, prefix: str, threads: int, seconds: float, out) -> None:  # ty
     lock = threading.Lock()
     acc = {"admitted_wt": 0.0, "admits": 0, "throttles": {}, "violations": 0, "errors": 0, "admit_times": []}
     deadline = time.monotonic() + seconds
+    scope = Scope(
+        inflight_key=f"{prefix}if:s", max_concurrency=MAXC, traffic_class="reserved",
+        own=Bucket(f"{prefix}b:s", RATE, DEPTH), pool=Bucket(f"{prefix}p:1", 1e6, 6e7), borrow=None,
+        margin=0.0, degraded=False, reserved_floor=0.0, ttl_s=TTL, idem_ttl_s=60, w_out=4.0, w_cached=0.0,
+    )  # fmt: skip
 
     def worker() -> None:
         while time.monotonic() < deadline:
-            o = ReserveOp(
-                idem_key=f"{prefix}req:{uuid.uuid4().hex}", reservation_id=uuid.uuid4().hex,
-                inflight_key=f"{prefix}if:s", max_concurrency=MAXC, traffic_class="reserved",
-                own=Bucket(f"{prefix}b:s", RATE, DEPTH), pool=Bucket(f"{prefix}p:1", 1e6, 6e7), borrow=None,
-                cost=COST, margin=0.0, degraded=False, reserved_floor=0.0, ttl_s=TTL, idem_ttl_s=60, meta="{}",
-                w_out=4.0, w_cached=0.0,
-            )  # fmt: skip
+            o = ReserveOp(scope, uuid.uuid4().hex, COST, "{}")
             try:
                 a = backend.reserve(o)
             except Exception:

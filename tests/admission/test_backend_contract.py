@@ -5,11 +5,12 @@ Bucket rates are 0 unless a test is about refill, so levels are exact whatever t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import uuid
 
-from admission.backends.base import Bucket, CompleteOp, ReserveOp
+from admission.backends.base import Bucket, CompleteOp, ReserveOp, Scope
 
 
 def op(
@@ -28,23 +29,24 @@ def op(
     scope="s1",
 ) -> ReserveOp:
     return ReserveOp(
-        idem_key=f"req:{req or uuid.uuid4().hex}",
-        reservation_id=uuid.uuid4().hex,
-        inflight_key=f"if:{scope}",
-        max_concurrency=maxc,
-        traffic_class=cls,
-        own=Bucket(f"b:{scope}", *own),
-        pool=Bucket("p:1", *pool),
-        borrow=Bucket(f"bb:{scope}", *borrow) if borrow else None,
+        scope=Scope(
+            inflight_key=f"if:{scope}",
+            max_concurrency=maxc,
+            traffic_class=cls,
+            own=Bucket(f"b:{scope}", *own),
+            pool=Bucket("p:1", *pool),
+            borrow=Bucket(f"bb:{scope}", *borrow) if borrow else None,
+            margin=margin,
+            degraded=degraded,
+            reserved_floor=floor,
+            ttl_s=ttl,
+            idem_ttl_s=60,
+            w_out=4.0,
+            w_cached=0.5,
+        ),
+        reservation_id=req or uuid.uuid4().hex,  # the same request → the same id (services.reservation_id)
         cost=cost,
-        margin=margin,
-        degraded=degraded,
-        reserved_floor=floor,
-        ttl_s=ttl,
-        idem_ttl_s=60,
         meta=json.dumps({"scope": scope}),
-        w_out=4.0,
-        w_cached=0.5,
     )
 
 
@@ -56,18 +58,16 @@ def prefixed(b, o: ReserveOp) -> ReserveOp:
     """Redis tests isolate their keys under the backend's prefix."""
     if not hasattr(b, "client"):
         return o
-    p = b.prefix
-    bor = Bucket(p + o.borrow.key, o.borrow.rate, o.borrow.depth) if o.borrow else None
-    return ReserveOp(
-        **{
-            **o.__dict__,
-            "idem_key": p + o.idem_key,
-            "inflight_key": p + o.inflight_key,
-            "own": Bucket(p + o.own.key, o.own.rate, o.own.depth),
-            "pool": Bucket(p + o.pool.key, o.pool.rate, o.pool.depth),
-            "borrow": bor,
-        }
+    p, s = b.prefix, o.scope
+    bor = Bucket(p + s.borrow.key, s.borrow.rate, s.borrow.depth) if s.borrow else None
+    scope = dataclasses.replace(
+        s,
+        inflight_key=p + s.inflight_key,
+        own=Bucket(p + s.own.key, s.own.rate, s.own.depth),
+        pool=Bucket(p + s.pool.key, s.pool.rate, s.pool.depth),
+        borrow=bor,
     )
+    return ReserveOp(scope, o.reservation_id, o.cost, o.meta)
 
 
 def reserve(b, o):

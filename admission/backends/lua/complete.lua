@@ -1,20 +1,24 @@
--- KEYS: 1 reservation record. ARGV: 1 reservation id, 2 prompt, 3 cached, 4 output, 5 status, 6 idem ttl,
+-- KEYS: 1 record. ARGV: 1 reservation id, 2 prompt, 3 cached, 4 output, 5 status, 6 idem ttl,
 -- 7 key prefix.
 -- Refunds the unused estimate (or charges an overrun into debt) on the bucket that paid and on the
--- pool bucket, frees the concurrency slot. Settling twice returns the first result.
+-- pool bucket, frees the concurrency slot. Settling twice returns the first result while it is kept
+-- (idem ttl from the first settlement).
 local rk, rid = KEYS[1], ARGV[1]
 local raw = redis.call('GET', rk)
-if not raw then return nil end
-if string.sub(raw, 1, 5) == 'done\t' then return {string.sub(raw, 6), 1} end
-local f = split(raw)
+if (not raw) or string.sub(raw, 1, 2) == 'T|' then return nil end  -- unknown, or only a throttle answer
 local now = now_s()
-local est = tonumber(f[9])
+local f = split(raw)
+if f[1] == 'done' then
+  if tonumber(f[3]) <= now then return nil end
+  return {f[4], 1}
+end
+local est = tonumber(f[12])
 local first = nil
 if f[1] == 'open' then
-  local exp = redis.call('ZSCORE', f[2], rid)
+  local exp = redis.call('ZSCORE', f[3], rid)
   -- Past its TTL: settled at the full estimate; whoever expires it reports it.
   if (not exp) or tonumber(exp) <= now then
-    first = expire_one(ARGV[7], ARGV[7] .. 'exp', rid)
+    first = expire_one(ARGV[7], f[3], rid)
     f[1] = 'expired'
   end
 end
@@ -27,12 +31,12 @@ end
 local prompt, cached, output = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local actual = (prompt - cached) + tonumber(f[11]) * cached + tonumber(f[10]) * output
 local delta = est - actual
-local cd, pd = tonumber(f[5]), tonumber(f[8])
-put(f[3], math.min(cd, level(f[3], tonumber(f[4]), cd, now) + delta), now)
-put(f[6], math.min(pd, level(f[6], tonumber(f[7]), pd, now) + delta), now)
-redis.call('ZREM', f[2], rid)
-redis.call('ZREM', ARGV[7] .. 'exp', rid)
+local cd, pd = tonumber(f[6]), tonumber(f[9])
+put(f[4], math.min(cd, level(f[4], tonumber(f[5]), cd, now) + delta), now)
+put(f[7], math.min(pd, level(f[7], tonumber(f[8]), pd, now) + delta), now)
+redis.call('ZREM', f[3], rid)
 local result = cjson.encode({reservation_id = rid, status = ARGV[5], reserved_wt = est, actual_wt = actual,
   refunded_wt = delta})
-redis.call('SET', rk, 'done\t' .. result, 'EX', tonumber(ARGV[6]))
+-- The record keeps its TTL: the reserve answer stays replayable as long as before.
+redis.call('SET', rk, join({'done', f[2], num(now + tonumber(ARGV[6])), result}), 'KEEPTTL')
 return {result, 0, f[13]}

@@ -1,6 +1,8 @@
 -- Shared helpers, prepended to each operation script when it is loaded (one script per operation).
--- Time comes from Redis itself so every process agrees on it. Every redis.call costs: the hot
--- path keeps them few (buckets never expire; a reservation is one string, not a hash).
+-- Time comes from Redis itself so every process agrees on it. Every redis.call and every new key
+-- costs on the hot path: a reservation is one string that is also its request's idempotency
+-- record, and static values arrive preformatted from Python (redis.py) so they are copied, not
+-- formatted here.
 local function now_s()
   local t = redis.call('TIME')
   return tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -21,9 +23,12 @@ local function put(key, l, now)
   redis.call('HSET', key, 'l', num(l), 't', num(now))
 end
 
--- A reservation record: tab-separated fields (JSON escapes tabs, so meta may come last).
--- st, ik (in-flight zset), cb, cr, cd (bucket that paid: key, rate, depth), pk, pr, pd (pool),
--- est, wo, wc, src, meta. A settled one is 'done' TAB result-json.
+-- The record under '<prefix>r:<reservation id>', tab-separated (JSON escapes tabs, so meta may
+-- come last):
+--   a throttle answer:  'T|reason|retry' (no tabs; it is all the request needs to replay)
+--   open or expired:    st, answer, ik (in-flight zset), ck, cr, cd (bucket that paid: key,
+--                       rate, depth), pk, pr, pd (pool), wo, wc, est, meta
+--   settled:            'done', answer, until (the result is forgotten then), result-json
 local function split(s)
   local out, i = {}, 1
   while true do
@@ -36,16 +41,23 @@ end
 
 local function join(f) return table.concat(f, '\t') end
 
+-- The reserve answer a record replays: itself for a throttle, else its second field.
+local function answer_of(raw)
+  local a = string.find(raw, '\t', 1, true)
+  if not a then return raw end
+  local b = string.find(raw, '\t', a + 1, true)
+  return string.sub(raw, a + 1, b - 1)
+end
+
 -- Settle one reservation past its TTL at its full estimate (it was debited in full at reserve).
-local function expire_one(prefix, exp_key, id)
-  local rk = prefix .. 'res:' .. id
-  redis.call('ZREM', exp_key, id)
+-- Leaves the in-flight zset `ik` even when the record itself is gone, so no slot can leak.
+local function expire_one(prefix, ik, id)
+  redis.call('ZREM', ik, id)
+  local rk = prefix .. 'r:' .. id
   local raw = redis.call('GET', rk)
-  if not raw then return nil end
+  if (not raw) or string.sub(raw, 1, 5) ~= 'open\t' then return nil end
   local f = split(raw)
-  if f[1] ~= 'open' then return nil end
   f[1] = 'expired'
   redis.call('SET', rk, join(f), 'KEEPTTL')
-  redis.call('ZREM', f[2], id)
   return f[13]
 end

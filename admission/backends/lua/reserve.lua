@@ -1,74 +1,75 @@
--- KEYS: 1 idempotency, 2 own bucket, 3 pool bucket, 4 borrow bucket, 5 in-flight zset, 6 expiry zset
--- ARGV: see admission/backends/redis.py (_reserve_args); mirrors base.decide().
-local prefix, rid = ARGV[1], ARGV[2]
-local maxc, cls = tonumber(ARGV[3]), ARGV[4]
-local own_r, own_d = tonumber(ARGV[5]), tonumber(ARGV[6])
-local pool_r, pool_d = tonumber(ARGV[7]), tonumber(ARGV[8])
-local bor_r, bor_d = tonumber(ARGV[9]), tonumber(ARGV[10])
-local c, margin = tonumber(ARGV[11]), tonumber(ARGV[12])
-local degraded, floor = ARGV[13] == '1', tonumber(ARGV[14])
-local ttl, idem_ttl = tonumber(ARGV[15]), tonumber(ARGV[16])
-local meta, wo, wc = ARGV[17], ARGV[18], ARGV[19]
-local retry = {CONCURRENCY_LIMIT = tonumber(ARGV[20]), RECLAIMED = tonumber(ARGV[21]),
-               PLATFORM_CAPACITY = tonumber(ARGV[22])}
-local can_borrow = bor_d > 0
-
+-- KEYS: 1 record (reservation + idempotency), 2 own bucket, 3 pool bucket, 4 borrow bucket,
+--       5 in-flight zset, 6 the set of in-flight zsets (what the sweep walks).
+-- ARGV: 1 key prefix, 2 reservation id, 3 cost, 4 meta, then the scope's static values
+--       (redis.py: _static): 5 class, 6 max concurrency, 7-8 own rate/depth, 9-10 pool rate/depth,
+--       11-12 borrow rate/depth (0: may not borrow), 13 margin, 14 degraded '1'/'0', 15 reserved
+--       floor, 16 ttl, 17 record ttl, 18-20 retry for CONCURRENCY_LIMIT, RECLAIMED,
+--       PLATFORM_CAPACITY, 21 / 22 the record's static middle when the own / borrow bucket pays.
+-- Mirrors base.decide().
 local prev = redis.call('GET', KEYS[1])
-if prev then return {prev, 1} end
+if prev then return {answer_of(prev), 1} end
 
+local c, cls = tonumber(ARGV[3]), ARGV[5]
 local now = now_s()
 local out = {'', 0}
 
-local function throttle(reason, wait)
-  local ra = retry[reason]
-  if reason == 'QUOTA_EXCEEDED' then ra = math.max(1, math.min(3600, math.ceil(wait))) end
+local function throttle(reason, ra)
   local ans = 'T|' .. reason .. '|' .. ra
-  redis.call('SET', KEYS[1], ans, 'EX', math.max(1, ra))
+  redis.call('SET', KEYS[1], ans, 'EX', math.max(1, tonumber(ra)))
   out[1] = ans
   return out
 end
 
-local function wait(deficit, rate) if rate > 0 then return deficit / rate end return 3600 end
-
-if redis.call('ZCARD', KEYS[5]) >= maxc then
-  -- At the cap, first settle this scope's reservations past their TTL (the sweep does the rest).
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', num(now))) do
-    local m = expire_one(prefix, KEYS[6], id)
-    if m then out[#out + 1] = m end
-  end
-  if redis.call('ZCARD', KEYS[5]) >= maxc then return throttle('CONCURRENCY_LIMIT', 0) end
+-- QUOTA_EXCEEDED advises the wait until the bucket(s) would have room.
+local function quota(deficit, rate)
+  local w = 3600
+  if rate > 0 then w = deficit / rate end
+  return throttle('QUOTA_EXCEEDED', math.max(1, math.min(3600, math.ceil(w))))
 end
 
+local n = redis.call('ZCARD', KEYS[5])
+if n >= tonumber(ARGV[6]) then
+  -- At the cap, first settle this scope's reservations past their TTL (the sweep does the rest).
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', num(now))) do
+    local m = expire_one(ARGV[1], KEYS[5], id)
+    if m then out[#out + 1] = m end
+  end
+  if redis.call('ZCARD', KEYS[5]) >= tonumber(ARGV[6]) then return throttle('CONCURRENCY_LIMIT', ARGV[18]) end
+end
+
+local own_r, own_d = tonumber(ARGV[7]), tonumber(ARGV[8])
+local pool_r, pool_d = tonumber(ARGV[9]), tonumber(ARGV[10])
 local own_l = level(KEYS[2], own_r, own_d, now)
 local pool_l = level(KEYS[3], pool_r, pool_d, now)
-local bor_l = 0
-if can_borrow then bor_l = level(KEYS[4], bor_r, bor_d, now) end
-local pool_ok = pool_l - c >= margin
-local bor_reason = 'RECLAIMED'
-if degraded then bor_reason = 'PLATFORM_CAPACITY' end
+local degraded = ARGV[14] == '1'
+local bor_reason, bor_retry = 'RECLAIMED', ARGV[19]
+if degraded then bor_reason, bor_retry = 'PLATFORM_CAPACITY', ARGV[20] end
+local pool_ok = pool_l - c >= tonumber(ARGV[13])
 
-local source
+local source, bor_l
 if cls == 'reserved' then
-  if degraded and pool_l - c < floor then return throttle('PLATFORM_CAPACITY', 0) end
-  if own_l < c then return throttle('QUOTA_EXCEEDED', wait(c - own_l, own_r)) end
+  if degraded and pool_l - c < tonumber(ARGV[15]) then return throttle('PLATFORM_CAPACITY', ARGV[20]) end
+  if own_l < c then return quota(c - own_l, own_r) end
   source = 'entitlement'
 elseif own_l >= c then
   if cls == 'shared' then
-    if degraded and pool_l - c < 0 then return throttle('PLATFORM_CAPACITY', 0) end
+    if degraded and pool_l - c < 0 then return throttle('PLATFORM_CAPACITY', ARGV[20]) end
   elseif not pool_ok then
-    return throttle(bor_reason, 0)
+    return throttle(bor_reason, bor_retry)
   end
   source = 'entitlement'
 else
-  if not can_borrow then return throttle('QUOTA_EXCEEDED', wait(c - own_l, own_r)) end
-  if bor_l < c then return throttle('QUOTA_EXCEEDED', wait(c - math.max(own_l, bor_l), own_r + bor_r)) end
-  if not pool_ok then return throttle(bor_reason, 0) end
+  local bor_r, bor_d = tonumber(ARGV[11]), tonumber(ARGV[12])
+  if bor_d <= 0 then return quota(c - own_l, own_r) end
+  bor_l = level(KEYS[4], bor_r, bor_d, now)  -- read only now: decide() needs it only here
+  if bor_l < c then return quota(c - math.max(own_l, bor_l), own_r + bor_r) end
+  if not pool_ok then return throttle(bor_reason, bor_retry) end
   source = 'borrowed'
 end
 
-local cb, cr, cd = KEYS[2], own_r, own_d
+local static = ARGV[21]
 if source == 'borrowed' then
-  cb, cr, cd = KEYS[4], bor_r, bor_d
+  static = ARGV[22]
   put(KEYS[4], bor_l - c, now)
   put(KEYS[2], own_l, now)
 else
@@ -76,12 +77,11 @@ else
 end
 put(KEYS[3], pool_l - c, now)
 
-local expires = now + ttl
-redis.call('SET', prefix .. 'res:' .. rid, join({'open', KEYS[5], cb, num(cr), num(cd), KEYS[3], num(pool_r),
-  num(pool_d), num(c), wo, wc, source, meta}), 'EX', math.ceil(ttl) + idem_ttl)
-redis.call('ZADD', KEYS[5], num(expires), rid)
-redis.call('ZADD', KEYS[6], num(expires), rid)
-local ans = 'A|' .. rid .. '|' .. num(c) .. '|' .. source .. '|' .. num(expires)
-redis.call('SET', KEYS[1], ans, 'EX', math.ceil(ttl) + idem_ttl)
+local expires = num(now + tonumber(ARGV[16]))
+local ans = 'A|' .. ARGV[2] .. '|' .. ARGV[3] .. '|' .. source .. '|' .. expires
+redis.call('SET', KEYS[1], 'open\t' .. ans .. '\t' .. static .. '\t' .. ARGV[3] .. '\t' .. ARGV[4],
+  'EX', ARGV[17])
+if n == 0 then redis.call('SADD', KEYS[6], KEYS[5]) end  -- a non-empty in-flight zset is always listed
+redis.call('ZADD', KEYS[5], expires, ARGV[2])
 out[1] = ans
 return out

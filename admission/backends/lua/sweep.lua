@@ -1,9 +1,17 @@
--- KEYS: 1 expiry zset. ARGV: 1 key prefix, 2 max reservations to settle in this call.
--- The periodic sweep: settles reservations past their TTL at their full estimate.
-local now = now_s()
+-- KEYS: 1 the set of in-flight zsets. ARGV: 1 key prefix, 2 max reservations to look at in this call.
+-- The periodic sweep: settles reservations past their TTL at their full estimate. A zset found
+-- empty leaves the set (reserve lists it again with its next reservation; scripts do not interleave).
+local now = num(now_s())
+local left = tonumber(ARGV[2])
 local out = {}
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', num(now), 'LIMIT', 0, tonumber(ARGV[2]))) do
-  local m = expire_one(ARGV[1], KEYS[1], id)
-  if m then out[#out + 1] = m end
+for _, ik in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if left <= 0 then break end
+  local ids = redis.call('ZRANGEBYSCORE', ik, '-inf', now, 'LIMIT', 0, left)
+  left = left - #ids
+  for _, id in ipairs(ids) do
+    local m = expire_one(ARGV[1], ik, id)
+    if m then out[#out + 1] = m end
+  end
+  if redis.call('ZCARD', ik) == 0 then redis.call('SREM', KEYS[1], ik) end
 end
 return out
