@@ -1,7 +1,7 @@
 """Admission events, batched off the hot path (docs/INTERFACES.md: admission → telemetry).
 
-`emit()` appends to a bounded in-process buffer; a daemon thread flushes every FLUSH_S or as
-soon as BATCH events wait, calling `telemetry.services.ingest_events(source="admission", …)`.
+`emit()` appends to a bounded in-process buffer; a daemon thread flushes every FLUSH_S, and
+whole batches as soon as BATCH events wait, calling `telemetry.services.ingest_events(source="admission", …)`.
 A failing sink keeps the events at the front of the buffer and is retried with exponential
 backoff; only what overflows the bound is lost, and it is counted (`stats()["dropped"]`).
 """
@@ -92,22 +92,27 @@ class EventBuffer:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(self._backoff or self.flush_s)
+            full = self._wake.wait(self._backoff or self.flush_s)
             self._wake.clear()
-            self.flush()
+            with self._flushing:
+                # Woken by a full batch: send full batches only and leave the rest for the tick (or the
+                # next full batch). Draining to the last event would, under steady load, hand the sink
+                # a stream of tiny batches, each paying the sink's whole fixed cost on the web worker.
+                self._flush(whole_batches=full and not self._backoff)
 
     def flush(self) -> int:
         """Send what is buffered, batch by batch; stop at the first failure. → events delivered."""
         with self._flushing:
             return self._flush()
 
-    def _flush(self) -> int:
+    def _flush(self, whole_batches: bool = False) -> int:
         sent = 0
         while True:
             with self._lock:
                 batch = [self._q[i] for i in range(min(self.batch, len(self._q)))]
-            if not batch:
-                self._backoff = 0.0
+            if not batch or (whole_batches and len(batch) < self.batch):
+                if not batch:
+                    self._backoff = 0.0
                 return sent
             try:
                 result = self.sink(batch)
