@@ -1,24 +1,31 @@
 """The serving-path endpoints (CONTRACT §5) and the operator's pool-health override.
 
 Kept lean on purpose: the reserve view is benchmarked (bench/admission.py), so it validates by
-hand and hands straight to admission.services.
+hand and hands straight to admission.services. A gateway's well-formed call with a token verified
+within the cache time skips DRF's request machinery (`_GatewayFastPath`), which cost more than the
+reserve itself; everything else (no or unknown token, other roles, bad input, other media types)
+takes the DRF path, so every refusal and error reads exactly as before.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from admission import services
-from admission.auth import CachedGatewayTokenAuthentication
+from admission.auth import CachedGatewayTokenAuthentication, remembered
+from entitlements import roles
 from entitlements.models import Pool
 from entitlements.permissions import IsGateway, IsOperator
 
@@ -36,10 +43,65 @@ _THROTTLE = inline_serializer(
 # The serving path: cached token check, no per-request queries.
 SERVING_AUTH = [CachedGatewayTokenAuthentication, SessionAuthentication]
 
+_SLOW = object()
+_RENDER = JSONRenderer().render  # the renderer DRF picks for these requests, so the bytes are its bytes
+_JSON_ACCEPT = frozenset({"", "*/*", "application/json"})  # what DRF answers with plain JSON
 
-class ReserveView(APIView):
+
+def _strict(constant: str) -> Any:
+    raise ValueError(constant)  # NaN / Infinity: DRF's strict JSON parser refuses them too
+
+
+class _GatewayFastPath:
+    """Serve a gateway's plain JSON POST without DRF's Request, negotiation and Response, when DRF
+    would have authenticated it from the token cache, let it through IsGateway, parsed the body
+    as JSON and answered in compact JSON. Anything else returns _SLOW and DRF handles it."""
+
+    parse: Any  # services.parse_reserve / parse_complete
+    serve: Any  # parsed request → (status, body, headers)
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        got = self._fast(request)
+        return super().dispatch(request, *args, **kwargs) if got is _SLOW else got  # type: ignore[misc]
+
+    def _fast(self, request: HttpRequest) -> Any:
+        meta = request.META
+        if request.method != "POST" or meta.get("QUERY_STRING") or meta.get("HTTP_ACCEPT", "") not in _JSON_ACCEPT:
+            return _SLOW
+        if request.content_type != "application/json" or request.content_params.get("charset", "utf-8").lower() not in (
+            "utf-8", "utf8",
+        ):  # fmt: skip
+            return _SLOW
+        who = remembered(meta.get("HTTP_AUTHORIZATION", ""))
+        if who is None or roles.GATEWAY not in roles.roles_of(who[0]):
+            return _SLOW
+        try:
+            parsed = self.parse(json.loads(request.body.decode("utf-8"), parse_constant=_strict))
+        except (ValueError, ValidationError):
+            return _SLOW  # DRF parses again and words the 400 as it always does
+        request.user = who[0]
+        status, body, headers = self.serve(parsed)
+        response = HttpResponse(_RENDER(body), status=status, content_type="application/json")
+        response["Allow"], response["Vary"] = "POST, OPTIONS", "Accept"  # DRF's default response headers
+        for k, v in headers.items():
+            response[k] = v
+        return response
+
+
+def _reserve(parsed: services.ReserveRequest) -> tuple[int, dict[str, Any], dict[str, str]]:
+    d = services.reserve(parsed)
+    return d.status, d.body, ({"Retry-After": str(d.body["retry_after_s"])} if d.status == 429 else {})
+
+
+def _complete(parsed: services.CompleteRequest) -> tuple[int, dict[str, Any], dict[str, str]]:
+    status, body = services.complete(parsed)
+    return status, body, {}
+
+
+class ReserveView(_GatewayFastPath, APIView):
     authentication_classes = SERVING_AUTH
     permission_classes = [IsGateway]
+    parse, serve = staticmethod(services.parse_reserve), staticmethod(_reserve)
 
     @extend_schema(
         request=inline_serializer(
@@ -71,15 +133,14 @@ class ReserveView(APIView):
         },
     )
     def post(self, request: Request) -> Response:
-        d = services.reserve(services.parse_reserve(request.data))
-        if d.status == 429:
-            return Response(d.body, status=429, headers={"Retry-After": str(d.body["retry_after_s"])})
-        return Response(d.body)
+        status, body, headers = _reserve(services.parse_reserve(request.data))
+        return Response(body, status=status, headers=headers)
 
 
-class CompleteView(APIView):
+class CompleteView(_GatewayFastPath, APIView):
     authentication_classes = SERVING_AUTH
     permission_classes = [IsGateway]
+    parse, serve = staticmethod(services.parse_complete), staticmethod(_complete)
 
     @extend_schema(
         request=inline_serializer(
@@ -97,8 +158,8 @@ class CompleteView(APIView):
         responses={200: OpenApiResponse(description="settled"), 404: OpenApiResponse(description="unknown")},
     )
     def post(self, request: Request) -> Response:
-        status, body = services.complete(services.parse_complete(request.data))
-        return Response(body, status=status)
+        status, body, headers = _complete(services.parse_complete(request.data))
+        return Response(body, status=status, headers=headers)
 
 
 class PoolHealthView(APIView):

@@ -1,0 +1,77 @@
+"""The gateway fast path (api._GatewayFastPath) answers byte for byte as the DRF path does, and
+only takes the requests DRF would have authenticated from the token cache and parsed as JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from rest_framework.views import APIView
+
+from admission import api
+from tests.admission.world import body, build_world
+
+RESERVE, COMPLETE = "/api/v1/admission/reserve", "/api/v1/admission/complete"
+HEADERS = ("Content-Type", "Allow", "Vary", "Retry-After", "X-Frame-Options", "X-Content-Type-Options")
+
+
+@pytest.fixture
+def w(fleet, memory_store, sink):
+    return build_world(fleet)
+
+
+def shape(content: bytes) -> list:
+    return [(k, type(v).__name__) for k, v in json.loads(content).items()]
+
+
+def seen(r):
+    return r.status_code, r.content, {h: r.get(h) for h in HEADERS}
+
+
+def test_answers_are_the_same_bytes_as_through_drf(w, monkeypatch):
+    gw = w.gateway
+    gw.post(RESERVE, body("acme", "reserved", "warm"), format="json")  # the token is now cached
+
+    def calls(tag):
+        admit = gw.post(RESERVE, body("acme", "reserved", f"{tag}-a"), format="json")
+        replay = gw.post(RESERVE, body("acme", "reserved", f"{tag}-a"), format="json")
+        rid = admit.json()["reservation_id"]
+        done = {"reservation_id": rid, "prompt_tokens": 100, "output_tokens": 10, "status": "ok"}
+        return [
+            admit,
+            replay,
+            gw.post(RESERVE, body("acme", "reserved", f"{tag}-big", prompt=9000), format="json"),  # 429
+            gw.post(COMPLETE, done, format="json"),
+            gw.post(COMPLETE, done, format="json"),
+            gw.post(COMPLETE, {**done, "reservation_id": "nope"}, format="json"),  # 404
+        ]
+
+    fast = [seen(r) for r in calls("x")]
+    monkeypatch.setattr(api._GatewayFastPath, "_fast", lambda self, request: api._SLOW)
+    slow = [seen(r) for r in calls("y")]
+    assert [s[0] for s in fast] == [200, 200, 429, 200, 200, 404]
+    for f, s in zip(fast, slow, strict=True):
+        assert (f[0], f[2]) == (s[0], s[2])
+        # The request ids differ, so ids and times do; fields, their order and their types do not.
+        assert shape(f[1]) == shape(s[1])
+    # Bodies match once the request-specific values (ids, times) are the same: the throttle and the 404 are.
+    assert (fast[2][1], fast[5][1]) == (slow[2][1], slow[5][1])
+    assert fast[0][1] == fast[1][1] and fast[3][1] == fast[4][1]
+
+
+def test_drf_is_skipped_only_for_a_cached_gateway_token(w, monkeypatch):
+    gw = w.gateway
+    assert gw.post(RESERVE, body("acme", "reserved", "first"), format="json").status_code == 200  # DRF: caches it
+
+    def no_drf(*a, **kw):
+        raise AssertionError("took the DRF path")
+
+    monkeypatch.setattr(APIView, "initial", no_drf)
+    assert gw.post(RESERVE, body("acme", "reserved", "hot"), format="json").status_code == 200
+    for kw in ({"HTTP_ACCEPT": "text/html"}, {"QUERY_STRING": "format=json"}):
+        with pytest.raises(AssertionError, match="DRF path"):
+            gw.post(RESERVE, body("acme", "reserved", "other"), format="json", **kw)
+    with pytest.raises(AssertionError, match="DRF path"):  # bad input: DRF words the 400
+        gw.post(RESERVE, {**body("acme", "reserved", "bad"), "prompt_tokens": -1}, format="json")
+    with pytest.raises(AssertionError, match="DRF path"):  # not JSON
+        gw.post(RESERVE, body("acme", "reserved", "form"))
