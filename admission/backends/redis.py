@@ -63,7 +63,7 @@ class RedisBackend:
         self._complete = _Script("complete")
         self._sweep = self.client.register_script(_script("sweep"))
         self._local = _Local()
-        self._static: weakref.WeakKeyDictionary[Scope, tuple[bytes, ...]] = weakref.WeakKeyDictionary()
+        self._static: weakref.WeakKeyDictionary[Scope, tuple[int, bytes]] = weakref.WeakKeyDictionary()
         self._prefix_b = prefix.encode()
         self._scopes_key = (prefix + "scopes").encode()
 
@@ -75,16 +75,20 @@ class RedisBackend:
             loc.conn, loc.pid = self.client.connection_pool.make_connection(), os.getpid()
         return loc.conn
 
-    def _eval(self, script: _Script, nkeys: int, args: tuple[Any, ...]) -> Any:
+    def _eval(self, script: _Script, nkeys: int, args: tuple[Any, ...], tail: tuple[int, bytes] = (0, b"")) -> Any:
+        """EVALSHA with `args`, then `tail`: more arguments already packed (their count, their RESP)."""
+        head = pack_command((b"EVALSHA", script.sha, nkeys, *args))
+        if tail[0]:
+            head = b"*%d\r\n%s%s" % (3 + len(args) + tail[0], head.split(b"\r\n", 1)[1], tail[1])
         conn = self._conn()
         try:
             try:
-                conn.send_packed_command((pack_command((b"EVALSHA", script.sha, nkeys, *args)),), check_health=False)
+                conn.send_packed_command((head,), check_health=False)
                 return conn.read_response()
             except NoScriptError:
                 conn.send_packed_command((pack_command((b"SCRIPT", b"LOAD", script.source)),), check_health=False)
                 conn.read_response()
-                conn.send_packed_command((pack_command((b"EVALSHA", script.sha, nkeys, *args)),), check_health=False)
+                conn.send_packed_command((head,), check_health=False)
                 return conn.read_response()
         except _DOWN as exc:
             conn.disconnect()
@@ -95,7 +99,7 @@ class RedisBackend:
     def record_key(self, reservation_id: str) -> str:
         return f"{self.prefix}r:{reservation_id}"
 
-    def _static_args(self, s: Scope) -> tuple[bytes, ...]:
+    def _static_args(self, s: Scope) -> tuple[int, bytes]:
         """The scope's values as reserve.lua reads them (ARGV 5–22), formatted once per snapshot."""
         got = self._static.get(s)
         if got is None:
@@ -108,11 +112,12 @@ class RedisBackend:
             vals = [
                 s.traffic_class, s.max_concurrency, repr(s.own.rate), repr(s.own.depth),
                 repr(s.pool.rate), repr(s.pool.depth), repr(bor[0]), repr(bor[1]), repr(s.margin),
-                "1" if s.degraded else "0", repr(s.reserved_floor), repr(s.ttl_s), math.ceil(s.ttl_s) + s.idem_ttl_s,
+                "1" if s.degraded else "0", repr(s.reserved_floor), _ttl(s.ttl_s), math.ceil(s.ttl_s) + s.idem_ttl_s,
                 d[reasons.CONCURRENCY_LIMIT], d[reasons.RECLAIMED], d[reasons.PLATFORM_CAPACITY],
                 "\t".join(middle), "\t".join(borrowed),
             ]  # fmt: skip
-            got = self._static[s] = tuple(str(v).encode() for v in vals)
+            # Packed as RESP once (count, blob): each call packs only its own few values in front of it.
+            got = self._static[s] = (len(vals), pack_command(tuple(str(v).encode() for v in vals)).split(b"\r\n", 1)[1])
         return got
 
     def reserve(self, op: ReserveOp) -> Answer:
@@ -120,8 +125,8 @@ class RedisBackend:
         rid = op.reservation_id
         borrow_key = s.borrow.key if s.borrow else s.own.key + ":b"
         args = (self.record_key(rid), s.own.key, s.pool.key, borrow_key, s.inflight_key, self._scopes_key,
-                self._prefix_b, rid, repr(op.cost), op.meta, *self._static_args(s))  # fmt: skip
-        out = self._eval(self._reserve, 6, args)
+                self._prefix_b, rid, repr(op.cost), op.meta)  # fmt: skip
+        out = self._eval(self._reserve, 6, args, self._static_args(s))
         return Answer(raw=out[0].decode(), replay=out[1] == 1, expired_metas=[m.decode() for m in out[2:]])
 
     def complete(self, op: CompleteOp) -> Settled | None:
@@ -156,6 +161,11 @@ class RedisBackend:
         """Delete this backend's keys (tests, `reset`)."""
         for k in self.client.scan_iter(match=self.prefix + "*", count=1000):
             self.client.delete(k)
+
+
+def _ttl(ttl_s: float) -> str:
+    """Whole seconds as an integer ('600'), which reserve.lua adds to Redis' clock without formatting a float."""
+    return str(int(ttl_s)) if ttl_s == int(ttl_s) else repr(ttl_s)
 
 
 def _s(v: bytes | str) -> str:

@@ -6,7 +6,7 @@
 local rk, rid = KEYS[1], ARGV[1]
 local raw = redis.call('GET', rk)
 if (not raw) or string.sub(raw, 1, 2) == 'T|' then return nil end  -- unknown, or only a throttle answer
-local now = now_s()
+local now, now_str = clock()
 local f = split(raw)
 if f[1] == 'done' then
   if tonumber(f[3]) <= now then return nil end
@@ -32,8 +32,8 @@ local prompt, cached, output = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(AR
 local actual = (prompt - cached) + tonumber(f[11]) * cached + tonumber(f[10]) * output
 local delta = est - actual
 local cd, pd = tonumber(f[6]), tonumber(f[9])
-put(f[4], math.min(cd, level(f[4], tonumber(f[5]), cd, now) + delta), now)
-put(f[7], math.min(pd, level(f[7], tonumber(f[8]), pd, now) + delta), now)
+put(f[4], math.min(cd, level(f[4], tonumber(f[5]), cd, now) + delta), now_str)
+put(f[7], math.min(pd, level(f[7], tonumber(f[8]), pd, now) + delta), now_str)
 redis.call('ZREM', f[3], rid)
 local result = cjson.encode({reservation_id = rid, status = ARGV[5], reserved_wt = est, actual_wt = actual,
   refunded_wt = delta})

@@ -3,9 +3,14 @@
 -- costs on the hot path: a reservation is one string that is also its request's idempotency
 -- record, and static values arrive preformatted from Python (redis.py) so they are copied, not
 -- formatted here.
-local function now_s()
+-- → now as a number, as its exact decimal string, and the string's fraction ('.123456'): buckets
+-- and expiry times are stored as strings built from these, as formatting a float costs more than
+-- a redis.call.
+local function clock()
   local t = redis.call('TIME')
-  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+  local frac = '.' .. string.rep('0', 6 - #t[2]) .. t[2]
+  local s = t[1] .. frac
+  return tonumber(s), s, t[1], frac
 end
 
 local function num(x) return string.format('%.17g', x) end
@@ -19,8 +24,8 @@ local function level(key, rate, depth, now)
   return l
 end
 
-local function put(key, l, now)
-  redis.call('HSET', key, 'l', num(l), 't', num(now))
+local function put(key, l, now_str)
+  redis.call('HSET', key, 'l', num(l), 't', now_str)
 end
 
 -- The record under '<prefix>r:<reservation id>', tab-separated (JSON escapes tabs, so meta may

@@ -3,14 +3,14 @@
 -- ARGV: 1 key prefix, 2 reservation id, 3 cost, 4 meta, then the scope's static values
 --       (redis.py: _static): 5 class, 6 max concurrency, 7-8 own rate/depth, 9-10 pool rate/depth,
 --       11-12 borrow rate/depth (0: may not borrow), 13 margin, 14 degraded '1'/'0', 15 reserved
---       floor, 16 ttl, 17 record ttl, 18-20 retry for CONCURRENCY_LIMIT, RECLAIMED,
+--       floor, 16 ttl (whole seconds as an integer), 17 record ttl, 18-20 retry for CONCURRENCY_LIMIT, RECLAIMED,
 --       PLATFORM_CAPACITY, 21 / 22 the record's static middle when the own / borrow bucket pays.
 -- Mirrors base.decide().
 local prev = redis.call('GET', KEYS[1])
 if prev then return {answer_of(prev), 1} end
 
 local c, cls = tonumber(ARGV[3]), ARGV[5]
-local now = now_s()
+local now, now_str, sec, frac = clock()
 local out = {'', 0}
 
 local function throttle(reason, ra)
@@ -30,7 +30,7 @@ end
 local n = redis.call('ZCARD', KEYS[5])
 if n >= tonumber(ARGV[6]) then
   -- At the cap, first settle this scope's reservations past their TTL (the sweep does the rest).
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', num(now))) do
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now_str)) do
     local m = expire_one(ARGV[1], KEYS[5], id)
     if m then out[#out + 1] = m end
   end
@@ -70,14 +70,16 @@ end
 local static = ARGV[21]
 if source == 'borrowed' then
   static = ARGV[22]
-  put(KEYS[4], bor_l - c, now)
-  put(KEYS[2], own_l, now)
+  put(KEYS[4], bor_l - c, now_str)
+  put(KEYS[2], own_l, now_str)
 else
-  put(KEYS[2], own_l - c, now)
+  put(KEYS[2], own_l - c, now_str)
 end
-put(KEYS[3], pool_l - c, now)
+put(KEYS[3], pool_l - c, now_str)
 
-local expires = num(now + tonumber(ARGV[16]))
+local expires
+if string.find(ARGV[16], '^%d+$') then expires = (sec + ARGV[16]) .. frac  -- whole seconds: no float to format
+else expires = num(now + tonumber(ARGV[16])) end
 local ans = 'A|' .. ARGV[2] .. '|' .. ARGV[3] .. '|' .. source .. '|' .. expires
 redis.call('SET', KEYS[1], 'open\t' .. ans .. '\t' .. static .. '\t' .. ARGV[3] .. '\t' .. ARGV[4],
   'EX', ARGV[17])

@@ -1,7 +1,7 @@
 -- KEYS: 1 the set of in-flight zsets. ARGV: 1 key prefix, 2 max reservations to look at in this call.
 -- The periodic sweep: settles reservations past their TTL at their full estimate. A zset found
 -- empty leaves the set (reserve lists it again with its next reservation; scripts do not interleave).
-local now = num(now_s())
+local _, now = clock()
 local left = tonumber(ARGV[2])
 local out = {}
 for _, ik in ipairs(redis.call('SMEMBERS', KEYS[1])) do
