@@ -83,7 +83,7 @@ else expires = num(now + tonumber(ARGV[16])) end
 local ans = 'A|' .. ARGV[2] .. '|' .. ARGV[3] .. '|' .. source .. '|' .. expires
 redis.call('SET', KEYS[1], 'open\t' .. ans .. '\t' .. static .. '\t' .. ARGV[3] .. '\t' .. ARGV[4],
   'EX', ARGV[17])
-if n == 0 then redis.call('SADD', KEYS[6], KEYS[5]) end  -- a non-empty in-flight zset is always listed
+redis.call('SADD', KEYS[6], KEYS[5])  -- every non-empty in-flight zset is listed (a no-op once it is)
 redis.call('ZADD', KEYS[5], expires, ARGV[2])
 out[1] = ans
 return out
