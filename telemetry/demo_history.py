@@ -21,7 +21,7 @@ from django.utils import timezone
 from entitlements.models import Entitlement
 from entitlements.selectors import active_at
 from telemetry.models import HourRollup
-from telemetry.services import rollups_add
+from telemetry.rollups import rollups_add
 
 STEP = timedelta(minutes=10)
 

@@ -8,7 +8,8 @@ ordered by their conflict key so concurrent writers take row locks in one order 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from django.db import connection, models
@@ -135,43 +136,39 @@ def insert_ignore_returning(
     return [r[0] for r in _write(model, _columns(model, names), rows, on, tail)]
 
 
-def insert_new_in_scope(
-    model: type[models.Model], names: Sequence[str], rows: Sequence[Sequence[Any]], scope: str, ident: str
-) -> list[Any]:
-    """Insert the rows whose `ident` is not yet stored for this `scope` value; return their idents.
+def lock_scope(model: type[models.Model], value: str) -> None:
+    """PostgreSQL: serialise this transaction with every other writer of `value` into `model`, until
+    commit. (SQLite serialises all writers already.)"""
+    if _is_pg():
+        with _cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"{model._meta.db_table}:{value}"])
 
-    Every row carries the same value in column `scope` (the ingest source), and (scope, ident) is unique.
-    PostgreSQL: a transaction-scoped advisory lock per scope value serialises writers of the same
-    source, so "probe the unique index for the batch's ids, then binary-COPY only the new rows
-    straight into the table" is atomic — one write per row instead of stage + INSERT … SELECT.
-    The unique index stays the last line of defence: a writer that skipped the lock gets an error,
-    never a double count. SQLite (writers already serialised): INSERT … ON CONFLICT DO NOTHING RETURNING.
+
+def stored_idents(model: type[models.Model], scope: str, value: str, ident: str, idents: list[str]) -> set[str]:
+    """Which of `idents` are stored with `scope` = value (one index probe each)."""
+    qn = connection.ops.quote_name
+    s_col, i_col = (qn(model._meta.get_field(n).column) for n in (scope, ident))  # type: ignore[union-attr]
+    with _cursor() as cur:
+        cur.execute(
+            f"SELECT {i_col} FROM {qn(model._meta.db_table)} WHERE {s_col} = %s AND {i_col} = ANY(%b::text[])",  # noqa: S608
+            [value, idents],
+        )
+        return {r[0] for r in cur.fetchall()}
+
+
+@contextmanager
+def copy_in(model: type[models.Model], names: Sequence[str]) -> Iterator[Callable[[Sequence[Any]], None]]:
+    """PostgreSQL binary COPY straight into the model's table; yields `write_row`.
+
+    The server inserts the rows as they stream in, while the caller goes on preparing the next ones;
+    a constraint violation is raised when the block exits.
     """
-    if not rows:
-        return []
-    names = list(names)
-    si, ii = names.index(scope), names.index(ident)
-    if not _is_pg():
-        return insert_ignore_returning(model, names, rows, (scope, ident), ident)
     qn = connection.ops.quote_name
     fields = _columns(model, names)
-    table = qn(model._meta.db_table)
-    value = rows[0][si]
-    with _cursor() as cur:
-        cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"{model._meta.db_table}:{value}"])
-        cur.execute(
-            f"SELECT {qn(fields[ii].column)} FROM {table} "  # noqa: S608 - model metadata
-            f"WHERE {qn(fields[si].column)} = %s AND {qn(fields[ii].column)} = ANY(%b::text[])",
-            [value, [r[ii] for r in rows]],
-        )
-        stored = {r[0] for r in cur.fetchall()}
-        new = [r for r in rows if r[ii] not in stored]
-        cols = ", ".join(qn(f.column) for f in fields)
-        with cur.copy(f"COPY {table} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types([_copy_type(f) for f in fields])
-            for r in new:
-                copy.write_row(r)
-    return [r[ii] for r in new]
+    cols = ", ".join(qn(f.column) for f in fields)
+    with _cursor() as cur, cur.copy(f"COPY {qn(model._meta.db_table)} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types([_copy_type(f) for f in fields])
+        yield copy.write_row
 
 
 def upsert_add(
@@ -185,6 +182,60 @@ def upsert_add(
     on = _key(model, key)
     sets = ", ".join(f"{qn(n)} = {table}.{qn(n)} + excluded.{qn(n)}" for n in add)
     _write(model, _columns(model, [*key, *add]), rows, on, f"ON CONFLICT ({on}) DO UPDATE SET {sets}")
+
+
+def coarsens_in_database() -> bool:
+    """Whether upsert_add_levels can derive the coarser levels itself (PostgreSQL's date_trunc)."""
+    return _is_pg()
+
+
+def upsert_add_levels(
+    base: type[models.Model],
+    coarser: dict[str, type[models.Model]],
+    key: Sequence[str],
+    add: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+) -> None:
+    """upsert_add into `base`, and into each coarser table its rows summed per date_trunc(level, key[0]).
+
+    PostgreSQL only: the rows are copied once, and one statement upserts every level (hour and day
+    from the same staged minutes), where three upsert_add calls would stage them three times.
+    Rows must be sorted by key: each level's upsert runs in key order, one lock order for all writers.
+    """
+    if not rows:
+        return
+    qn = connection.ops.quote_name
+    fields = _columns(base, [*key, *add])
+    stage = qn(f"{base._meta.db_table}_stage")
+    names = [qn(f.column) for f in fields]
+    cols = ", ".join(names)
+    keys, sums = names[: len(key)], names[len(key) :]
+    with _cursor() as cur:
+        cur.execute(
+            f"CREATE TEMP TABLE IF NOT EXISTS {stage} ON COMMIT DELETE ROWS "  # noqa: S608 - model metadata
+            f"AS SELECT {cols} FROM {qn(base._meta.db_table)} WITH NO DATA"
+        )
+        cur.execute(f"DELETE FROM {stage}")  # noqa: S608 - an earlier call in this transaction
+        with cur.copy(f"COPY {stage} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types([_copy_type(f) for f in fields])
+            for r in rows:
+                copy.write_row(r)
+
+        def upsert(model: type[models.Model], select: str) -> str:
+            table = qn(model._meta.db_table)
+            sets = ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in sums)
+            return f"INSERT INTO {table} ({cols}) {select} ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {sets}"
+
+        rest, order = ", ".join(keys[1:]), ", ".join(keys)
+        parts = [f"l0 AS ({upsert(base, f'SELECT {cols} FROM {stage} ORDER BY {order}')})"]  # noqa: S608
+        for i, (level, model) in enumerate(coarser.items(), start=1):
+            bucket = f"date_trunc('{level}', {keys[0]}, 'UTC')"
+            select = (
+                f"SELECT {bucket}, {rest}, {', '.join(f'sum({c})' for c in sums)} FROM {stage} "  # noqa: S608
+                f"GROUP BY {bucket}, {rest} ORDER BY {bucket}, {rest}"
+            )
+            parts.append(f"l{i} AS ({upsert(model, select)})")
+        cur.execute(f"WITH {', '.join(parts)} SELECT 1")
 
 
 def upsert_replace(

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import repeat
 from typing import Any
 
 from django.utils.dateparse import parse_datetime
@@ -39,13 +40,14 @@ class Catalogue:
     @classmethod
     def for_events(cls, events: Iterable[Any]) -> Catalogue:
         keys = ("tenant", "model", "region", "traffic_class", "project")
-        seen: dict[str, set[str]] = {k: set() for k in keys}
-        for e in events:  # one pass over the batch; the catalogue is five small queries
-            if isinstance(e, dict):
-                for k in keys:
-                    v = e.get(k)
-                    if isinstance(v, str):
-                        seen[k].add(v)
+        dicts = [e for e in events if isinstance(e, dict)]
+        seen: dict[str, set[str]] = {}
+        for k in keys:
+            try:
+                values = set(map(dict.get, dicts, repeat(k)))  # one C-level pass per field
+            except TypeError:  # an unhashable value: the validator will name it
+                values = {v for e in dicts if isinstance(v := e.get(k), str)}
+            seen[k] = {v for v in values if isinstance(v, str)}
         tenants = seen["tenant"]
         return cls(
             tenants=frozenset(Tenant.objects.filter(slug__in=tenants).values_list("slug", flat=True)),
@@ -97,7 +99,12 @@ def _number(e: dict, key: str, *, required: bool = False, integer: bool = False)
     v = e.get(key)
     t = type(v)
     if t is int and v >= 0:  # the common cases first: ingest validates every field of every event
-        return v if integer else float(v)
+        if integer:
+            return v
+        try:
+            return float(v)
+        except OverflowError:
+            raise FieldError(key, "too large") from None
     if t is float and v >= 0 and v != math.inf and (not integer or v.is_integer()):
         return int(v) if integer else v
     if v is None:
@@ -117,7 +124,7 @@ def _choice(e: dict, key: str, allowed: frozenset[str]) -> str:
     v = e.get(key)
     if v in (None, ""):
         return ""
-    if v not in allowed:
+    if not isinstance(v, str) or v not in allowed:
         raise FieldError(key, f"must be one of {', '.join(sorted(allowed))}")
     return str(v)
 
@@ -138,10 +145,10 @@ def clean_event(e: Any, cat: Catalogue) -> dict[str, Any]:
     region = _slug(e, "region", cat.regions, "region")
     traffic_class = _slug(e, "traffic_class", cat.classes, "traffic class")
     decision = e.get("decision")
-    if decision not in DECISIONS:
+    if not isinstance(decision, str) or decision not in DECISIONS:
         raise FieldError("decision", "must be one of admit, throttle, complete")
     reason = e.get("reason") or ""
-    if reason and reason not in REASONS:
+    if reason and (not isinstance(reason, str) or reason not in REASONS):
         raise FieldError("reason", f"unknown reason code {reason!r}")
     if decision == "throttle" and not reason:
         raise FieldError("reason", "a throttle carries a reason code")

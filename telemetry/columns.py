@@ -1,0 +1,184 @@
+"""Batch validation by column: the same rules as `validation.clean_event`, checked with C-level builtins.
+
+Ingest validates every field of every event; row by row that was most of ingest's Python time. Here a
+batch is turned into one list per field and each rule becomes a set or map over a list (`set(col) <=
+known`, `all(map(isfinite, col))`). The result is either exactly what `clean_event` gives for every
+event, or None: any event this path does not accept — a bad field, an unusual type, a float token
+count — sends the batch to the row-by-row validator, which names each bad event's index and field.
+tests/telemetry/test_columns.py holds the two to the same answers.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from datetime import UTC, datetime, timedelta
+from operator import gt, methodcaller
+from typing import Any
+
+from entitlements.reasons import REASONS
+from telemetry.validation import DECISIONS, SOURCE_KINDS, STATUSES, Catalogue
+
+Columns = dict[str, list[Any]]
+
+# The cleaned fields, in the order clean_event returns them.
+FIELDS = (
+    "event_id",
+    "ts",
+    "tenant",
+    "project",
+    "model",
+    "region",
+    "traffic_class",
+    "entitlement",
+    "decision",
+    "reason",
+    "source_kind",
+    "estimated_wt",
+    "actual_wt",
+    "prompt_tokens",
+    "cached_prompt_tokens",
+    "output_tokens",
+    "ttft_ms",
+    "e2e_ms",
+    "slo_met",
+    "status",
+)
+_NONE = type(None)
+_ZERO = timedelta(0)
+_UTCOFFSET = methodcaller("utcoffset")
+_OPTIONAL_CHOICE = frozenset({None, ""})
+
+
+class _Reject(Exception):
+    """The fast path does not vouch for this batch; the row validator decides."""
+
+
+def _need(ok: bool) -> None:
+    if not ok:
+        raise _Reject
+
+
+def column(events: list[dict[str, Any]], key: str) -> list[Any]:
+    return [e.get(key) for e in events]
+
+
+def _numbers(col: list[Any], *, integer: bool, required: bool | list[bool] = False) -> list[Any]:
+    """A number column: ints (and floats unless `integer`), non-negative and finite; None only where
+    not `required` (a list says it per event). Float columns come back as floats, None kept."""
+    types = set(map(type, col))
+    allowed = {int} if integer else {int, float}
+    if _NONE in types:
+        _need(required is not True)
+        if isinstance(required, list):
+            _need(not any(req for v, req in zip(col, required, strict=True) if v is None))
+        present = [v for v in col if v is not None]
+        types.discard(_NONE)
+    else:
+        present = col
+    _need(types <= allowed)
+    if present:
+        _need(min(present) >= 0)
+        if float in types:
+            _need(all(map(math.isfinite, present)))
+    if not integer and int in types:
+        return [None if v is None else float(v) for v in col]
+    return col
+
+
+def _or_zero(col: list[Any], zero: Any) -> list[Any]:
+    return [zero if v is None else v for v in col] if None in col else col
+
+
+def _timestamps(col: list[Any]) -> list[datetime]:
+    _need(set(map(type, col)) == {str})
+    dts = list(map(datetime.fromisoformat, col))  # ValueError → row path, which names the event
+    offsets = set(map(_UTCOFFSET, dts))
+    _need(None not in offsets)
+    if offsets != {_ZERO}:
+        return [d.astimezone(UTC) for d in dts]
+    if any(d.tzinfo is not UTC for d in dts):  # "+00:00" parses to a fixed offset that is not UTC itself
+        return [d.replace(tzinfo=UTC) for d in dts]
+    return dts
+
+
+def _slugs(col: list[Any], known: frozenset[str]) -> list[Any]:
+    _need(set(col) <= known)  # known holds only non-empty strings: None, "" and other types fail
+    return col
+
+
+def _entitlements(col: list[Any]) -> list[uuid.UUID | None]:
+    distinct = set(col) - _OPTIONAL_CHOICE
+    if not distinct:
+        return [None] * len(col)
+    as_uuid: dict[Any, uuid.UUID | None] = {None: None, "": None}
+    for v in distinct:
+        as_uuid[v] = uuid.UUID(str(v))  # ValueError → row path
+    return list(map(as_uuid.__getitem__, col))
+
+
+def _choices(col: list[Any], allowed: frozenset[str]) -> list[str]:
+    _need(set(col) <= allowed | _OPTIONAL_CHOICE)
+    return _or_zero(col, "")
+
+
+def _fast(events: list[Any], cat: Catalogue) -> Columns:
+    _need(all(type(e) is dict for e in events))
+    out: Columns = {}
+    ids = column(events, "event_id")
+    _need(set(map(type, ids)) == {str} and min(map(len, ids)) >= 1 and max(map(len, ids)) <= 160)
+    out["event_id"] = ids
+    out["ts"] = _timestamps(column(events, "ts"))
+    tenants = out["tenant"] = _slugs(column(events, "tenant"), cat.tenants)
+    projects = [v or "" for v in column(events, "project")]
+    if any(projects):
+        _need(set(map(type, projects)) == {str})
+        _need({p for p in zip(tenants, projects, strict=True) if p[1]} <= cat.projects)
+    out["project"] = projects
+    out["model"] = _slugs(column(events, "model"), cat.models)
+    out["region"] = _slugs(column(events, "region"), cat.regions)
+    out["traffic_class"] = _slugs(column(events, "traffic_class"), cat.classes)
+    out["entitlement"] = _entitlements(column(events, "entitlement"))
+    decisions = column(events, "decision")
+    _need(set(decisions) <= DECISIONS)
+    reasons = [v or "" for v in column(events, "reason")]
+    for decision, reason in set(zip(decisions, reasons, strict=True)):
+        _need(bool(reason) == (decision == "throttle") and (not reason or reason in REASONS))
+    out["decision"], out["reason"] = decisions, reasons
+    out["source_kind"] = _choices(column(events, "source_kind"), SOURCE_KINDS)
+    # estimated_wt and prompt_tokens are required of every decision but `complete`
+    required: bool | list[bool] = [d != "complete" for d in decisions] if "complete" in decisions else True
+    out["estimated_wt"] = _or_zero(_numbers(column(events, "estimated_wt"), integer=False, required=required), 0.0)
+    out["actual_wt"] = _numbers(column(events, "actual_wt"), integer=False)
+    prompt = _or_zero(_numbers(column(events, "prompt_tokens"), integer=True, required=required), 0)
+    cached = _or_zero(_numbers(column(events, "cached_prompt_tokens"), integer=True), 0)
+    _need(not any(map(gt, cached, prompt)))
+    out["prompt_tokens"], out["cached_prompt_tokens"] = prompt, cached
+    out["output_tokens"] = _or_zero(_numbers(column(events, "output_tokens"), integer=True), 0)
+    out["ttft_ms"] = _numbers(column(events, "ttft_ms"), integer=False)
+    out["e2e_ms"] = _numbers(column(events, "e2e_ms"), integer=False)
+    slo = column(events, "slo_met")
+    _need(set(map(type, slo)) <= {bool, _NONE})
+    out["slo_met"] = slo
+    out["status"] = _choices(column(events, "status"), STATUSES)
+    return out
+
+
+def clean_columns(events: list[Any], cat: Catalogue) -> Columns | None:
+    """Every event cleaned, by column; None when any event needs the row-by-row validator."""
+    if not events:
+        return None
+    try:
+        return _fast(events, cat)
+    except (_Reject, ValueError, TypeError, OverflowError):
+        # TypeError: an unhashable value in a set, or an order comparison between odd types
+        return None
+
+
+def rows_to_columns(rows: list[dict[str, Any]]) -> Columns:
+    return {f: [r.get(f) for r in rows] for f in FIELDS}
+
+
+def take(cols: Columns, keep: list[int]) -> Columns:
+    """The rows at positions `keep`, in that order."""
+    return {f: list(map(c.__getitem__, keep)) for f, c in cols.items()}

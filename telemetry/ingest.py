@@ -1,0 +1,191 @@
+"""Event ingest: validate, store what is new, add exactly that to the rollups — one transaction a batch.
+
+On PostgreSQL the batch streams into a binary COPY straight into the events table while Python
+validates the next chunk and sums the rollups: the server inserts the rows on its own core in the
+meantime, so ingest costs about what the COPY costs plus the rollup upsert. Dedup is the unique
+(source, event_id) index under a per-source advisory lock: when it refuses the COPY (a replay), the
+savepoint is rolled back, the batch's ids are probed and only the new rows copied. So the
+rollups only ever see rows this transaction inserted, and a replayed or concurrently delivered
+event is counted once. SQLite: INSERT … ON CONFLICT DO NOTHING RETURNING, then the same rollups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from itertools import repeat
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from telemetry import metrics
+from telemetry.columns import FIELDS, Columns, clean_columns, rows_to_columns, take
+from telemetry.models import AdmissionEvent
+from telemetry.rollups import add_deltas, minute_deltas
+from telemetry.sql import copy_in, insert_ignore_returning, lock_scope, stored_idents
+from telemetry.validation import Catalogue, FieldError, clean_event
+
+EVENT_COLUMNS = (
+    "source",
+    "event_id",
+    "ts",
+    "received_at",
+    "tenant",
+    "project",
+    "model",
+    "region",
+    "traffic_class",
+    "entitlement",
+    "decision",
+    "reason",
+    "source_kind",
+    "estimated_wt",
+    "actual_wt",
+    "prompt_tokens",
+    "cached_prompt_tokens",
+    "output_tokens",
+    "ttft_ms",
+    "e2e_ms",
+    "slo_met",
+    "status",
+)
+# Small enough that the server starts inserting early, large enough that the per-chunk checks stay cheap.
+CHUNK = 2048
+
+
+@dataclass
+class IngestResult:
+    accepted: int = 0
+    duplicates: int = 0
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"accepted": self.accepted, "duplicates": self.duplicates, "errors": self.errors}
+
+
+def check_source(source: Any) -> str:
+    if not isinstance(source, str) or not source or len(source) > 64:
+        raise ValueError("source: required, a string of at most 64 characters")
+    return source
+
+
+def _clean_chunk(chunk: list[Any], offset: int, cat: Catalogue, result: IngestResult) -> Columns | None:
+    cols = clean_columns(chunk, cat)
+    if cols is not None:
+        return cols
+    rows = []
+    for i, raw in enumerate(chunk, start=offset):
+        try:
+            rows.append(clean_event(raw, cat))
+        except FieldError as exc:
+            result.errors.append({"index": i, "field": exc.field, "message": exc.message})
+    return rows_to_columns(rows) if rows else None
+
+
+class _Batch:
+    """The batch's good events, by column, first occurrence of each event_id only."""
+
+    def __init__(self, source: str, now: Any, cat: Catalogue) -> None:
+        self.source, self.now, self.cat = source, now, cat
+        self.cols: Columns = {f: [] for f in FIELDS}
+        self.seen: set[str] = set()
+        self.repeats = 0
+        self.streamed = 0  # events validated so far
+
+    def add(self, cols: Columns) -> Columns:
+        ids = cols["event_id"]
+        fresh = set(ids)
+        if len(fresh) != len(ids) or not self.seen.isdisjoint(fresh):
+            keep = []
+            for i, k in enumerate(ids):
+                if k not in self.seen:
+                    self.seen.add(k)
+                    keep.append(i)
+            self.repeats += len(ids) - len(keep)
+            cols = take(cols, keep)
+        else:
+            self.seen |= fresh
+        for f in FIELDS:
+            self.cols[f].extend(cols[f])
+        return cols
+
+    def rows(self, cols: Columns) -> list[tuple]:
+        n = len(cols["event_id"])
+        return list(
+            zip(
+                repeat(self.source, n),
+                cols["event_id"],
+                cols["ts"],
+                repeat(self.now, n),
+                *(cols[c] for c in EVENT_COLUMNS[4:]),
+                strict=True,
+            )
+        )
+
+
+def _stream(events: list[Any], batch: _Batch, result: IngestResult, write: Callable[[Sequence[Any]], None]) -> None:
+    """Validate the events not yet validated, chunk by chunk, writing each chunk's new rows.
+    No queries in here: on PostgreSQL the connection is busy with the COPY."""
+    for start in range(batch.streamed, len(events), CHUNK):
+        cols = _clean_chunk(events[start : start + CHUNK], start, batch.cat, result)
+        batch.streamed = start + CHUNK
+        if cols is not None:
+            for row in batch.rows(batch.add(cols)):
+                write(row)
+
+
+def _discard(row: Sequence[Any]) -> None:
+    pass
+
+
+def _store_pg(events: list[Any], batch: _Batch, result: IngestResult) -> dict:
+    from psycopg.errors import UniqueViolation
+
+    lock_scope(AdmissionEvent, batch.source)
+    try:
+        # a savepoint: a refused COPY leaves the transaction usable
+        with transaction.atomic(), copy_in(AdmissionEvent, EVENT_COLUMNS) as write:
+            _stream(events, batch, result, write)
+            deltas = minute_deltas(batch.cols)  # while the server works through the COPY
+        return deltas
+    except UniqueViolation:
+        _stream(events, batch, result, _discard)  # in case the refusal came before the last chunk
+    stored = stored_idents(AdmissionEvent, "source", batch.source, "event_id", batch.cols["event_id"])
+    batch.cols = take(batch.cols, [i for i, k in enumerate(batch.cols["event_id"]) if k not in stored])
+    with copy_in(AdmissionEvent, EVENT_COLUMNS) as write:
+        for row in batch.rows(batch.cols):
+            write(row)
+    return minute_deltas(batch.cols)
+
+
+def _store_sqlite(events: list[Any], batch: _Batch, result: IngestResult) -> dict:
+    rows: list[Sequence[Any]] = []
+    _stream(events, batch, result, rows.append)
+    inserted = insert_ignore_returning(AdmissionEvent, EVENT_COLUMNS, rows, ("source", "event_id"), "event_id")
+    if len(inserted) != len(rows):
+        new = set(inserted)
+        batch.cols = take(batch.cols, [i for i, k in enumerate(batch.cols["event_id"]) if k in new])
+    return minute_deltas(batch.cols)
+
+
+def ingest_events(*, source: str, events: list[dict[str, Any]]) -> IngestResult:
+    """Validate, store the new events and add only those to the rollups, in one transaction.
+
+    Each bad event is reported by index and field; the good ones in the batch are kept. A repeat of
+    a stored event, or of an earlier one in the same batch, counts as a duplicate.
+    """
+    source = check_source(source)
+    result = IngestResult()
+    now = timezone.now()
+    if not events:
+        return result
+    batch = _Batch(source, now, Catalogue.for_events(events))
+    with transaction.atomic():
+        store = _store_pg if connection.vendor == "postgresql" else _store_sqlite
+        add_deltas(store(events, batch, result))
+    valid = len(batch.seen)
+    result.accepted = len(batch.cols["event_id"])
+    result.duplicates = batch.repeats + valid - result.accepted
+    metrics.observe_ingest(source, batch.cols["ts"], now)
+    return result

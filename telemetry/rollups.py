@@ -1,0 +1,145 @@
+"""Events → additive minute rollups, and those added to the minute, hour and day tables.
+
+Works on columns (telemetry.columns): the events are grouped by their minute key once, and each
+sum is a C-level `sum(map(...))` over a group's positions rather than a Python `+=` per event.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from telemetry.columns import Columns, rows_to_columns
+from telemetry.histogram import EDGES_MS, N_BINS
+from telemetry.models import ROLLUP_ADDITIVE, ROLLUP_KEY, DayRollup, HourRollup, MinuteRollup
+from telemetry.sql import coarsens_in_database, upsert_add, upsert_add_levels
+
+_TTFT0 = ROLLUP_ADDITIVE.index("ttft_b00")
+_E2E0 = ROLLUP_ADDITIVE.index("e2e_b00")
+_WIDTH = len(ROLLUP_ADDITIVE)
+EDGES = np.array(EDGES_MS, dtype=np.float64)
+assert _E2E0 == _TTFT0 + N_BINS  # noqa: S101 - the bin columns are laid out back to back
+
+Key = tuple[Any, ...]  # ROLLUP_KEY order
+
+
+def _truncate(ts: datetime, level: str) -> datetime:
+    if level == "minute":
+        return ts.replace(second=0, microsecond=0)
+    if level == "hour":
+        return ts.replace(minute=0, second=0, microsecond=0)
+    return ts.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _zeroed(col: list[Any], zero: Any) -> list[Any]:
+    return [zero if v is None else v for v in col] if None in col else col
+
+
+def _entitlement_keys(col: list[Any]) -> list[str]:
+    as_str = {e: str(e) if e else "" for e in set(col)}  # a batch names few entitlements: format each once
+    return list(map(as_str.__getitem__, col))
+
+
+def _floats(col: list[Any]) -> np.ndarray:
+    return np.array(_zeroed(col, 0.0), dtype=np.float64)
+
+
+def _counts(ids: np.ndarray, weights: np.ndarray | None, m: int) -> np.ndarray:
+    """Per-key sums of whole numbers (exact: float64 holds integers up to 2**53)."""
+    return np.rint(np.bincount(ids, weights=weights, minlength=m)).astype(np.int64)
+
+
+def minute_deltas(cols: Columns) -> dict[Key, list]:
+    """Additive rollup values (ROLLUP_ADDITIVE order) per minute key (ROLLUP_KEY order).
+
+    Each event's key becomes a small integer once (two C-level dict passes), and every sum and
+    histogram is then one numpy bincount over those integers."""
+    n = len(cols["ts"])
+    if not n:
+        return {}
+    stamps = np.fromiter(map(datetime.timestamp, cols["ts"]), dtype=np.float64, count=n)
+    minutes = (stamps // 60).astype(np.int64).tolist()
+    keys = list(
+        zip(
+            minutes,
+            cols["tenant"],
+            cols["project"],
+            cols["model"],
+            cols["region"],
+            cols["traffic_class"],
+            _entitlement_keys(cols["entitlement"]),
+            cols["decision"],
+            cols["reason"],
+            strict=True,
+        )
+    )
+    index = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    ids = np.array(list(map(index.__getitem__, keys)), dtype=np.intp)
+    m = len(index)
+    slo = cols["slo_met"]
+    ints = [
+        _counts(ids, None, m),
+        _counts(ids, np.array(cols["prompt_tokens"], dtype=np.float64), m),
+        _counts(ids, np.array(cols["cached_prompt_tokens"], dtype=np.float64), m),
+        _counts(ids, np.array(cols["output_tokens"], dtype=np.float64), m),
+        _counts(ids, np.array([v is True for v in slo], dtype=np.float64), m),
+        _counts(ids, np.array([v is not None for v in slo], dtype=np.float64), m),
+    ]
+    for name in ("ttft_ms", "e2e_ms"):
+        col = cols[name]
+        present = [i for i, v in enumerate(col) if v is not None]
+        hist = np.zeros((m, N_BINS), dtype=np.int64)
+        if present:
+            bins = np.searchsorted(EDGES, np.array([col[i] for i in present], dtype=np.float64), side="right")
+            cells = ids[present] * N_BINS + bins
+            hist = np.bincount(cells, minlength=m * N_BINS).reshape(m, N_BINS)
+        ints.append(hist)
+    table = np.column_stack(ints).tolist()
+    estimated = np.bincount(ids, weights=_floats(cols["estimated_wt"]), minlength=m).tolist()
+    actual = np.bincount(ids, weights=_floats(cols["actual_wt"]), minlength=m).tolist()
+    buckets = {t: datetime.fromtimestamp(t * 60, UTC) for t in set(minutes)}
+    out: dict[Key, list] = {}
+    for k, i in index.items():
+        row = table[i]
+        out[(buckets[k[0]], *k[1:])] = [row[0], estimated[i], actual[i], *row[1:]]
+    return out
+
+
+def coarsen(deltas: dict[Key, list], level: str) -> dict[Key, list]:
+    out: dict[Key, list] = {}
+    for key, vals in deltas.items():
+        k = (_truncate(key[0], level), *key[1:])
+        acc = out.get(k)
+        if acc is None:
+            out[k] = list(vals)
+        else:
+            for i, v in enumerate(vals):
+                acc[i] += v
+    return out
+
+
+def add_columns(cols: Columns) -> None:
+    """Add events to the minute, hour and day rollups in the caller's transaction."""
+    add_deltas(minute_deltas(cols))
+
+
+def add_deltas(minute: dict[Key, list]) -> None:
+    """Add minute_deltas to the minute, hour and day rollups in the caller's transaction."""
+    if not minute:
+        return
+    if coarsens_in_database():
+        rows = [[*k, *minute[k]] for k in sorted(minute)]
+        upsert_add_levels(MinuteRollup, {"hour": HourRollup, "day": DayRollup}, ROLLUP_KEY, ROLLUP_ADDITIVE, rows)
+        return
+    levels = ((MinuteRollup, minute), (HourRollup, coarsen(minute, "hour")), (DayRollup, coarsen(minute, "day")))
+    for model, deltas in levels:
+        # sorted: every writer takes the rollup rows' locks in one order
+        upsert_add(model, ROLLUP_KEY, ROLLUP_ADDITIVE, [[*k, *deltas[k]] for k in sorted(deltas)])
+
+
+def rollups_add(rows: list[dict[str, Any]]) -> None:
+    """Add cleaned event rows (dicts with clean_event's fields) to the rollups."""
+    if rows:
+        add_columns(rows_to_columns(rows))

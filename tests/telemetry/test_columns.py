@@ -1,0 +1,201 @@
+"""The column-wise fast paths give exactly what the row-by-row reference gives, or step aside."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from bisect import bisect_right
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from telemetry.columns import clean_columns, rows_to_columns
+from telemetry.histogram import EDGES_MS, N_BINS
+from telemetry.models import ROLLUP_ADDITIVE
+from telemetry.rollups import minute_deltas
+from telemetry.validation import Catalogue, FieldError, clean_event
+from tests.telemetry.helpers import T0, event
+
+CAT = Catalogue(
+    tenants=frozenset({"acme", "globex"}),
+    models=frozenset({"llama-test"}),
+    regions=frozenset({"us-test"}),
+    classes=frozenset({"reserved", "shared", "best_effort"}),
+    projects=frozenset({("acme", "chat")}),
+)
+ENT = str(uuid.UUID(int=7))
+
+
+ODD = st.one_of(
+    st.none(), st.booleans(), st.just(""), st.just([1]), st.just({}), st.just("x"), st.just(-1), st.just(2.5),
+    st.just(3.0), st.just(math.inf), st.just(math.nan), st.just("z" * 161), st.just("2026-01-05T12:00:00"),
+    st.just("initech"), st.just("not-a-uuid"), st.just("NOPE"), st.just(10**400),
+)  # fmt: skip
+NUM = st.one_of(st.integers(0, 10**6), st.floats(0, 1e6, allow_nan=False))
+TS = st.sampled_from(
+    [
+        "2026-01-05T12:00:01+00:00",
+        "2026-01-05T12:00:59.999999Z",
+        "2026-01-05T13:30:00+05:30",
+        "2026-01-05T23:59:59-08:00",
+    ]
+)
+OPTIONAL = {
+    "project": st.sampled_from(["", "chat", None]),
+    "entitlement": st.sampled_from([None, "", ENT, uuid.UUID(ENT)]),
+    "source_kind": st.sampled_from(["", "entitlement", "borrowed", None]),
+    "actual_wt": st.one_of(st.none(), NUM),
+    "cached_prompt_tokens": st.integers(0, 3),
+    "output_tokens": st.one_of(st.none(), st.integers(0, 900)),
+    "ttft_ms": st.one_of(st.none(), NUM),
+    "e2e_ms": st.one_of(st.none(), NUM),
+    "slo_met": st.sampled_from([None, True, False]),
+    "status": st.sampled_from(["", "ok", "cancelled", None]),
+}
+
+
+@st.composite
+def an_event(draw):
+    """A valid event (every optional field present or not), then, one time in three, one field spoiled."""
+    decision = draw(st.sampled_from(["admit", "throttle", "complete"]))
+    e = {
+        "event_id": draw(st.sampled_from(["a", "b", "c", "d", "e"])),
+        "ts": draw(TS),
+        "tenant": "acme" if draw(st.booleans()) else "globex",
+        "model": "llama-test",
+        "region": "us-test",
+        "traffic_class": draw(st.sampled_from(["reserved", "shared", "best_effort"])),
+        "decision": decision,
+    }
+    if decision == "throttle":
+        e["reason"] = draw(st.sampled_from(["QUOTA_EXCEEDED", "PLATFORM_CAPACITY"]))
+    if decision != "complete" or draw(st.booleans()):
+        e["estimated_wt"] = draw(NUM)
+        e["prompt_tokens"] = draw(st.integers(3, 5000))
+    for k, values in OPTIONAL.items():
+        if draw(st.booleans()):
+            e[k] = draw(values)
+    if e.get("project") == "chat":
+        e["tenant"] = "acme"
+    if draw(st.integers(0, 2)) == 0:
+        k = draw(st.sampled_from(sorted({*e, *OPTIONAL, "reason"})))
+        if draw(st.booleans()):
+            e.pop(k, None)
+        else:
+            e[k] = draw(ODD)
+    return e
+
+
+EVENT = an_event()
+
+
+def reference(events):
+    rows = []
+    for e in events:
+        try:
+            rows.append(clean_event(e, CAT))
+        except FieldError:
+            return None
+    return rows_to_columns(rows)
+
+
+def same(a, b):
+    """Equal, with NaN-free floats compared exactly and datetimes by instant and zone."""
+    assert a.keys() == b.keys()
+    for k in a:
+        assert a[k] == b[k], k
+        assert [type(v) for v in a[k]] == [type(v) for v in b[k]], k
+    assert all(t.tzinfo is UTC for t in a["ts"])
+
+
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(EVENT, EVENT, EVENT, st.just("not a dict")), min_size=1, max_size=6))
+def test_fast_path_matches_the_row_validator_or_steps_aside(events):
+    fast = clean_columns(events, CAT)
+    ref = reference(events)
+    if fast is not None:
+        assert ref is not None, "the fast path accepted a batch the row validator rejects"
+        same(fast, ref)
+
+
+def _valid(n: int) -> dict:
+    e = event(n, tenant="acme", project="chat", entitlement=ENT)
+    if n % 3 == 1:
+        e.update(decision="throttle", reason="QUOTA_EXCEEDED")
+    if n % 3 == 2:
+        e.update(decision="complete", actual_wt=80.5, output_tokens=7, ttft_ms=120, e2e_ms=900.0, slo_met=True)
+        del e["prompt_tokens"], e["estimated_wt"]
+    return e
+
+
+def test_an_ordinary_batch_takes_the_fast_path():
+    events = [_valid(n) for n in range(300)]
+    fast = clean_columns(events, CAT)
+    assert fast is not None
+    same(fast, reference(events))
+
+
+def test_one_bad_event_sends_the_batch_to_the_row_validator():
+    events = [_valid(n) for n in range(10)]
+    events[4]["prompt_tokens"] = -1
+    assert clean_columns(events, CAT) is None
+
+
+def _reference_deltas(rows):
+    """The row-by-row rollup arithmetic the column version replaced."""
+    out = {}
+    t0, e0 = ROLLUP_ADDITIVE.index("ttft_b00"), ROLLUP_ADDITIVE.index("e2e_b00")
+    for r in rows:
+        ent = r["entitlement"]
+        key = (r["ts"].replace(second=0, microsecond=0), r["tenant"], r["project"], r["model"], r["region"],
+               r["traffic_class"], str(ent) if ent else "", r["decision"], r["reason"])  # fmt: skip
+        acc = out.setdefault(key, [0, 0.0, 0.0] + [0] * (len(ROLLUP_ADDITIVE) - 3))
+        acc[0] += 1
+        acc[1] += r["estimated_wt"]
+        acc[2] += r["actual_wt"] or 0.0
+        acc[3] += r["prompt_tokens"]
+        acc[4] += r["cached_prompt_tokens"]
+        acc[5] += r["output_tokens"]
+        if r["slo_met"] is not None:
+            acc[6] += 1 if r["slo_met"] else 0
+            acc[7] += 1
+        if r["ttft_ms"] is not None:
+            acc[t0 + bisect_right(EDGES_MS, r["ttft_ms"])] += 1
+        if r["e2e_ms"] is not None:
+            acc[e0 + bisect_right(EDGES_MS, r["e2e_ms"])] += 1
+    return out
+
+
+@settings(max_examples=150)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 3 * 86400 * 1_000_000),
+            st.sampled_from(["acme", "globex"]),
+            st.sampled_from(["admit", "throttle", "complete"]),
+            st.integers(0, 5000),
+            st.one_of(st.none(), st.sampled_from([0.0, 0.5, 1.0, *EDGES_MS[:5], 999.9, 1e6 + 1])),
+            st.sampled_from([None, True, False]),
+        ),
+        min_size=1,
+        max_size=60,
+    )
+)
+def test_minute_deltas_match_row_by_row_sums(specs):
+    rows = []
+    for us, tenant, decision, tokens, ms, slo in specs:
+        rows.append({
+            "event_id": str(len(rows)), "ts": T0 + timedelta(microseconds=us), "tenant": tenant, "project": "",
+            "model": "m", "region": "r", "traffic_class": "shared", "entitlement": uuid.UUID(int=us % 3) if us % 2 else None,
+            "decision": decision, "reason": "QUOTA_EXCEEDED" if decision == "throttle" else "",
+            "source_kind": "", "estimated_wt": float(tokens), "actual_wt": float(tokens // 2) if slo else None,
+            "prompt_tokens": tokens, "cached_prompt_tokens": tokens // 3, "output_tokens": tokens // 5,
+            "ttft_ms": ms, "e2e_ms": None if ms is None else ms * 10, "slo_met": slo, "status": "",
+        })  # fmt: skip
+    got = minute_deltas(rows_to_columns(rows))
+    want = _reference_deltas(rows)
+    assert got == want
+    assert all(type(v) is int for vals in got.values() for i, v in enumerate(vals) if i not in (1, 2))
+    assert all(k[0].tzinfo is not None and k[0] == datetime.fromtimestamp(k[0].timestamp(), UTC) for k in got)
+    assert sum(len(v) for v in got.values()) == len(got) * (8 + 2 * N_BINS)
