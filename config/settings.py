@@ -124,6 +124,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 # A forecast run whose worker has not checkpointed for this long may be taken over by a redelivery;
 # keep it above the slowest batch, and the visibility timeout above the slowest run.
 FORECAST_RUN_STALE_AFTER_S = int(os.environ.get("FORECAST_RUN_STALE_AFTER_S", "600"))
+# Hour and day rollups are folded from the minute rollups by Celery beat every 30 s, and by ingest
+# when this process has not folded for this long (telemetry.fold): how stale they may get.
+TELEMETRY_FOLD_EVERY_S = float(os.environ.get("TELEMETRY_FOLD_EVERY_S", "30"))
 COST_PUE = float(os.environ.get("COST_PUE", "1.3"))
 COST_ELECTRICITY_PER_KWH = float(os.environ.get("COST_ELECTRICITY_PER_KWH", "0.10"))
 COST_IDLE_POWER_SHARE = float(os.environ.get("COST_IDLE_POWER_SHARE", "0.3"))

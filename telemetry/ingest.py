@@ -1,4 +1,5 @@
-"""Event ingest: validate, store what is new, add exactly that to the rollups — one transaction a batch.
+"""Event ingest: validate, store what is new, add exactly that to the minute rollups — one
+transaction a batch (hours and days are folded from the minutes: telemetry.fold).
 
 On PostgreSQL the batch streams into a binary COPY straight into the events table while Python
 validates the next chunk and sums the rollups: the server inserts the rows on its own core in the
@@ -21,8 +22,9 @@ from django.utils import timezone
 
 from telemetry import metrics
 from telemetry.columns import FIELDS, Columns, clean_columns, rows_to_columns, take
+from telemetry.fold import fold_if_due
 from telemetry.models import AdmissionEvent
-from telemetry.rollups import add_deltas, minute_deltas
+from telemetry.rollups import add_minutes, minute_deltas
 from telemetry.sql import copy_in, insert_ignore_returning, lock_scope, stored_idents
 from telemetry.validation import Catalogue, FieldError, clean_event
 
@@ -183,9 +185,10 @@ def ingest_events(*, source: str, events: list[dict[str, Any]]) -> IngestResult:
     batch = _Batch(source, now, Catalogue.for_events(events))
     with transaction.atomic():
         store = _store_pg if connection.vendor == "postgresql" else _store_sqlite
-        add_deltas(store(events, batch, result))
+        add_minutes(store(events, batch, result))
     valid = len(batch.seen)
     result.accepted = len(batch.cols["event_id"])
     result.duplicates = batch.repeats + valid - result.accepted
     metrics.observe_ingest(source, batch.cols["ts"], now)
+    fold_if_due()
     return result

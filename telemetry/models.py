@@ -181,6 +181,20 @@ def _rollup_meta(prefix: str) -> dict:
     }
 
 
+class RollupBacklog(models.Model):
+    """An hour whose minute rollups grew since its hour and day rollups were last folded from them.
+
+    Ingest adds to the minute rollups only, and notes the hours it touched here in the same
+    transaction; telemetry.rollups.fold recomputes those hours and their days from the minutes.
+    One row per ingest and hour, never updated: concurrent writers never wait on each other here.
+    """
+
+    hour = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.hour:%Y-%m-%d %H:00}"
+
+
 class MinuteRollup(RollupBase):
     class Meta(RollupBase.Meta):
         abstract = False

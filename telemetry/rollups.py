@@ -1,7 +1,8 @@
-"""Events → additive minute rollups, and those added to the minute, hour and day tables.
+"""Events → additive minute rollups: ingest adds them to the minute table (hours and days are folded
+from it, telemetry.fold); backfills add them to all three levels at once.
 
-Works on columns (telemetry.columns): the events are grouped by their minute key once, and each
-sum is a C-level `sum(map(...))` over a group's positions rather than a Python `+=` per event.
+Works on columns (telemetry.columns): each event's key becomes a small integer once, and every
+sum is a numpy bincount over those integers rather than a Python `+=` per event.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from typing import Any
 import numpy as np
 
 from telemetry.columns import Columns, rows_to_columns
+from telemetry.fold import note_hours
 from telemetry.histogram import EDGES_MS, N_BINS
 from telemetry.models import ROLLUP_ADDITIVE, ROLLUP_KEY, DayRollup, HourRollup, MinuteRollup
-from telemetry.sql import coarsens_in_database, upsert_add, upsert_add_levels
+from telemetry.sql import upsert_add
 
 _TTFT0 = ROLLUP_ADDITIVE.index("ttft_b00")
 _E2E0 = ROLLUP_ADDITIVE.index("e2e_b00")
@@ -125,17 +127,21 @@ def add_columns(cols: Columns) -> None:
     add_deltas(minute_deltas(cols))
 
 
-def add_deltas(minute: dict[Key, list]) -> None:
-    """Add minute_deltas to the minute, hour and day rollups in the caller's transaction."""
+def add_minutes(minute: dict[Key, list]) -> None:
+    """Add minute_deltas to the minute rollups and note their hours for the next fold (telemetry.fold),
+    in the caller's transaction. Ingest's path: one rollup level written per batch, not three."""
     if not minute:
         return
-    if coarsens_in_database():
-        rows = [[*k, *minute[k]] for k in sorted(minute)]
-        upsert_add_levels(MinuteRollup, {"hour": HourRollup, "day": DayRollup}, ROLLUP_KEY, ROLLUP_ADDITIVE, rows)
-        return
+    # sorted: every writer takes the rollup rows' locks in one order
+    upsert_add(MinuteRollup, ROLLUP_KEY, ROLLUP_ADDITIVE, [[*k, *minute[k]] for k in sorted(minute)])
+    note_hours({k[0] for k in minute})
+
+
+def add_deltas(minute: dict[Key, list]) -> None:
+    """Add minute_deltas to the minute, hour and day rollups at once, in the caller's transaction
+    (backfills: telemetry.demo_history)."""
     levels = ((MinuteRollup, minute), (HourRollup, coarsen(minute, "hour")), (DayRollup, coarsen(minute, "day")))
     for model, deltas in levels:
-        # sorted: every writer takes the rollup rows' locks in one order
         upsert_add(model, ROLLUP_KEY, ROLLUP_ADDITIVE, [[*k, *deltas[k]] for k in sorted(deltas)])
 
 

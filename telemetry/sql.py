@@ -184,60 +184,6 @@ def upsert_add(
     _write(model, _columns(model, [*key, *add]), rows, on, f"ON CONFLICT ({on}) DO UPDATE SET {sets}")
 
 
-def coarsens_in_database() -> bool:
-    """Whether upsert_add_levels can derive the coarser levels itself (PostgreSQL's date_trunc)."""
-    return _is_pg()
-
-
-def upsert_add_levels(
-    base: type[models.Model],
-    coarser: dict[str, type[models.Model]],
-    key: Sequence[str],
-    add: Sequence[str],
-    rows: Sequence[Sequence[Any]],
-) -> None:
-    """upsert_add into `base`, and into each coarser table its rows summed per date_trunc(level, key[0]).
-
-    PostgreSQL only: the rows are copied once, and one statement upserts every level (hour and day
-    from the same staged minutes), where three upsert_add calls would stage them three times.
-    Rows must be sorted by key: each level's upsert runs in key order, one lock order for all writers.
-    """
-    if not rows:
-        return
-    qn = connection.ops.quote_name
-    fields = _columns(base, [*key, *add])
-    stage = qn(f"{base._meta.db_table}_stage")
-    names = [qn(f.column) for f in fields]
-    cols = ", ".join(names)
-    keys, sums = names[: len(key)], names[len(key) :]
-    with _cursor() as cur:
-        cur.execute(
-            f"CREATE TEMP TABLE IF NOT EXISTS {stage} ON COMMIT DELETE ROWS "  # noqa: S608 - model metadata
-            f"AS SELECT {cols} FROM {qn(base._meta.db_table)} WITH NO DATA"
-        )
-        cur.execute(f"DELETE FROM {stage}")  # noqa: S608 - an earlier call in this transaction
-        with cur.copy(f"COPY {stage} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types([_copy_type(f) for f in fields])
-            for r in rows:
-                copy.write_row(r)
-
-        def upsert(model: type[models.Model], select: str) -> str:
-            table = qn(model._meta.db_table)
-            sets = ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in sums)
-            return f"INSERT INTO {table} ({cols}) {select} ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {sets}"
-
-        rest, order = ", ".join(keys[1:]), ", ".join(keys)
-        parts = [f"l0 AS ({upsert(base, f'SELECT {cols} FROM {stage} ORDER BY {order}')})"]  # noqa: S608
-        for i, (level, model) in enumerate(coarser.items(), start=1):
-            bucket = f"date_trunc('{level}', {keys[0]}, 'UTC')"
-            select = (
-                f"SELECT {bucket}, {rest}, {', '.join(f'sum({c})' for c in sums)} FROM {stage} "  # noqa: S608
-                f"GROUP BY {bucket}, {rest} ORDER BY {bucket}, {rest}"
-            )
-            parts.append(f"l{i} AS ({upsert(model, select)})")
-        cur.execute(f"WITH {', '.join(parts)} SELECT 1")
-
-
 def upsert_replace(
     model: type[models.Model], key: Sequence[str], other: Sequence[str], rows: Sequence[Sequence[Any]]
 ) -> int:

@@ -48,6 +48,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _fast_passwords(settings):
     # PBKDF2 at full strength dominates suites that create many users.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Tests read hour and day rollups right after ingest: fold them on every batch.
+    # (tests/telemetry/test_fold.py checks the lag and the fold with the production setting.)
+    settings.TELEMETRY_FOLD_EVERY_S = 0
 
 
 @pytest.fixture(autouse=True)

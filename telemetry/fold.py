@@ -1,0 +1,96 @@
+"""Hour and day rollups, folded from the minute rollups rather than added to on every ingest.
+
+Ingest adds each batch to the minute rollups and notes the hours it touched (RollupBacklog) in
+the same transaction. A fold takes the noted hours and recomputes each of them from its minutes,
+then each of their days from its hours, replacing the stored sums: idempotent, exact, and as
+fresh as the last fold (every 30 s by Celery beat, and from ingest itself when the last fold in
+this process is older than TELEMETRY_FOLD_EVERY_S). Ingest thus writes one level, not three.
+
+Why it is exact under concurrency: a backlog row becomes visible in the same commit as its
+minutes, so a fold that takes a row sees those minutes too (each statement of a READ COMMITTED
+transaction reads a fresh snapshot); a row committed after the fold read the backlog stays for the
+next fold. Backlog rows are only inserted and deleted, so writers never queue on them, and folds
+take a transaction-scoped advisory lock so two of them never interleave.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, models, transaction
+from django.utils.dateparse import parse_datetime
+
+from telemetry.models import ROLLUP_ADDITIVE, ROLLUP_KEY, DayRollup, HourRollup, MinuteRollup, RollupBacklog
+
+_last_fold = 0.0
+
+
+def note_hours(buckets: Iterable[datetime]) -> None:
+    """Record, in the caller's transaction, the hours whose minute rollups this transaction changed."""
+    hours = {b.replace(minute=0, second=0, microsecond=0) for b in buckets}
+    RollupBacklog.objects.bulk_create([RollupBacklog(hour=h) for h in sorted(hours)])
+
+
+def _lock() -> bool:
+    if connection.vendor != "postgresql":
+        return True  # SQLite runs one write transaction at a time
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_try_advisory_xact_lock(hashtext('telemetry:fold'))")
+        return bool(cur.fetchone()[0])
+
+
+def _take_backlog() -> list[datetime]:
+    table = connection.ops.quote_name(RollupBacklog._meta.db_table)
+    with connection.cursor() as cur:
+        cur.execute(f"DELETE FROM {table} RETURNING hour")  # noqa: S608 - model metadata
+        got = [r[0] for r in cur.fetchall()]
+    out = set()
+    for h in got:
+        if isinstance(h, str):  # SQLite hands back its text form, naive UTC
+            h = parse_datetime(h)
+        out.add(h if h.tzinfo else h.replace(tzinfo=UTC))
+    return sorted(out)
+
+
+def _replace(target: type[models.Model], source: type[models.Model], start: datetime, end: datetime) -> None:
+    """target's rows at bucket `start` := the sums of source's rows in [start, end), per key."""
+    qn = connection.ops.quote_name
+    keys = [qn(k) for k in ROLLUP_KEY[1:]]
+    sums = [qn(c) for c in ROLLUP_ADDITIVE]
+    bucket = qn("bucket")
+    cols = ", ".join([bucket, *keys, *sums])
+    prep = target._meta.get_field("bucket").get_db_prep_value  # type: ignore[union-attr]
+    sql = (
+        f"INSERT INTO {qn(target._meta.db_table)} ({cols}) "  # noqa: S608 - model metadata
+        f"SELECT %s, {', '.join(keys)}, {', '.join(f'SUM({c})' for c in sums)} "
+        f"FROM {qn(source._meta.db_table)} WHERE {bucket} >= %s AND {bucket} < %s "
+        f"GROUP BY {', '.join(keys)} ORDER BY {', '.join(keys)} "
+        f"ON CONFLICT ({bucket}, {', '.join(keys)}) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in sums)
+    )
+    with connection.cursor() as cur:
+        cur.execute(sql, [prep(t, connection, prepared=False) for t in (start, start, end)])
+
+
+def fold() -> int:
+    """Fold the noted hours (and their days) from the minute rollups; returns how many hours."""
+    global _last_fold
+    with transaction.atomic():
+        if not _lock():
+            return 0  # another fold is running; what it does not take stays noted
+        hours = _take_backlog()
+        for h in hours:
+            _replace(HourRollup, MinuteRollup, h, h + timedelta(hours=1))
+        for d in sorted({h.replace(hour=0) for h in hours}):
+            _replace(DayRollup, HourRollup, d, d + timedelta(days=1))
+    _last_fold = time.monotonic()
+    return len(hours)
+
+
+def fold_if_due() -> int:
+    """Fold when this process last folded longer than TELEMETRY_FOLD_EVERY_S ago (0: every time)."""
+    if time.monotonic() - _last_fold < settings.TELEMETRY_FOLD_EVERY_S:
+        return 0
+    return fold()
