@@ -2,9 +2,9 @@
 
 Each active entitlement gets `days` of traffic: a diurnal and weekly shape around a per-entitlement
 mean utilisation, with seeded noise. Every 10 minutes one admitted sample and its completion are
-written through the same rollup path as ingested events; each sample stands for the 10 minutes'
-worth of weighted tokens, so token and rate series are to scale while request counts are sampled
-(6 per hour). No raw events are stored: this is rollup history, and it is labelled as demo data
+added to the hour and day rollups (not the minute ones, where a 10-minute sample would read as a
+spike); each sample stands for the 10 minutes' worth of weighted tokens, so token and rate series
+are to scale while request counts are sampled (6 per hour). No raw events are stored: this is rollup history, and it is labelled as demo data
 by its source in the admin (`demo-history`).
 """
 
@@ -69,6 +69,8 @@ def seed_history(*, days: int = 14, seed: int = 11, now: datetime | None = None)
                          "slo_met": bool(rng.random() < 0.985), "ttft_ms": float(rng.uniform(150, 900)),
                          "e2e_ms": float(rng.uniform(4000, 15000))})  # fmt: skip
         with transaction.atomic():
-            rollups_add(rows)
+            # hour and day rollups only: a sample per 10 minutes is to scale per hour, but would
+            # read as a 10× spike in a minute-level chart
+            rollups_add(rows, with_minutes=False)
         written += len(rows)
     return written

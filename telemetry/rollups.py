@@ -122,11 +122,6 @@ def coarsen(deltas: dict[Key, list], level: str) -> dict[Key, list]:
     return out
 
 
-def add_columns(cols: Columns) -> None:
-    """Add events to the minute, hour and day rollups in the caller's transaction."""
-    add_deltas(minute_deltas(cols))
-
-
 def add_minutes(minute: dict[Key, list]) -> None:
     """Add minute_deltas to the minute rollups and note their hours for the next fold (telemetry.fold),
     in the caller's transaction. Ingest's path: one rollup level written per batch, not three."""
@@ -137,15 +132,17 @@ def add_minutes(minute: dict[Key, list]) -> None:
     note_hours({k[0] for k in minute})
 
 
-def add_deltas(minute: dict[Key, list]) -> None:
-    """Add minute_deltas to the minute, hour and day rollups at once, in the caller's transaction
-    (backfills: telemetry.demo_history)."""
-    levels = ((MinuteRollup, minute), (HourRollup, coarsen(minute, "hour")), (DayRollup, coarsen(minute, "day")))
+def add_deltas(minute: dict[Key, list], *, with_minutes: bool = True) -> None:
+    """Add minute_deltas to the hour and day rollups (and the minute ones unless told not to) at once,
+    in the caller's transaction: backfills (telemetry.demo_history)."""
+    levels = [(HourRollup, coarsen(minute, "hour")), (DayRollup, coarsen(minute, "day"))]
+    if with_minutes:
+        levels.insert(0, (MinuteRollup, minute))
     for model, deltas in levels:
         upsert_add(model, ROLLUP_KEY, ROLLUP_ADDITIVE, [[*k, *deltas[k]] for k in sorted(deltas)])
 
 
-def rollups_add(rows: list[dict[str, Any]]) -> None:
+def rollups_add(rows: list[dict[str, Any]], *, with_minutes: bool = True) -> None:
     """Add cleaned event rows (dicts with clean_event's fields) to the rollups."""
     if rows:
-        add_columns(rows_to_columns(rows))
+        add_deltas(minute_deltas(rows_to_columns(rows)), with_minutes=with_minutes)

@@ -5,7 +5,7 @@ from django.db.models import Sum
 
 from entitlements.services import entitlement_grant
 from telemetry.demo_history import seed_history
-from telemetry.models import HourRollup
+from telemetry.models import DayRollup, HourRollup, MinuteRollup
 from tests.factories import grant_kwargs
 
 NOW = datetime(2026, 11, 20, 12, 30, tzinfo=UTC)
@@ -25,3 +25,6 @@ def test_seed_history_writes_days_of_rollups_once(fleet):
     # Never above the entitlement: 10 CU × R 1000 wt/s × 3600 s per hour at most.
     peak = max(HourRollup.objects.filter(decision="admit").values_list("estimated_wt", flat=True))
     assert peak <= 10 * 1000 * 3600
+    # 10-minute samples are history at hour and day grain only: a minute chart would show 10× spikes
+    assert not MinuteRollup.objects.exists()
+    assert DayRollup.objects.aggregate(n=Sum("requests"))["n"] == HourRollup.objects.aggregate(n=Sum("requests"))["n"]
