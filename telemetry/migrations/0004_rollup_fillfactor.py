@@ -1,6 +1,7 @@
 """Leave half of each rollup page free on PostgreSQL.
 
-Ingest updates the same minute, hour and day rows batch after batch. With room on the page the
+Ingest updates the same minute rows batch after batch, and each fold (telemetry.fold) rewrites
+the current hour's and day's rows. With room on the page the
 new row version stays there (a HOT update) and none of the four indexes is touched; measured on
 bench/ingest.py, the rollup upsert took 40 % less time. SQLite has no such setting.
 """

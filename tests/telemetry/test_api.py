@@ -33,6 +33,26 @@ def test_gateway_ingests_and_gets_errors_by_index(fleet):
     assert list(AdmissionEvent.objects.values_list("source", "event_id")) == [("gw-1", "r0")]
 
 
+def test_odd_json_values_are_named_not_a_server_error(fleet):
+    gw = client_for(person("gw", platform="gateway"))
+    events = [
+        event(0, decision=["admit"]),
+        event(1, decision="throttle", reason={"code": 1}),
+        event(2, status=[]),
+        event(3, estimated_wt=10**400),
+        event(4),
+    ]
+    r = _post(gw, "/api/v1/telemetry/events", {"source": "gw", "events": events})
+    assert r.status_code == 200
+    assert [(e["index"], e["field"]) for e in r.json()["errors"]] == [
+        (0, "decision"),
+        (1, "reason"),
+        (2, "status"),
+        (3, "estimated_wt"),
+    ]
+    assert r.json()["accepted"] == 1
+
+
 def test_all_bad_is_400(fleet):
     gw = client_for(person("gw", platform="gateway"))
     r = _post(gw, "/api/v1/telemetry/events", {"source": "gw", "events": [event(0, decision="x")]})
