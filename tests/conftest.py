@@ -14,6 +14,8 @@ from urllib.parse import urlparse
 import pytest
 from django.conf import settings
 
+from tests.browser import browser, serial_live_server  # noqa: F401 - fixtures for every browser test
+
 CI = os.environ.get("CI", "").lower() == "true"
 
 

@@ -6,80 +6,17 @@ Screenshots go to artifacts/screenshots/. Under CI=true a missing Chromium fails
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.core.servers.basehttp import WSGIServer
-from django.db import connection
-from django.test.testcases import LiveServerThread
 from django.utils import timezone
 
 from entitlements.models import Entitlement
 from portal.models import LaunchRequest
+from tests.browser import sign_in
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
-
-
-@pytest.fixture
-def browser():
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"{CHROMIUM} is missing; browser tests must run under CI")
-        pytest.skip(f"{CHROMIUM} is not installed")
-    # The sync Playwright API runs an event loop in this thread; Django's ORM calls in the test
-    # are still synchronous and safe here.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    from playwright.sync_api import sync_playwright
-
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield b
-        b.close()
-
-
-class _SerialWSGIServer(WSGIServer):
-    """One request at a time. SQLite's in-memory test database is a single connection that the
-    threaded live server would share between request threads ("database table is locked")."""
-
-    def __init__(self, *args, connections_override=None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.connections_override = connections_override  # the server thread already applies it
-
-
-@pytest.fixture
-def serial_live_server(request):
-    """pytest-django's live_server, made single-threaded when the test database is in-memory SQLite."""
-    if not (connection.vendor == "sqlite" and connection.is_in_memory_db()):
-        return request.getfixturevalue("live_server")
-    original = LiveServerThread.server_class
-    LiveServerThread.server_class = _SerialWSGIServer
-    try:
-        return request.getfixturevalue("live_server")
-    finally:
-        LiveServerThread.server_class = original  # the running server keeps its class
-
-
-def _login(browser, base, username):
-    ctx = browser.new_context(base_url=base)
-    page = ctx.new_page()
-    page.goto("/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", "demo")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/")
-    return ctx, page
 
 
 @pytest.mark.browser
@@ -88,11 +25,12 @@ def test_file_submit_refuse_self_approve_approve_and_see_entitlement(browser, se
     from playwright.sync_api import expect
 
     base = serial_live_server.url
+    SHOTS.mkdir(parents=True, exist_ok=True)
     expect.set_options(timeout=20_000)  # a loaded CI box is slow; this bounds waiting, not speed
     today = timezone.now().date()
 
     # The requester files a request through the sectioned form and watches it being sized.
-    ctx, page = _login(browser, base, "acme-req")
+    ctx, page = sign_in(browser, base, "acme-req")
     page.goto("/launch/")
     page.click("#new-request")
     page.wait_for_url("**/edit")
@@ -142,7 +80,7 @@ def test_file_submit_refuse_self_approve_approve_and_see_entitlement(browser, se
     assert Entitlement.objects.count() == 0
 
     # An approver finds it in the queue, reviews it and approves it.
-    actx, apage = _login(browser, base, "appr1")
+    actx, apage = sign_in(browser, base, "appr1")
     apage.goto("/launch/queue/")
     apage.click(f"tr[data-uuid='{req.uuid}'] a")
     expect(apage.locator("#chart-pool-a .main-svg").first).to_be_visible(timeout=15_000)
@@ -157,7 +95,7 @@ def test_file_submit_refuse_self_approve_approve_and_see_entitlement(browser, se
     page.goto("/")
     expect(page.locator(f"a[href='/entitlements/{ent.uuid}/']")).to_have_count(1)
     page.screenshot(path=str(SHOTS / "intake-5-home.png"), full_page=True)
-    octx, opage = _login(browser, base, "globex-req")
+    octx, opage = sign_in(browser, base, "globex-req")
     assert opage.locator(f"a[href='/entitlements/{ent.uuid}/']").count() == 0
     assert str(ent.uuid) not in opage.content()
     for c in (ctx, actx, octx):

@@ -1,32 +1,15 @@
 """The operator home in a real browser: the chart draws, and redraws after an htmx swap."""
 
-import os
-
 import pytest
 
 from tests import factories as f
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]  # fmt: skip
-
 
 @pytest.fixture
-def page(monkeypatch):
-    if not os.path.exists(CHROMIUM):
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("CI needs Debian's /usr/bin/chromium (.ci/run installs it)")
-        pytest.skip("needs Debian's /usr/bin/chromium")
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API runs an event loop; Django must not treat the test as async.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield browser.new_page(viewport={"width": 1400, "height": 900})
-        browser.close()
+def page(browser):
+    return browser.new_page(viewport={"width": 1400, "height": 900})
 
 
 def test_operator_signs_in_and_sees_the_capacity_chart(live_server, page):
