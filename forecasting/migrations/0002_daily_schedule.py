@@ -2,23 +2,7 @@
 
 from django.db import migrations
 
-TASK = "forecasting.tasks.schedule_forecast"
-NAME = "forecasting: daily demand forecast"
-
-
-def forwards(apps, schema_editor):
-    CrontabSchedule = apps.get_model("django_celery_beat", "CrontabSchedule")
-    PeriodicTask = apps.get_model("django_celery_beat", "PeriodicTask")
-    at_two, _ = CrontabSchedule.objects.get_or_create(
-        minute="0", hour="2", day_of_week="*", day_of_month="*", month_of_year="*", timezone="UTC"
-    )
-    PeriodicTask.objects.update_or_create(
-        name=NAME, defaults={"task": TASK, "crontab": at_two, "interval": None, "enabled": True, "kwargs": "{}"}
-    )
-
-
-def backwards(apps, schema_editor):
-    apps.get_model("django_celery_beat", "PeriodicTask").objects.filter(name=NAME).delete()
+from config.beat import daily_at
 
 
 class Migration(migrations.Migration):
@@ -27,4 +11,4 @@ class Migration(migrations.Migration):
         ("django_celery_beat", "0019_alter_periodictasks_options"),
     ]
 
-    operations = [migrations.RunPython(forwards, backwards)]
+    operations = [daily_at("forecasting: daily demand forecast", "forecasting.tasks.schedule_forecast", hour=2)]

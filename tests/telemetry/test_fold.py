@@ -123,3 +123,10 @@ def test_folds_running_alongside_ingest_lose_nothing(transactional_db, fleet, se
     assert _by_hour(HourRollup) == {
         h: _total(MinuteRollup, bucket__gte=h, bucket__lt=h + timedelta(hours=1)) for h in _by_hour(HourRollup)
     }
+
+
+def test_beat_folds_every_30_seconds(db):
+    from django_celery_beat.models import PeriodicTask
+
+    task = PeriodicTask.objects.get(task="telemetry.tasks.fold_rollups")
+    assert (task.enabled, task.interval.every, task.interval.period) == (True, 30, "seconds")
