@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from entitlements.api.schema import ApiTokenScheme
 
 
-class GatewayTokenScheme(OpenApiAuthenticationExtension):
+class GatewayTokenScheme(ApiTokenScheme):
     target_class = "admission.auth.CachedGatewayTokenAuthentication"
     name = "gatewayTokenAuth"
-
-    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
-        return {
-            "type": "apiKey",
-            "in": "header",
-            "name": "Authorization",
-            "description": "`Token <key>` of a gateway account (cached in-process for a few seconds)",
-        }
+    description = "`Token <key>` of a gateway account (cached in-process for a few seconds)"

@@ -12,7 +12,7 @@ event is counted once. SQLite: INSERT … ON CONFLICT DO NOTHING RETURNING, then
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
@@ -28,30 +28,8 @@ from telemetry.rollups import add_minutes, minute_deltas
 from telemetry.sql import copy_in, insert_ignore_returning, lock_scope, stored_idents
 from telemetry.validation import Catalogue, FieldError, clean_event
 
-EVENT_COLUMNS = (
-    "source",
-    "event_id",
-    "ts",
-    "received_at",
-    "tenant",
-    "project",
-    "model",
-    "region",
-    "traffic_class",
-    "entitlement",
-    "decision",
-    "reason",
-    "source_kind",
-    "estimated_wt",
-    "actual_wt",
-    "prompt_tokens",
-    "cached_prompt_tokens",
-    "output_tokens",
-    "ttft_ms",
-    "e2e_ms",
-    "slo_met",
-    "status",
-)
+# The stored columns: who sent it and when it was stored, around the cleaned fields.
+EVENT_COLUMNS = ("source", *FIELDS[:2], "received_at", *FIELDS[2:])
 # Small enough that the server starts inserting early, large enough that the per-chunk checks stay cheap.
 CHUNK = 2048
 
@@ -112,18 +90,11 @@ class _Batch:
             self.cols[f].extend(cols[f])
         return cols
 
-    def rows(self, cols: Columns) -> list[tuple]:
+    def rows(self, cols: Columns) -> Iterator[tuple]:
+        """EVENT_COLUMNS-ordered rows of `cols`."""
         n = len(cols["event_id"])
-        return list(
-            zip(
-                repeat(self.source, n),
-                cols["event_id"],
-                cols["ts"],
-                repeat(self.now, n),
-                *(cols[c] for c in EVENT_COLUMNS[4:]),
-                strict=True,
-            )
-        )
+        head = (repeat(self.source, n), cols["event_id"], cols["ts"], repeat(self.now, n))
+        return zip(*head, *(cols[c] for c in EVENT_COLUMNS[4:]), strict=True)
 
 
 def _stream(events: list[Any], batch: _Batch, result: IngestResult, write: Callable[[Sequence[Any]], None]) -> None:

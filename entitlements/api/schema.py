@@ -14,11 +14,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 class ApiTokenScheme(OpenApiAuthenticationExtension):
     target_class = "entitlements.auth.ApiTokenAuthentication"
     name = "tokenAuth"
+    description = "`Token <key>`; `manage.py create_api_token USERNAME` prints a key"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
-        return {
-            "type": "apiKey",
-            "in": "header",
-            "name": "Authorization",
-            "description": "`Token <key>`; `manage.py create_api_token USERNAME` prints a key",
-        }
+        return {"type": "apiKey", "in": "header", "name": "Authorization", "description": self.description}
