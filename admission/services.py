@@ -145,24 +145,15 @@ def throttle(reason: str, retry_after: int | None = None) -> Decision:
     return Decision(429, {"decision": "throttle", "reason": reason, "responsible": r.responsible, "retry_after_s": ra})
 
 
-def _event(req: ReserveRequest, decision: str, est: float, **extra: Any) -> dict[str, Any]:
-    ev = {
-        "event_id": req.request_id, "ts": now_iso(), "tenant": req.tenant, "model": req.model,
-        "region": req.region, "traffic_class": req.traffic_class, "decision": decision, "estimated_wt": est,
-        "prompt_tokens": req.prompt_tokens, "cached_prompt_tokens": req.cached_prompt_tokens, **extra,
-    }  # fmt: skip
+def _event(req: ReserveRequest, decision: str, est: float, head: dict[str, Any] | None = None, **extra: Any) -> dict:
+    """An admit or throttle event; `head`: a matched scope's static fields (plans.Plan.event_head)."""
+    if head is None:
+        head = {"tenant": req.tenant, "model": req.model, "region": req.region, "traffic_class": req.traffic_class}
+    ev = {**head, "event_id": req.request_id, "ts": now_iso(), "decision": decision, "estimated_wt": est,
+          "prompt_tokens": req.prompt_tokens, "cached_prompt_tokens": req.cached_prompt_tokens, **extra}  # fmt: skip
     if req.project:
         ev["project"] = req.project
     return ev
-
-
-def _scope_event(plan: plans.Plan, req: ReserveRequest, decision: str, est: float, key: str, value: str) -> None:
-    """`_event` for a request that matched a scope: the static fields come from its plan."""
-    ev = {**plan.event_head, "event_id": req.request_id, "ts": now_iso(), "decision": decision, "estimated_wt": est,
-          "prompt_tokens": req.prompt_tokens, "cached_prompt_tokens": req.cached_prompt_tokens, key: value}  # fmt: skip
-    if req.project:
-        ev["project"] = req.project
-    events.emit(ev)
 
 
 def _refuse(
@@ -201,13 +192,13 @@ def reserve(req: ReserveRequest) -> Decision:
     if parts[0] == "A":
         _, res_id, wt, source, expires = parts
         if not ans.replay:
-            _scope_event(plan, req, "admit", cost, "source_kind", source)
+            events.emit(_event(req, "admit", cost, plan.event_head, source_kind=source))
         body = {"decision": "admit", "reservation_id": res_id, "reserved_wt": float(wt), "source": source,
                 "expires_at": iso_utc(float(expires))}  # fmt: skip
         return Decision(200, body)
     _, reason, ra = parts
     if not ans.replay:
-        _scope_event(plan, req, "throttle", cost, "reason", reason)
+        events.emit(_event(req, "throttle", cost, plan.event_head, reason=reason))
     return throttle(reason, int(ra))
 
 

@@ -86,7 +86,8 @@ def _numbers(col: list[Any], *, integer: bool, required: bool | list[bool] = Fal
     return col
 
 
-def _or_zero(col: list[Any], zero: Any) -> list[Any]:
+def none_as(col: list[Any], zero: Any) -> list[Any]:
+    """`col` with None replaced by `zero` (the same list when it holds no None)."""
     return [zero if v is None else v for v in col] if None in col else col
 
 
@@ -119,7 +120,7 @@ def _entitlements(col: list[Any]) -> list[uuid.UUID | None]:
 
 def _choices(col: list[Any], allowed: frozenset[str]) -> list[str]:
     _need(set(col) <= allowed | _OPTIONAL_CHOICE)
-    return _or_zero(col, "")
+    return none_as(col, "")
 
 
 def _fast(events: list[Any], cat: Catalogue) -> Columns:
@@ -148,13 +149,13 @@ def _fast(events: list[Any], cat: Catalogue) -> Columns:
     out["source_kind"] = _choices(column(events, "source_kind"), SOURCE_KINDS)
     # estimated_wt and prompt_tokens are required of every decision but `complete`
     required: bool | list[bool] = [d != "complete" for d in decisions] if "complete" in decisions else True
-    out["estimated_wt"] = _or_zero(_numbers(column(events, "estimated_wt"), integer=False, required=required), 0.0)
+    out["estimated_wt"] = none_as(_numbers(column(events, "estimated_wt"), integer=False, required=required), 0.0)
     out["actual_wt"] = _numbers(column(events, "actual_wt"), integer=False)
-    prompt = _or_zero(_numbers(column(events, "prompt_tokens"), integer=True, required=required), 0)
-    cached = _or_zero(_numbers(column(events, "cached_prompt_tokens"), integer=True), 0)
+    prompt = none_as(_numbers(column(events, "prompt_tokens"), integer=True, required=required), 0)
+    cached = none_as(_numbers(column(events, "cached_prompt_tokens"), integer=True), 0)
     _need(not any(map(gt, cached, prompt)))
     out["prompt_tokens"], out["cached_prompt_tokens"] = prompt, cached
-    out["output_tokens"] = _or_zero(_numbers(column(events, "output_tokens"), integer=True), 0)
+    out["output_tokens"] = none_as(_numbers(column(events, "output_tokens"), integer=True), 0)
     out["ttft_ms"] = _numbers(column(events, "ttft_ms"), integer=False)
     out["e2e_ms"] = _numbers(column(events, "e2e_ms"), integer=False)
     slo = column(events, "slo_met")

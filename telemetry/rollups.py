@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from telemetry.columns import Columns, rows_to_columns
+from telemetry.columns import Columns, none_as, rows_to_columns
 from telemetry.fold import note_hours
 from telemetry.histogram import EDGES_MS, N_BINS
 from telemetry.models import ROLLUP_ADDITIVE, ROLLUP_KEY, DayRollup, HourRollup, MinuteRollup
@@ -35,17 +35,13 @@ def _truncate(ts: datetime, level: str) -> datetime:
     return ts.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
-def _zeroed(col: list[Any], zero: Any) -> list[Any]:
-    return [zero if v is None else v for v in col] if None in col else col
-
-
 def _entitlement_keys(col: list[Any]) -> list[str]:
     as_str = {e: str(e) if e else "" for e in set(col)}  # a batch names few entitlements: format each once
     return list(map(as_str.__getitem__, col))
 
 
 def _floats(col: list[Any]) -> np.ndarray:
-    return np.array(_zeroed(col, 0.0), dtype=np.float64)
+    return np.array(none_as(col, 0.0), dtype=np.float64)
 
 
 def _counts(ids: np.ndarray, weights: np.ndarray | None, m: int) -> np.ndarray:
