@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from tests.clients import api_client
 from tests.factories import member, platform_user
 
 
@@ -26,9 +27,4 @@ def people(fleet) -> dict[str, Any]:
 
 @pytest.fixture
 def client_for(people) -> Callable[[str], APIClient]:
-    def make(who: str) -> APIClient:
-        client = APIClient()
-        client.force_authenticate(people[who])
-        return client
-
-    return make
+    return lambda who: api_client(people[who])

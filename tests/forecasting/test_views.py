@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from django.test import Client
 
 from forecasting.models import ForecastRun
+from tests.clients import web_client
 
 
 @pytest.fixture
 def web_for(people):
-    def make(who: str) -> Client:
-        client = Client()
-        client.force_login(people[who])
-        return client
-
-    return make
+    return lambda who: web_client(people[who])
 
 
 def test_operator_sees_gaps_charts_costs_and_the_run_button(web_for, finished):

@@ -1,12 +1,5 @@
-from rest_framework.test import APIClient
-
 from portal.models import LaunchRequest
-
-
-def _client(user):
-    c = APIClient()
-    c.force_authenticate(user)
-    return c
+from tests.clients import api_client as _client
 
 
 def test_file_edit_submit_through_the_api(fleet, people):

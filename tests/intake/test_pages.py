@@ -2,19 +2,12 @@ import json
 import re
 from datetime import timedelta
 
-from django.test import Client
-
 from entitlements.models import Entitlement
 from entitlements.services import entitlement_grant
 from portal.models import LaunchRequest
 from portal.selectors import day_start
+from tests.clients import web_client as _web
 from tests.factories import grant_kwargs
-
-
-def _web(user):
-    c = Client()
-    c.force_login(user)
-    return c
 
 
 def test_requester_creates_draft_and_sees_sectioned_form(fleet, people):

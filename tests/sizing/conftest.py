@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from rest_framework.test import APIClient
 
 from entitlements import models as m
+from tests.clients import api_client
 from tests.factories import AcceleratorFactory, OperatingPointFactory, TenantFactory, member, platform_user
 
 
@@ -35,12 +35,7 @@ def people(db) -> dict[str, Any]:
 
 @pytest.fixture
 def api(people):
-    def make(who: str) -> APIClient:
-        client = APIClient()
-        client.force_authenticate(people[who])
-        return client
-
-    return make
+    return lambda who: api_client(people[who])
 
 
 def sizing_body(**over: Any) -> dict[str, Any]:

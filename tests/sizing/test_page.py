@@ -6,6 +6,7 @@ import pytest
 from django.test import Client
 
 from telemetry.trace_import import trace_import
+from tests.clients import web_client
 from tests.sizing.test_traces import HEADER, ROWS, _csv
 
 FORM = {
@@ -31,12 +32,7 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 
 @pytest.fixture
 def browser(people):
-    def make(who: str) -> Client:
-        c = Client()
-        c.force_login(people[who])
-        return c
-
-    return make
+    return lambda who: web_client(people[who])
 
 
 def test_the_htmx_partial_carries_results_steps_charts_and_the_point_used(catalogue, browser):

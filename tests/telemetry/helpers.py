@@ -37,8 +37,6 @@ def person(username: str, *, tenant: Any = None, role: str = "viewer", platform:
 
 
 def client_for(user: Any) -> Any:
-    from django.test import Client
+    from tests.clients import web_client
 
-    c = Client()
-    c.force_login(user)
-    return c
+    return web_client(user)
