@@ -55,7 +55,9 @@ def rate_figure(usage: dict[str, Any]) -> dict[str, Any]:
             _line("arrived", t, s["arrived_wt_per_s"], ARRIVED),
             _line("admitted", t, s["admitted_wt_per_s"], ADMITTED),
         ],
-        "layout": _layout("Entitled vs arrived vs admitted", "weighted tokens/s"),
+        # Reserve debits the estimate (p95 output when max_output_tokens is absent) and complete refunds
+        # the rest, so admitted estimates can outrun the entitled rate while what is used cannot.
+        "layout": _layout("Entitled vs arrived vs admitted (reserved estimates, before refunds)", "weighted tokens/s"),
     }
 
 
