@@ -11,18 +11,25 @@ minutes, so a fold that takes a row sees those minutes too (each statement of a 
 transaction reads a fresh snapshot); a row committed after the fold read the backlog stays for the
 next fold. Backlog rows are only inserted and deleted, so writers never queue on them, and folds
 take a transaction-scoped advisory lock so two of them never interleave.
+
+No single bad row stops a fold: each hour and each day is folded in its own savepoint, and one that
+raises (an hour at the edge of the calendar, a sum out of range) is rolled back alone, quarantined
+(telemetry.deadletter, stage "fold") and taken out of the backlog; the rest is folded.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, models, transaction
 from django.utils.dateparse import parse_datetime
 
+from telemetry.deadletter import dead_letter
 from telemetry.models import ROLLUP_ADDITIVE, ROLLUP_KEY, DayRollup, HourRollup, MinuteRollup, RollupBacklog
 
 _last_fold = 0.0
@@ -42,17 +49,36 @@ def _lock() -> bool:
         return bool(cur.fetchone()[0])
 
 
+def _as_hour(raw: Any) -> datetime:
+    h = parse_datetime(raw) if isinstance(raw, str) else raw  # SQLite hands back its text form, naive UTC
+    if not isinstance(h, datetime):
+        raise ValueError(f"not a timestamp: {raw!r}")
+    return h if h.tzinfo else h.replace(tzinfo=UTC)
+
+
 def _take_backlog() -> list[datetime]:
     table = connection.ops.quote_name(RollupBacklog._meta.db_table)
     with connection.cursor() as cur:
         cur.execute(f"DELETE FROM {table} RETURNING hour")  # noqa: S608 - model metadata
         got = [r[0] for r in cur.fetchall()]
     out = set()
-    for h in got:
-        if isinstance(h, str):  # SQLite hands back its text form, naive UTC
-            h = parse_datetime(h)
-        out.add(h if h.tzinfo else h.replace(tzinfo=UTC))
+    for raw in set(got):
+        try:
+            out.add(_as_hour(raw))
+        except (ValueError, TypeError, OverflowError) as exc:
+            dead_letter(stage="fold", key=f"backlog {raw!s:.150}", payload={"hour": str(raw)}, error=repr(exc))
     return sorted(out)
+
+
+def _quarantined(level: str, start: datetime, fold_one: Callable[[], None]) -> bool:
+    """Run `fold_one` in a savepoint; when it raises, roll it back alone and dead-letter it."""
+    try:
+        with transaction.atomic():
+            fold_one()
+    except Exception as exc:  # noqa: BLE001 - whatever broke this unit must not stop the others
+        dead_letter(stage="fold", key=f"{level} {start.isoformat()}", payload={level: start}, error=repr(exc))
+        return False
+    return True
 
 
 def _replace(target: type[models.Model], source: type[models.Model], start: datetime, end: datetime) -> None:
@@ -74,6 +100,11 @@ def _replace(target: type[models.Model], source: type[models.Model], start: date
         cur.execute(sql, [prep(t, connection, prepared=False) for t in (start, start, end)])
 
 
+def _replace_span(target: type[models.Model], start: datetime, span: timedelta) -> None:
+    source = MinuteRollup if target is HourRollup else HourRollup
+    _replace(target, source, start, start + span)  # OverflowError at the calendar's edge: quarantined
+
+
 def fold() -> int:
     """Fold the noted hours (and their days) from the minute rollups; returns how many hours."""
     global _last_fold
@@ -81,12 +112,13 @@ def fold() -> int:
         if not _lock():
             return 0  # another fold is running; what it does not take stays noted
         hours = _take_backlog()
-        for h in hours:
-            _replace(HourRollup, MinuteRollup, h, h + timedelta(hours=1))
-        for d in sorted({h.replace(hour=0) for h in hours}):
-            _replace(DayRollup, HourRollup, d, d + timedelta(days=1))
+        folded = [
+            h for h in hours if _quarantined("hour", h, partial(_replace_span, HourRollup, h, timedelta(hours=1)))
+        ]
+        for d in sorted({h.replace(hour=0) for h in folded}):
+            _quarantined("day", d, partial(_replace_span, DayRollup, d, timedelta(days=1)))
     _last_fold = time.monotonic()
-    return len(hours)
+    return len(folded)
 
 
 def fold_if_due() -> int:

@@ -32,3 +32,8 @@ def observe_ingest(source: str, stamps: list[datetime], received_at: datetime) -
     hist.observe(max(0.0, (received_at - oldest).total_seconds()))
     hist.observe(max(0.0, (received_at - newest).total_seconds()))
     INGESTED.labels(source).inc(len(stamps))
+
+
+DEAD_LETTERS = Counter(
+    "headroom_dead_letters", "Units of work a pipeline quarantined after giving up on them", ["stage"]
+)
