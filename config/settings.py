@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "admission",
     "telemetry",
     "forecasting",
+    "alerts",
     "portal",
 ]
 
@@ -127,6 +128,9 @@ FORECAST_RUN_STALE_AFTER_S = int(os.environ.get("FORECAST_RUN_STALE_AFTER_S", "6
 # Hour and day rollups are folded from the minute rollups by Celery beat every 30 s, and by ingest
 # when this process has not folded for this long (telemetry.fold): how stale they may get.
 TELEMETRY_FOLD_EVERY_S = float(os.environ.get("TELEMETRY_FOLD_EVERY_S", "30"))
+# Plausible event and fleet-sample times (CONTRACT §6): older or further ahead is a bad event.
+TELEMETRY_TS_MAX_AGE_S = float(os.environ.get("TELEMETRY_TS_MAX_AGE_S", str(7 * 86400)))
+TELEMETRY_TS_MAX_AHEAD_S = float(os.environ.get("TELEMETRY_TS_MAX_AHEAD_S", "300"))
 COST_PUE = float(os.environ.get("COST_PUE", "1.3"))
 COST_ELECTRICITY_PER_KWH = float(os.environ.get("COST_ELECTRICITY_PER_KWH", "0.10"))
 COST_IDLE_POWER_SHARE = float(os.environ.get("COST_IDLE_POWER_SHARE", "0.3"))
