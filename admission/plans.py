@@ -57,6 +57,7 @@ def _build(sp: ScopeParams, pool: PoolParams, p: str, tenant: str, model: str, r
         own=Bucket(f"{p}b:{sp.key}", sp.rate, sp.rate * depth_s), pool=Bucket(f"{p}p:{pool.pool_id}", pool.rate, pool.depth),
         borrow=borrow, margin=pool.margin, degraded=pool.degraded, reserved_floor=pool.reserved_floor,
         ttl_s=ttl_s(), idem_ttl_s=idem_ttl_s(), w_out=sp.w_out, w_cached=sp.w_cached,
+        max_output=sp.max_output_tokens,
     )  # fmt: skip
     static_meta = {"tenant": tenant, "model": model, "region": region, "traffic_class": cls,
                    "ttft_slo": sp.ttft_p99_ms, "tpot_slo": sp.tpot_p99_ms, "entitlement": sp.entitlement}  # fmt: skip

@@ -64,14 +64,31 @@ class Decision:
 # ---- input ----------------------------------------------------------------------------------
 
 
+# Input ranges (README: admission). An identifier ends up in a Redis key, an event and a database
+# row: control characters (a NUL breaks PostgreSQL text) are refused, and lengths stay within the
+# event columns (tenant, project, model, region: 64). A request id's complete event is
+# "<request_id>:complete" and event ids hold 160 characters: 128 leaves room, so no accepted id
+# ever loses its event.
+MAX_LEN = {"request_id": 128, "tenant": 64, "project": 64, "model": 64, "region": 64, "reservation_id": 1024}
+MAX_TOKENS = 1_000_000_000  # per request; beyond any context window, within 64-bit sums
+MAX_MS = 86_400_000.0  # a day
+
+
+def _controls(v: str) -> bool:
+    return any(c < " " or "\x7f" <= c <= "\x9f" for c in v)
+
+
 def _str(d: dict[str, Any], name: str, *, required: bool = True) -> str:
     v = d.get(name)
     if v is None or v == "":
         if required:
             raise ValidationError({name: "this field is required"})
         return ""
-    if not isinstance(v, str) or len(v) > 200:
-        raise ValidationError({name: "must be a string of at most 200 characters"})
+    limit = MAX_LEN.get(name, 200)
+    if not isinstance(v, str) or len(v) > limit:
+        raise ValidationError({name: f"must be a string of at most {limit} characters"})
+    if not v.isprintable() and _controls(v):
+        raise ValidationError({name: "must not contain control characters"})
     return v
 
 
@@ -81,8 +98,8 @@ def _int(d: dict[str, Any], name: str, *, required: bool = True) -> int | None:
         if required:
             raise ValidationError({name: "this field is required"})
         return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise ValidationError({name: "must be a whole number ≥ 0"})
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > MAX_TOKENS:
+        raise ValidationError({name: f"must be a whole number from 0 to {MAX_TOKENS:,}"})
     return v
 
 
@@ -90,8 +107,8 @@ def _num(d: dict[str, Any], name: str) -> float | None:
     v = d.get(name)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
-        raise ValidationError({name: "must be a number ≥ 0"})
+    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= MAX_MS:
+        raise ValidationError({name: f"must be a number from 0 to {MAX_MS:,.0f}"})
     return float(v)
 
 
@@ -237,7 +254,9 @@ def _slo_met(meta: dict[str, Any], req: CompleteRequest) -> bool | None:
     return ok
 
 
-def _complete_event(meta: dict[str, Any], status: str, actual_wt: float, req: CompleteRequest | None) -> dict[str, Any]:
+def _complete_event(
+    meta: dict[str, Any], status: str, actual_wt: float, req: CompleteRequest | None, output_cap: int | None = None
+) -> dict[str, Any]:
     ev = {
         "event_id": f"{meta['request_id']}:complete", "ts": now_iso(), "tenant": meta["tenant"],
         "model": meta["model"], "region": meta["region"], "traffic_class": meta["traffic_class"],
@@ -252,6 +271,9 @@ def _complete_event(meta: dict[str, Any], status: str, actual_wt: float, req: Co
         ev["source_kind"] = meta["source_kind"]
     if req is not None:
         ev.update(output_tokens=req.output_tokens, ttft_ms=req.ttft_ms, e2e_ms=req.e2e_ms, slo_met=_slo_met(meta, req))
+        if output_cap is not None and req.output_tokens > output_cap:
+            # Charged at the envelope's max output; what the gateway reported is kept beside it.
+            ev.update(output_tokens=output_cap, output_capped=True, reported_output_tokens=req.output_tokens)
     return ev
 
 
@@ -283,7 +305,8 @@ def complete(req: CompleteRequest) -> tuple[int, dict[str, Any]]:
     if not settled.replay and settled.meta:
         meta = json.loads(settled.meta)
         status = settled.result["status"]
-        events.emit(_complete_event(meta, status, settled.result["actual_wt"], None if status == "expired" else req))
+        events.emit(_complete_event(meta, status, settled.result["actual_wt"], None if status == "expired" else req,
+                                    settled.result.get("output_cap")))  # fmt: skip
     return 200, settled.result
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from entitlements import reasons
 
 RESERVED, SHARED, BEST_EFFORT = "reserved", "shared", "best_effort"
+NO_OUTPUT_CAP = 2**53  # exact as a double, so the Lua side reads the same number
 
 
 class StoreUnavailable(Exception):
@@ -52,6 +53,7 @@ class Scope:
     w_out: float
     w_cached: float
     retry_defaults: dict[str, int] = field(default_factory=lambda: RETRY_DEFAULTS)
+    max_output: int = NO_OUTPUT_CAP  # the envelope's max output tokens: settled output is capped here
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +130,12 @@ def decide(op: ReserveOp, own_l: float, pool_l: float, borrow_l: float) -> tuple
     if not pool_ok_for_borrow:
         return "throttle", borrow_reason, 0.0
     return "admit", "borrowed", 0.0
+
+
+def bounded(level: float, depth: float) -> float:
+    """A bucket's level within [−depth, depth]: debt is bounded at one depth (CONTRACT §5), so one
+    oversized overrun cannot lock a scope or its pool for good. Mirrored by `bounded` in lua/lib.lua."""
+    return -depth if level < -depth else depth if level > depth else level
 
 
 def _wait(deficit: float, rate: float) -> float:

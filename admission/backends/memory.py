@@ -16,6 +16,7 @@ from admission.backends.base import (
     CompleteOp,
     ReserveOp,
     Settled,
+    bounded,
     decide,
     retry_after_s,
 )
@@ -37,6 +38,7 @@ class _Res:
     w_cached: float
     meta: str
     gone_at: float  # when the record itself is forgotten
+    max_out: int
     result: dict | None = None
 
 
@@ -111,12 +113,12 @@ class MemoryBackend:
             else:
                 charged = (s.own.key, s.own.rate, s.own.depth)
                 self._s.buckets[s.own.key] = (own_l - op.cost, now)
-            self._s.buckets[s.pool.key] = (pool_l - op.cost, now)
+            self._s.buckets[s.pool.key] = (bounded(pool_l - op.cost, s.pool.depth), now)
             expires = now + s.ttl_s
             scope[rid] = expires
             self._s.res[rid] = _Res(
                 "open", s.inflight_key, charged, (s.pool.key, s.pool.rate, s.pool.depth),
-                op.cost, s.w_out, s.w_cached, op.meta, expires + s.idem_ttl_s,
+                op.cost, s.w_out, s.w_cached, op.meta, expires + s.idem_ttl_s, s.max_output,
             )  # fmt: skip
             raw = f"A|{rid}|{op.cost!r}|{what}|{expires!r}"
             self._s.idem[rid] = (raw, expires + s.idem_ttl_s)
@@ -142,15 +144,17 @@ class MemoryBackend:
                 expired = {"reservation_id": op.reservation_id, "status": "expired", "reserved_wt": r.est,
                            "actual_wt": r.est, "refunded_wt": 0}  # fmt: skip
                 return Settled(result=expired, replay=first is None, meta=first)
-            cached = op.cached_prompt_tokens
-            actual = (op.prompt_tokens - cached) + r.w_cached * cached + r.w_out * op.output_tokens
+            cached, output = op.cached_prompt_tokens, min(op.output_tokens, r.max_out)
+            actual = (op.prompt_tokens - cached) + r.w_cached * cached + r.w_out * output
             delta = r.est - actual
             for key, rate, depth in (r.charged, r.pool):
-                self._s.buckets[key] = (min(depth, self._level(key, rate, depth, now) + delta), now)
+                self._s.buckets[key] = (bounded(self._level(key, rate, depth, now) + delta, depth), now)
             self._s.inflight.get(r.inflight_key, {}).pop(op.reservation_id, None)
             r.state = "done"
             r.result = {"reservation_id": op.reservation_id, "status": op.status, "reserved_wt": r.est,
                         "actual_wt": actual, "refunded_wt": delta}  # fmt: skip
+            if output < op.output_tokens:
+                r.result["output_cap"] = r.max_out
             r.gone_at = now + op.idem_ttl_s
             return Settled(result=dict(r.result), replay=False, meta=r.meta)
 

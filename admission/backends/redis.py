@@ -107,7 +107,7 @@ class RedisBackend:
             bor = (b.rate, b.depth) if b else (0.0, 0.0)
             d = s.retry_defaults
             middle = [s.inflight_key, s.own.key, repr(s.own.rate), repr(s.own.depth),
-                      s.pool.key, repr(s.pool.rate), repr(s.pool.depth), repr(s.w_out), repr(s.w_cached)]  # fmt: skip
+                      s.pool.key, repr(s.pool.rate), repr(s.pool.depth), repr(s.w_out), repr(s.w_cached), str(s.max_output)]  # fmt: skip
             borrowed = [*middle[:1], b.key, repr(b.rate), repr(b.depth), *middle[4:]] if b else middle
             vals = [
                 s.traffic_class, s.max_concurrency, repr(s.own.rate), repr(s.own.depth),

@@ -10,7 +10,7 @@ import json
 import time
 import uuid
 
-from admission.backends.base import Bucket, CompleteOp, ReserveOp, Scope
+from admission.backends.base import NO_OUTPUT_CAP, Bucket, CompleteOp, ReserveOp, Scope
 
 
 def op(
@@ -27,6 +27,7 @@ def op(
     ttl=600.0,
     req=None,
     scope="s1",
+    max_output=NO_OUTPUT_CAP,
 ) -> ReserveOp:
     return ReserveOp(
         scope=Scope(
@@ -43,6 +44,7 @@ def op(
             idem_ttl_s=60,
             w_out=4.0,
             w_cached=0.5,
+            max_output=max_output,
         ),
         reservation_id=req or uuid.uuid4().hex,  # the same request → the same id (services.reservation_id)
         cost=cost,
@@ -210,7 +212,8 @@ def test_lender_own_bucket_is_admitted_with_the_pool_in_deficit(store):
     for cls in ("reserved", "shared"):
         a = reserve(store, op(cls, cost=500.0, own=(0.0, 1000.0), pool=(0.0, 300.0), margin=60.0, scope=cls))
         assert a.parts()[3] == "entitlement"
-    assert store.level(_key(store, "p:1")) == -700.0
+    # 300 − 1000 = −700 would be more than one depth of debt: the pool stops at −300.
+    assert store.level(_key(store, "p:1")) == -300.0
 
 
 def test_best_effort_needs_pool_room_even_within_its_own_bucket(store):
@@ -229,3 +232,23 @@ def test_degraded_pool_sheds_best_effort_then_shared_then_reserved(store):
     assert reserve(store, op("reserved", cost=500.0, scope="r", **kw)).admitted  # pool −500
     assert reserve(store, op("reserved", cost=1.0, scope="r", **kw)).raw == "T|PLATFORM_CAPACITY|10"
     assert store.level(_key(store, "p:1")) == -500.0
+
+
+def test_settled_output_is_capped_at_the_envelope_max_and_the_cap_reported(store):
+    a = reserve(store, op(cost=100.0, max_output=50))
+    s = complete(store, a.parts()[1], prompt=10, output=10**30)
+    # actual = 10 + 4 × 50 (not 4 × 10³⁰): 110 charged over the estimate
+    assert s.result == {"reservation_id": a.parts()[1], "status": "ok", "reserved_wt": 100.0, "actual_wt": 210.0,
+                        "refunded_wt": -110.0, "output_cap": 50}  # fmt: skip
+    assert store.level(_key(store, "b:s1")) == 1000.0 - 210.0
+    b = reserve(store, op(cost=100.0, max_output=50))
+    assert "output_cap" not in complete(store, b.parts()[1], prompt=10, output=50).result  # at the cap: not capped
+
+
+def test_debt_is_bounded_at_one_bucket_depth(store):
+    a = reserve(store, op(cost=100.0, own=(0.0, 1000.0), pool=(0.0, 10_000.0)))
+    complete(store, a.parts()[1], prompt=10**12, output=0)  # no envelope cap on prompts: a huge overrun
+    assert store.level(_key(store, "b:s1")) == -1000.0
+    assert store.level(_key(store, "p:1")) == -10_000.0
+    # Another scope on the same pool: its lender still admits (the pool debt is bounded, not −10¹²).
+    assert reserve(store, op(cost=100.0, own=(0.0, 1000.0), pool=(0.0, 10_000.0), scope="s2")).admitted

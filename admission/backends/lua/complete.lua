@@ -12,7 +12,7 @@ if f[1] == 'done' then
   if tonumber(f[3]) <= now then return nil end
   return {f[4], 1}
 end
-local est = tonumber(f[12])
+local est = tonumber(f[13])
 local first = nil
 if f[1] == 'open' then
   local exp = redis.call('ZSCORE', f[3], rid)
@@ -29,14 +29,17 @@ if f[1] == 'expired' then
   return {r, 1}
 end
 local prompt, cached, output = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+-- Settled output is capped at the envelope's max output; the cap is reported with the result.
+local mo, cap = tonumber(f[12]), nil
+if output > mo then output, cap = mo, mo end
 local actual = (prompt - cached) + tonumber(f[11]) * cached + tonumber(f[10]) * output
 local delta = est - actual
 local cd, pd = tonumber(f[6]), tonumber(f[9])
-put(f[4], math.min(cd, level(f[4], tonumber(f[5]), cd, now) + delta), now_str)
-put(f[7], math.min(pd, level(f[7], tonumber(f[8]), pd, now) + delta), now_str)
+put(f[4], bounded(level(f[4], tonumber(f[5]), cd, now) + delta, cd), now_str)
+put(f[7], bounded(level(f[7], tonumber(f[8]), pd, now) + delta, pd), now_str)
 redis.call('ZREM', f[3], rid)
 local result = cjson.encode({reservation_id = rid, status = ARGV[5], reserved_wt = est, actual_wt = actual,
-  refunded_wt = delta})
+  refunded_wt = delta, output_cap = cap})
 -- The record keeps its TTL: the reserve answer stays replayable as long as before.
 redis.call('SET', rk, join({'done', f[2], num(now + tonumber(ARGV[6])), result}), 'KEEPTTL')
-return {result, 0, f[13]}
+return {result, 0, f[14]}

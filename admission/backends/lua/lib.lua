@@ -28,17 +28,26 @@ local function put(key, l, now_str)
   redis.call('HSET', key, 'l', num(l), 't', now_str)
 end
 
+-- A bucket's debt is bounded at one depth (CONTRACT §5): one oversized overrun must not lock a
+-- scope or its pool for good; the level never rises above the depth either.
+local function bounded(l, depth)
+  if l < -depth then return -depth end
+  if l > depth then return depth end
+  return l
+end
+
 -- The record under '<prefix>r:<reservation id>', tab-separated (JSON escapes tabs, so meta may
 -- come last):
 --   a throttle answer:  'T|reason|retry' (no tabs; it is all the request needs to replay)
 --   open or expired:    st, answer, ik (in-flight zset), ck, cr, cd (bucket that paid: key,
---                       rate, depth), pk, pr, pd (pool), wo, wc, est, meta
+--                       rate, depth), pk, pr, pd (pool), wo, wc, mo (the envelope's max output:
+--                       settled output is capped there), est, meta
 --   settled:            'done', answer, until (the result is forgotten then), result-json
 local function split(s)
   local out, i = {}, 1
   while true do
     local j = string.find(s, '\t', i, true)
-    if (not j) or #out == 12 then out[#out + 1] = string.sub(s, i); return out end
+    if (not j) or #out == 13 then out[#out + 1] = string.sub(s, i); return out end
     out[#out + 1] = string.sub(s, i, j - 1)
     i = j + 1
   end
@@ -64,5 +73,5 @@ local function expire_one(prefix, ik, id)
   local f = split(raw)
   f[1] = 'expired'
   redis.call('SET', rk, join(f), 'KEEPTTL')
-  return f[13]
+  return f[14]
 end

@@ -4,7 +4,8 @@
 --       (redis.py: _static): 5 class, 6 max concurrency, 7-8 own rate/depth, 9-10 pool rate/depth,
 --       11-12 borrow rate/depth (0: may not borrow), 13 margin, 14 degraded '1'/'0', 15 reserved
 --       floor, 16 ttl (whole seconds as an integer), 17 record ttl, 18-20 retry for CONCURRENCY_LIMIT, RECLAIMED,
---       PLATFORM_CAPACITY, 21 / 22 the record's static middle when the own / borrow bucket pays.
+--       PLATFORM_CAPACITY, 21 / 22 the record's static middle (ik … mo, see lib.lua) when the own /
+--       borrow bucket pays.
 -- Mirrors base.decide().
 local prev = redis.call('GET', KEYS[1])
 if prev then return {answer_of(prev), 1} end
@@ -75,7 +76,7 @@ if source == 'borrowed' then
 else
   put(KEYS[2], own_l - c, now_str)
 end
-put(KEYS[3], pool_l - c, now_str)
+put(KEYS[3], bounded(pool_l - c, pool_d), now_str)  -- lenders may take the pool into debt, one depth at most
 
 local expires
 if string.find(ARGV[16], '^%d+$') then expires = (sec + ARGV[16]) .. frac  -- whole seconds: no float to format
