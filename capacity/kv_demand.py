@@ -7,12 +7,14 @@ same requests — the common random numbers the monotonicity rules rely on.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from capacity.kvsim import EMPTY, FloatArray, KvSimulation, poisson_axis, simulate
 from capacity.lengths import (
+    Z99,
     LengthQuantiles,
     LengthSamples,
     LengthSpec,
@@ -21,10 +23,17 @@ from capacity.lengths import (
     spec_mean,
     stratified_uniform,
 )
+from capacity.ranges import MAX_SIM_REQUESTS
 from capacity.sizing_inputs import SizingInput
 from capacity.steps import num
 
 _ARRIVALS, _PROMPT, _OUTPUT, _CANCEL = 0, 1, 2, 3
+# Past this many requests in flight per simulated request, n requests on a circle shorter than a
+# residence cannot show the spread of a busy system (the count in flight varies by at most one per
+# simulated request, where a Poisson system varies by √concurrency), so the closed form takes over.
+CLOSED_FORM_CONCURRENCY_PER_REQUEST = 0.1
+# Below this many in flight the replay is kept as it is (a small replayed trace is exact as given).
+CLOSED_FORM_MIN_CONCURRENCY = 1000.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,6 +73,15 @@ def simulate_class(inp: SizingInput, ttft_s: float, tpot_s: float) -> KvDemand:
     times = inp.arrival_times_s
     n = len(times) if times is not None else inp.sim_requests
     order = np.argsort(times, kind="stable") if times is not None else None
+    if order is not None and n > MAX_SIM_REQUESTS:
+        # Every k-th request in time order: the thinned trace keeps the original's burst shape
+        # (its busy minutes stay busy in proportion), and the time-scaling below restores the rate.
+        order = order[np.linspace(0, n - 1, MAX_SIM_REQUESTS).round().astype(np.intp)]
+        notes.append(
+            f"KV: the trace's {n:,} requests are more than one simulation replays ({MAX_SIM_REQUESTS:,}); "
+            f"it replays {MAX_SIM_REQUESTS:,} of them, evenly spaced in time order"
+        )
+        n = MAX_SIM_REQUESTS
     rng = {k: np.random.default_rng([inp.seed, k]) for k in (_ARRIVALS, _PROMPT, _OUTPUT, _CANCEL)}
     if _paired(inp) and order is None:
         assert isinstance(inp.prompt_tokens, LengthSamples)
@@ -96,6 +114,7 @@ def simulate_class(inp: SizingInput, ttft_s: float, tpot_s: float) -> KvDemand:
     kv = prompt + output
     residence = ttft_s + output * tpot_s
     if times is not None:
+        assert order is not None
         t = times[order]
         axis = t - t[0]
         # One mean gap closes the circle, so evenly spaced arrivals stay evenly spaced across the wrap.
@@ -114,6 +133,7 @@ def simulate_class(inp: SizingInput, ttft_s: float, tpot_s: float) -> KvDemand:
             f"replayed on a circle so there is no warm-up"
         )
         sim = simulate(axis, float(n), 1.0 / inp.arrival_rate_rps, residence, kv, source="poisson")
+    sim = _with_closed_form(sim, inp.arrival_rate_rps, residence, kv, notes)
     notes.append(
         "KV: a request holds prompt + generated output tokens for its whole residence (an upper bound: real KV "
         "grows from the prompt during decode), so kv_tokens_p99 is conservative; the p99 is over time"
@@ -123,3 +143,35 @@ def simulate_class(inp: SizingInput, ttft_s: float, tpot_s: float) -> KvDemand:
 
 def mean_lengths(inp: SizingInput) -> tuple[float, float]:
     return spec_mean(inp.prompt_tokens), spec_mean(inp.output_tokens)
+
+
+def _with_closed_form(
+    sim: KvSimulation, rate: float, residence: FloatArray, kv: FloatArray, notes: list[str]
+) -> KvSimulation:
+    """Past the switch, each KV figure is the larger of the simulation's and the closed form's.
+
+    Closed form (M/G/∞: Poisson arrivals, every request served at once): the KV held is a compound
+    Poisson sum with mean λ·E[kv·R] and variance λ·E[kv²·R]; its p99 ≈ mean + z₉₉·sd. Both terms
+    grow with the rate and with every length (same drawn requests), and so does the simulation, so
+    the larger of the two is monotone too — also across the switch, where it only ever adds.
+    """
+    switch = max(CLOSED_FORM_CONCURRENCY_PER_REQUEST * sim.requests, CLOSED_FORM_MIN_CONCURRENCY)
+    if sim.source == "none" or sim.mean_concurrency <= switch:
+        return sim
+    mean_kv = rate * float(np.mean(kv * residence))
+    sd_kv = math.sqrt(rate * float(np.mean(kv * kv * residence)))
+    mean_n = rate * float(np.mean(residence))
+    p99 = max(sim.kv_tokens_p99, mean_kv + Z99 * sd_kv)
+    notes.append(
+        f"KV: {num(sim.mean_concurrency)} requests in flight is more than {num(switch)} (the larger of "
+        f"{num(CLOSED_FORM_CONCURRENCY_PER_REQUEST)} per simulated request and {num(CLOSED_FORM_MIN_CONCURRENCY)}), so the closed form (Poisson arrivals, KV mean λ·E[kv·R] {num(mean_kv)} + "
+        f"z99 {num(Z99)} × sd √(λ·E[kv²·R]) {num(sd_kv)}) is used where it is larger than the simulation"
+    )
+    return replace(
+        sim,
+        kv_tokens_mean=max(sim.kv_tokens_mean, mean_kv),
+        kv_tokens_p50=max(sim.kv_tokens_p50, mean_kv),
+        kv_tokens_p99=p99,
+        kv_tokens_max=max(sim.kv_tokens_max, p99),
+        concurrency_p99=max(sim.concurrency_p99, mean_n + Z99 * math.sqrt(mean_n)),
+    )

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from capacity.input_errors import SizingInputError
+from capacity.ranges import in_range
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -103,15 +104,13 @@ def validate_length(spec: LengthSpec, name: str) -> None:
         v = spec.values
         if v.ndim != 1 or v.size == 0:
             raise SizingInputError(f"{name}.samples", "needs at least one sample")
-        if int(v.min()) < 0:
-            raise SizingInputError(f"{name}.samples", f"token counts must be ≥ 0 (found {int(v.min())})")
+        for bad in (int(v.min()), int(v.max())):
+            in_range(f"{name}.samples", bad, "token_samples")
         if int(v.max()) == 0:
             raise SizingInputError(f"{name}.samples", "all samples are 0")
         return
     for field in ("mean", "p50", "p95", "p99"):
-        x = getattr(spec, field)
-        if not isinstance(x, int | float) or not math.isfinite(x) or x <= 0:
-            raise SizingInputError(f"{name}.{field}", f"must be a finite number > 0 (got {x!r})")
+        in_range(f"{name}.{field}", getattr(spec, field), "tokens")
     if spec.p50 > spec.p95:
         raise SizingInputError(f"{name}.p50", f"p50 ({spec.p50:g}) must be ≤ p95 ({spec.p95:g})")
     if spec.p95 > spec.p99:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from capacity.input_errors import SizingInputError
+from capacity.ranges import in_range
 from capacity.steps import num
 from capacity.units import ReferenceMix, replica_goodput_wt_per_s
 
@@ -169,6 +170,4 @@ def validate_points(points: Sequence[OperatingPoint]) -> None:
 
 def validate_slo(slo: Slo) -> None:
     for name in ("ttft_p99_s", "tpot_p99_s"):
-        x = getattr(slo, name)
-        if not isinstance(x, int | float) or not x > 0 or x == float("inf"):
-            raise SizingInputError(f"slo.{name}", f"must be a finite number of seconds > 0 (got {x!r})")
+        in_range(f"slo.{name}", getattr(slo, name))

@@ -13,6 +13,7 @@ from capacity.failure import FailurePolicy, parse_failure_policy
 from capacity.input_errors import SizingInputError
 from capacity.lengths import LengthSamples, LengthSpec, validate_length
 from capacity.operating_points import OperatingPoint, Slo, validate_slo
+from capacity.ranges import in_range
 from capacity.units import TokenWeights
 
 
@@ -85,6 +86,8 @@ class SizingInput:
     network: NetworkModel = field(default_factory=NetworkModel)
     seed: int = 0
     sim_requests: int = 20_000
+    # Model FLOP utilisation of prefill: the share of dense peak a replica sustains on prompts.
+    prefill_mfu: float = 0.5
 
 
 def _finite(name: str, x: object, *, low: float = 0.0, high: float = math.inf, low_open: bool = False) -> float:
@@ -108,26 +111,32 @@ def validate(inp: SizingInput) -> FailurePolicy:
     _finite("model.w_cached", m.w_cached)
     if not isinstance(m.context_length, int) or m.context_length < 1:
         raise SizingInputError("model.context_length", "must be a whole number ≥ 1")
-    _finite("arrival_rate_rps", inp.arrival_rate_rps)
+    for name in (
+        "arrival_rate_rps",
+        "cache_hit_ratio",
+        "cancellation_ratio",
+        "utilization_target",
+        "lb_unevenness",
+        "startup_minutes",
+        "ramp_rps_per_minute",
+    ):
+        in_range(name, getattr(inp, name))
     validate_length(inp.prompt_tokens, "prompt_tokens")
     validate_length(inp.output_tokens, "output_tokens")
     validate_slo(inp.slo)
-    _finite("cache_hit_ratio", inp.cache_hit_ratio, high=1.0)
-    _finite("cancellation_ratio", inp.cancellation_ratio, high=1.0)
-    _finite("utilization_target", inp.utilization_target, low_open=True, high=1.0)
-    _finite("lb_unevenness", inp.lb_unevenness, low=1.0)
-    _finite("startup_minutes", inp.startup_minutes)
-    _finite("ramp_rps_per_minute", inp.ramp_rps_per_minute)
-    if not isinstance(inp.zones, int) or inp.zones < 1:
-        raise SizingInputError("zones", "must be a whole number ≥ 1")
+    if not isinstance(inp.zones, int) or isinstance(inp.zones, bool):
+        raise SizingInputError("zones", "must be a whole number")
+    in_range("zones", inp.zones)
     try:
         policy = parse_failure_policy(inp.failure_policy)
     except ValueError as e:
         raise SizingInputError("failure_policy", str(e))
+    if policy.kind == "replica":
+        in_range("failure_policy", policy.n, "failure_policy.replica")
     if policy.kind == "zone" and inp.zones < 2:
         raise SizingInputError("zones", f"a zone failure policy needs at least 2 zones (got {inp.zones})")
-    if inp.sim_requests < 1:
-        raise SizingInputError("sim_requests", "must be ≥ 1")
+    in_range("sim_requests", inp.sim_requests)
+    in_range("prefill_mfu", inp.prefill_mfu)
     for i, acc in enumerate(inp.accelerators):
         _finite(f"accelerators[{i}].memory_gb", acc.memory_gb, low_open=True)
         if acc.chips_per_slice < 1:

@@ -27,6 +27,7 @@ from rest_framework.views import APIView
 from capacity.input_errors import SizingInputError
 from capacity.lengths import LengthQuantiles, LengthSamples, LengthSpec
 from capacity.operating_points import Slo
+from capacity.ranges import in_range
 from capacity.sizing import SizingInput, SizingResult, size
 from capacity.steps import num
 from capacity.traces import TraceParseError
@@ -130,10 +131,7 @@ def _cost(value: Any) -> CostOptions:
     for key, v in value.items():
         if key not in COST_KEYS:
             raise SizingInputError(f"cost.{key}", f"unknown field: expected {', '.join(sorted(COST_KEYS))}")
-        given[key] = v if key == "pricing" else _number(f"cost.{key}", v)
-    share = given.get("idle_power_share", 0.0)
-    if not 0 <= share <= 1:
-        raise SizingInputError("cost.idle_power_share", f"must be in [0, 1] (got {share:g})")
+        given[key] = v if key == "pricing" else in_range(f"cost.{key}", v)
     return CostOptions(**given)
 
 

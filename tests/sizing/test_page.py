@@ -54,14 +54,17 @@ def test_a_bad_field_shows_its_error_inline_and_keeps_the_rest(catalogue, browse
     html = r.content.decode()
     assert r.status_code == 200
     assert (
-        '<small id="err-arrival_rate_rps" class="field-error" hx-swap-oob="true">must be in [0, inf) (got -5)</small>'
+        '<small id="err-arrival_rate_rps" class="field-error" hx-swap-oob="true">must be 0 or 1e-06 to 100,000 requests/s (got -5.0)</small>'
         in html
     )
     assert '<small id="err-prompt_p50" class="field-error" hx-swap-oob="true"></small>' in html
     assert 'id="replicas-total"' not in html
 
     full = browser("member").get("/sizing/", {**FORM, "arrival_rate_rps": "-5"}).content.decode()
-    assert 'id="err-arrival_rate_rps" class="field-error">must be in [0, inf) (got -5)</small>' in full
+    assert (
+        'id="err-arrival_rate_rps" class="field-error">must be 0 or 1e-06 to 100,000 requests/s (got -5.0)</small>'
+        in full
+    )
     assert 'name="prompt_p95" value="300"' in full
 
 
