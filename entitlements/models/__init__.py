@@ -1,3 +1,4 @@
+from entitlements.models.access import RoleChange
 from entitlements.models.catalogue import Accelerator, OperatingPoint, Region, ServedModel, Zone
 from entitlements.models.grants import (
     Entitlement,
@@ -24,6 +25,7 @@ __all__ = [
     "Project",
     "ReasonCode",
     "Region",
+    "RoleChange",
     "ServedModel",
     "Tenant",
     "TrafficClass",

@@ -71,13 +71,25 @@ def hash_key(key: str) -> str:
 
 
 class ApiToken(models.Model):
-    """`Authorization: Token <key>`. Only the SHA-256 of the key is stored."""
+    """`Authorization: Token <key>` (or `Bearer <key>`). Only the SHA-256 of the key is stored.
+
+    A token acts as its owner, narrowed by its scope: `read` refuses writes, `gateway` reaches only
+    the gateway endpoints, and a tenant limits it to that tenant's objects (as a viewer of it).
+    """
+
+    class Scope(models.TextChoices):
+        FULL = "full", "everything its owner may do"
+        READ = "read", "read-only"
+        GATEWAY = "gateway", "gateway endpoints only"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=80, default="default")
     prefix = models.CharField(max_length=8)
     key_hash = models.CharField(max_length=64, unique=True)
+    scope = models.CharField(max_length=8, choices=Scope.choices, default=Scope.FULL)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, null=True, blank=True, related_name="api_tokens")
     created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
@@ -85,7 +97,7 @@ class ApiToken(models.Model):
         return f"{self.prefix}… ({self.user})"
 
     @classmethod
-    def issue(cls, user: object, name: str = "default") -> tuple[ApiToken, str]:
+    def issue(cls, user: object, name: str = "default", **fields: object) -> tuple[ApiToken, str]:
         key = secrets.token_urlsafe(30)
-        token = cls.objects.create(user=user, name=name, prefix=key[:8], key_hash=hash_key(key))
+        token = cls.objects.create(user=user, name=name, prefix=key[:8], key_hash=hash_key(key), **fields)
         return token, key

@@ -101,8 +101,8 @@ def test_history_records_who_when_why_including_bulk_updates(fleet):
     assert [(r.op, r.version, r.reason, r.actor_id) for r in rows] == [
         ("insert", 1, "initial grant", fleet.operator.pk),
         ("update", 2, "growth", fleet.operator.pk),
-        ("update", 2, "", None),
-        ("update", 3, "offboarded", fleet.operator.pk),
+        ("update", 3, "direct SQL", None),  # the trigger bumps the version the bulk write did not
+        ("update", 4, "offboarded", fleet.operator.pk),
     ]
     assert Decimal(str(rows[1].snapshot["cu"])) == Decimal("20")
     assert rows[2].snapshot["max_concurrency"] == 99
