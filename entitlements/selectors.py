@@ -48,16 +48,39 @@ class Window:
     end: datetime | None
 
 
-def peak_sold(rows: Iterable[tuple[datetime, datetime | None, Decimal]], window: Window) -> Decimal:
-    """Max over the window of Σ CU active at t. sold(t) is a step function, so its maximum is
-    reached at the window start or at some entitlement's start inside the window."""
-    rows = list(rows)
-    instants = {window.start} | {s for s, _, _ in rows if s > window.start and (window.end is None or s < window.end)}
-    best = Decimal(0)
-    for t in instants:
-        total = sum((cu for s, e, cu in rows if s <= t and (e is None or e > t)), Decimal(0))
-        best = max(best, total)
-    return best
+Row = tuple[datetime, datetime | None, Decimal]
+
+
+def sold_steps_in(rows: Iterable[Row], window: Window) -> list[tuple[datetime, Decimal]]:
+    """sold(t) over the window as steps [(instant, Σ CU active from then on)], in one sweep.
+
+    One pass over the start (+cu) and end (−cu) events sorted by time: O(n log n). Every event at
+    one instant is applied before that instant's step is read, because an entitlement ending at t
+    is not active at t (`ends_at > t`) while one starting at t is: the two are never summed together.
+    Rows outside the window are ignored, so callers may pass more than overlaps it.
+    """
+    events: list[tuple[datetime, int, Decimal]] = []
+    for s, e, cu in rows:
+        if (e is not None and e <= window.start) or (window.end is not None and s >= window.end):
+            continue
+        events.append((max(s, window.start), 1, cu))
+        if e is not None and (window.end is None or e < window.end):
+            events.append((e, 0, -cu))
+    events.sort(key=lambda ev: (ev[0], ev[1]))
+    steps: list[tuple[datetime, Decimal]] = [(window.start, Decimal(0))]
+    total = Decimal(0)
+    for t, _, delta in events:
+        total += delta
+        if t == steps[-1][0]:
+            steps[-1] = (t, total)
+        else:
+            steps.append((t, total))
+    return steps
+
+
+def peak_sold(rows: Iterable[Row], window: Window) -> Decimal:
+    """Max over the window of Σ CU active at t (sold(t) is a step function: its max is a step)."""
+    return max(total for _, total in sold_steps_in(rows, window))
 
 
 def pool_sold_peak(pool: Pool, window: Window, *, exclude_pk: int | None = None) -> Decimal:

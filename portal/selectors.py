@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 
 from entitlements import roles
 from entitlements.models import Entitlement, Pool, Region
-from entitlements.selectors import Window, overlapping, pool_sold_peak, sold_entitlements
+from entitlements.selectors import Window, overlapping, pool_sold_peak, sold_entitlements, sold_steps_in
 from portal.models import SCENARIOS, LaunchRequest, LaunchRequestEvent
 from portal.services.conversion import replicas_for, scenario_cu
 from portal.services.pool_fit import PoolFit, committed_fit
@@ -168,16 +168,11 @@ def commitments_in(pools: list[Pool], window: Window) -> QuerySet[Entitlement]:
 def sold_steps(pool: Pool, window: Window, horizon: datetime) -> list[tuple[datetime, Decimal]]:
     """sold(t) as a step function over [window.start, horizon]: (instant, CU from then on)."""
     end = window.end or horizon
-    rows = list(overlapping(sold_entitlements(pool), window.start, end).values_list("starts_at", "ends_at", "cu"))
-    instants = {window.start, end}
-    for s, e, _ in rows:
-        for t in (s, e):
-            if t is not None and window.start < t < end:
-                instants.add(t)
-    steps = []
-    for t in sorted(instants):
-        total = sum((cu for s, e, cu in rows if s <= t and (e is None or e > t)), Decimal(0))
-        steps.append((t, total))
+    rows = overlapping(sold_entitlements(pool), window.start, end).values_list("starts_at", "ends_at", "cu")
+    # The one sweep entitlements.selectors uses for every peak, cut at `end` with sold(end) as the last step.
+    swept = sold_steps_in(rows, Window(window.start, None))
+    steps = [(t, total) for t, total in swept if t < end]
+    steps.append((end, next((total for t, total in reversed(swept) if t <= end), Decimal(0))))
     return steps
 
 
