@@ -1,20 +1,15 @@
-"""Emails about launch requests, sent after the transition commits (never for a rolled-back one).
+"""Launch-request notifications, through the alerts system (inbox, email task, tenant webhooks),
+sent after the transition commits (never for a rolled-back one).
 
-The requester hears about every step; approvers hear when something new waits in their queue.
-A mail failure is logged, not raised: the decision has already been recorded.
+The requester hears about every step (inbox and email). Approvers hear about new work in their
+queue by inbox and email (submit), and about their colleagues' decisions and withdrawals in the
+inbox only. The tenant's webhook endpoints get every step as `launch_request.<transition>`.
 """
 
 from __future__ import annotations
 
-import logging
-
-from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.core.mail import send_mail
-
-from entitlements.models import PlatformRole
-
-log = logging.getLogger(__name__)
+from alerts.dispatch import Message, message_deliver
+from alerts.recipients import platform_staff
 
 VERBS = {
     "create": "was filed",
@@ -26,17 +21,7 @@ VERBS = {
     "reopen": "was reopened as a draft",
     "withdraw": "was withdrawn",
 }
-
-
-def _approver_emails() -> list[str]:
-    ids = PlatformRole.objects.filter(role=PlatformRole.Role.APPROVER).values("user_id")
-    users = get_user_model().objects.filter(pk__in=ids, is_active=True).exclude(email="")
-    return sorted(set(users.values_list("email", flat=True)))
-
-
-def _link(path: str) -> str:
-    base = getattr(settings, "HEADROOM_BASE_URL", "")
-    return f"{base.rstrip('/')}{path}" if base else path
+TO_APPROVERS = {"submit", "approve", "partially_approve", "reject", "return", "withdraw"}
 
 
 def launch_request_notify(event_id: int) -> None:
@@ -46,22 +31,27 @@ def launch_request_notify(event_id: int) -> None:
     if ev.transition == "create":
         return  # filing a draft is nobody else's business yet
     req = ev.request
-    subject = f'[Headroom] Launch request "{req.title or req.uuid}" {VERBS.get(ev.transition, ev.transition)}'
+    verb = VERBS.get(ev.transition, ev.transition)
+    title = f'Launch request "{req.title or req.uuid}" {verb}'
     body = (
-        f'{req.tenant.slug}: "{req.title}" {VERBS.get(ev.transition, ev.transition)} by {ev.actor.get_username()}.\n'
-        f"State: {ev.from_state} → {ev.to_state}\n"
-        + (f"Comment: {ev.comment}\n" if ev.comment else "")
-        + f"\n{_link(f'/launch/{req.uuid}/')}\n"
+        f'{req.tenant.slug}: "{req.title}" {verb} by {ev.actor.get_username()}.\n'
+        f"State: {ev.from_state} → {ev.to_state}\n" + (f"Comment: {ev.comment}\n" if ev.comment else "")
     )
-    batches: list[list[str]] = []
-    if req.created_by.email:
-        batches.append([req.created_by.email])
-    if ev.transition == "submit":
-        batches.append([e for e in _approver_emails() if e != req.created_by.email])
-    for to in batches:
-        if not to:
-            continue
-        try:
-            send_mail(subject, body, None, to)
-        except Exception:  # noqa: BLE001 — mail is best effort once the decision is committed
-            log.exception("could not email %s about launch request %s", to, req.uuid)
+    message = Message(
+        kind=f"launch_request.{ev.transition}",
+        title=title,
+        body=body,
+        link=f"/launch/{req.uuid}/",
+        data={
+            "launch_request": str(req.uuid),
+            "tenant": req.tenant.slug,
+            "transition": ev.transition,
+            "from_state": ev.from_state,
+            "to_state": ev.to_state,
+            "actor": ev.actor.get_username(),
+        },
+    )
+    message_deliver(message=message, people=[req.created_by], webhooks_of=req.tenant)
+    if ev.transition in TO_APPROVERS:
+        approvers = platform_staff(roles=("approver",)).exclude(pk__in={req.created_by_id, ev.actor_id})
+        message_deliver(message=message, people=approvers, email=ev.transition == "submit")
