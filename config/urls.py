@@ -9,6 +9,7 @@ api = [
     path("", include("forecasting.api_urls")),
     path("", include("portal.api_urls")),
     path("", include("telemetry.sizing_urls")),
+    path("", include("alerts.api_urls")),
 ]
 
 urlpatterns = [
@@ -16,5 +17,6 @@ urlpatterns = [
     path("api/v1/", include(api)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path("alerts/", include("alerts.urls")),
     path("", include("portal.urls")),
 ]
