@@ -1,28 +1,25 @@
-"""Demand forecasts with statsforecast: many series per call, prediction intervals, a backtest.
+"""Demand forecasts: per series, the candidate that won an honest backtest, guarded against invented trends.
 
 No database here: series in, forecasts out, so the job, the tests and the benchmark run the same
-code. Scenarios come from the intervals: expected = P50 (the point forecast), upside = P90 (upper
-end of the 80 % interval), stress = P99 (upper end of the 98 % interval) × a correlated spike.
+code. Selection (forecasting.selection) picks a method per series; the winner is refitted on the
+whole history and forecast once per method group. Scenarios come from the bands: expected = P50,
+upside = P90, stress = P99 × a correlated spike.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import numpy as np
-import pandas as pd
 from statsforecast import StatsForecast
-from statsforecast.models import MSTL, AutoETS, SeasonalNaive
+from statsforecast.models import SeasonalNaive
 
+from forecasting import guard, selection
+from forecasting.candidates import DAY, NAIVE, ORDER, WEEK, build
 from forecasting.history import DemandSeries
 
-DAY = 24
-WEEK = 168
-LEVELS = [80, 98]
-BACKTEST_H = WEEK
 MIN_HISTORY = 2 * DAY  # below two days there is no daily shape to learn
-MSTL_MIN = 2 * WEEK  # MSTL needs two full weekly seasons
 
 
 @dataclass
@@ -35,111 +32,80 @@ class SeriesForecast:
     p90: np.ndarray
     p99: np.ndarray
     history_tail: np.ndarray
-    backtest: dict[str, float | None] = field(default_factory=dict)
+    backtest: selection.Backtest | None = None
+    note: str = ""
 
 
-def method_for(n_hours: int) -> str:
-    return "mstl" if n_hours >= MSTL_MIN else "ets"
+def _forecast(method: str, batch: list[DemandSeries], h: int, n_jobs: int) -> list[tuple[np.ndarray, ...]]:
+    """One StatsForecast call for every series that uses `method`: (P50, hi-80, hi-98) per series."""
+    sf = StatsForecast(models=[build(method)], freq="h", n_jobs=n_jobs, fallback_model=SeasonalNaive(season_length=DAY))
+    fc = sf.forecast(df=selection.frame(batch), h=h, level=selection.LEVELS).sort_values(["unique_id", "ds"])
+    cols = [fc[c].to_numpy(dtype=float).reshape(len(batch), h) for c in (method, f"{method}-hi-80", f"{method}-hi-98")]
+    return [tuple(c[j] for c in cols) for j in range(len(batch))]
 
 
-def _model(method: str) -> MSTL | AutoETS:
-    # Additive seasonality only: demand has zero hours at night and multiplicative ETS cannot fit zeros.
-    if method == "mstl":
-        return MSTL(season_length=[DAY, WEEK], trend_forecaster=AutoETS(model="ZZN"), alias="main")
-    return AutoETS(season_length=DAY, model="ZZA", alias="main")
+def _fallback(s: DemandSeries) -> str:
+    """Weekly seasonal-naive repeats the last week, so its weekly mean is the history's own; under a
+    week of history, the daily one."""
+    return "naive_weekly" if len(s.values) >= WEEK else "naive_daily"
 
 
-def _frame(batch: list[DemandSeries], cut: int = 0) -> pd.DataFrame:
-    """Long frame for statsforecast; `cut` drops the last hours (the backtest's held-out week)."""
-    parts = []
-    for i, s in enumerate(batch):
-        y = s.values[: len(s.values) - cut] if cut else s.values
-        ds = pd.date_range(s.start.replace(tzinfo=None), periods=len(y), freq="h")
-        parts.append(pd.DataFrame({"unique_id": i, "ds": ds, "y": y}))
-    return pd.concat(parts, ignore_index=True)
-
-
-def _by_id(frame: pd.DataFrame, column: str, n: int, h: int) -> np.ndarray:
-    """statsforecast returns rows ordered by unique_id then ds: reshape one column to (n, h)."""
-    ordered = frame.sort_values(["unique_id", "ds"])
-    return np.clip(ordered[column].to_numpy(dtype=float).reshape(n, h), 0.0, None)
-
-
-def _run(method: str, frame: pd.DataFrame, h: int, n_jobs: int, baseline: bool) -> pd.DataFrame:
-    models = [_model(method)] + ([SeasonalNaive(season_length=DAY, alias="naive")] if baseline else [])
-    sf = StatsForecast(models=models, freq="h", n_jobs=n_jobs, fallback_model=SeasonalNaive(season_length=DAY))
-    return sf.forecast(df=frame, h=h, level=LEVELS if not baseline else [80])
-
-
-def mape(actual: np.ndarray, predicted: np.ndarray) -> float | None:
-    """Mean absolute percentage error over the hours that had demand (0-demand hours have no %)."""
-    mask = actual > 0
-    if not mask.any():
-        return None
-    return float(np.mean(np.abs(actual[mask] - predicted[mask]) / actual[mask]))
-
-
-def backtest_batch(batch: list[DemandSeries], *, n_jobs: int = 1) -> list[dict[str, float | None]]:
-    """Fit on all but the last 7 days, forecast them, compare with what arrived and with seasonal-naive."""
-    out: list[dict[str, float | None]] = [
-        {"mape": None, "coverage_80": None, "baseline_mape": None, "resid_q90": None, "resid_q99": None} for _ in batch
-    ]
+def _by_method(
+    batch: list[DemandSeries], methods: list[str], idx: list[int], h: int, n_jobs: int
+) -> dict[int, tuple[np.ndarray, ...]]:
     groups: dict[str, list[int]] = {}
-    for i, s in enumerate(batch):
-        train = len(s.values) - BACKTEST_H
-        if train >= MIN_HISTORY:
-            groups.setdefault(method_for(train), []).append(i)
-    for method, idx in groups.items():
-        sub = [batch[i] for i in idx]
-        fc = _run(method, _frame(sub, cut=BACKTEST_H), BACKTEST_H, n_jobs, baseline=True)
-        pred, lo, hi = (_by_id(fc, c, len(sub), BACKTEST_H) for c in ("main", "main-lo-80", "main-hi-80"))
-        naive = _by_id(fc, "naive", len(sub), BACKTEST_H)
-        for j, i in enumerate(idx):
-            actual = batch[i].values[-BACKTEST_H:]
-            resid = actual - pred[j]
-            out[i] = {
-                "mape": mape(actual, pred[j]),
-                "coverage_80": float(np.mean((actual >= lo[j]) & (actual <= hi[j]))),
-                "baseline_mape": mape(actual, naive[j]),
-                "resid_q90": float(np.quantile(resid, 0.90)),
-                "resid_q99": float(np.quantile(resid, 0.99)),
-            }
+    for i in idx:
+        groups.setdefault(methods[i], []).append(i)
+    out = {}
+    for method, ids in groups.items():
+        for i, arrays in zip(ids, _forecast(method, [batch[i] for i in ids], h, n_jobs), strict=True):
+            out[i] = arrays
     return out
 
 
+def _calibrated(raw: tuple[np.ndarray, ...], test: selection.Backtest | None) -> tuple[np.ndarray, ...]:
+    c = test.chosen if test is not None else None
+    return selection.bands(*raw, c.resid_q90 if c else 0.0, c.resid_q99 if c else 0.0)
+
+
 def forecast_batch(
-    batch: list[DemandSeries], *, horizon_h: int, n_jobs: int = 1, backtest: bool = True
+    batch: list[DemandSeries], *, horizon_h: int, n_jobs: int = 1, candidates: tuple[str, ...] = ORDER
 ) -> list[SeriesForecast]:
-    """One StatsForecast call per method over the whole batch (plus one for the backtest)."""
-    results: list[SeriesForecast | None] = [None] * len(batch)
-    tests = backtest_batch(batch, n_jobs=n_jobs) if backtest else [{} for _ in batch]
-    groups: dict[str, list[int]] = {}
+    """Backtest the candidates, forecast each series with its winner, fall back where the guard says."""
+    tests = selection.backtest_batch(batch, n_jobs=n_jobs, candidates=candidates)
+    methods = [t.method if t is not None else _fallback(s) for s, t in zip(batch, tests, strict=True)]
+    notes = ["" if t is not None else "history too short to backtest: seasonal-naive" for t in tests]
+    bands = _by_method(batch, methods, list(range(len(batch))), horizon_h, n_jobs)
+    out_of_range = []
     for i, s in enumerate(batch):
-        groups.setdefault(method_for(len(s.values)), []).append(i)
-    for method, idx in groups.items():
-        sub = [batch[i] for i in idx]
-        fc = _run(method, _frame(sub), horizon_h, n_jobs, baseline=False)
-        p50, p90, p99 = (_by_id(fc, c, len(sub), horizon_h) for c in ("main", "main-hi-80", "main-hi-98"))
-        for j, i in enumerate(idx):
-            s = batch[i]
-            # Model intervals can be too narrow (MSTL's come from the trend model alone). Where the
-            # backtest week saw larger misses, its residual quantiles set the floor of the upper bands.
-            q90, q99 = tests[i].get("resid_q90") or 0.0, tests[i].get("resid_q99") or 0.0
-            hi80 = np.maximum(p90[j], p50[j] + max(q90, 0.0))
-            hi98 = np.maximum(p99[j], p50[j] + max(q99, 0.0))
-            results[i] = SeriesForecast(
-                key=s.key,
-                method=method,
-                history_hours=len(s.values),
-                start=s.start + timedelta(hours=len(s.values)),
-                # An interval can cross below the point forecast after clipping at 0; keep P50 ≤ P90 ≤ P99.
-                p50=p50[j],
-                p90=np.maximum(hi80, p50[j]),
-                p99=np.maximum(hi98, np.maximum(hi80, p50[j])),
-                history_tail=s.values[-WEEK:],
-                backtest=tests[i],
-            )
-    return [r for r in results if r is not None]
+        p50, p90, p99 = bands[i] = _calibrated(bands[i], tests[i])
+        c = tests[i].chosen if tests[i] is not None else None
+        # Without a backtest the width falls back to the model's own first-week band.
+        width = c.weekly_miss if c is not None else float(np.mean(p99[:WEEK] - p50[:WEEK]))
+        if methods[i] not in NAIVE and guard.is_stationary(s.values) and guard.leaves_range(s.values, p50, width):
+            out_of_range.append(i)
+    for i in out_of_range:
+        fb = _fallback(batch[i])
+        notes[i] = f"{methods[i]} left the range of a stationary history: forecast with {fb}"
+        methods[i] = fb
+        tests[i] = tests[i].switch(fb) if tests[i] is not None else None
+    for i, arrays in _by_method(batch, methods, out_of_range, horizon_h, n_jobs).items():
+        bands[i] = _calibrated(arrays, tests[i])
+    return [
+        SeriesForecast(
+            key=s.key,
+            method=methods[i],
+            history_hours=len(s.values),
+            start=s.start + timedelta(hours=len(s.values)),
+            p50=bands[i][0],
+            p90=bands[i][1],
+            p99=bands[i][2],
+            history_tail=s.values[-WEEK:],
+            backtest=tests[i],
+            note=notes[i],
+        )
+        for i, s in enumerate(batch)
+    ]
 
 
 def spike_hours(forecasts: list[SeriesForecast], n_hours: int) -> list[int]:

@@ -85,9 +85,13 @@ class ForecastSeries(models.Model):
     history = models.JSONField(default=list, help_text="last 7 days of observed hourly demand, CU")
     hourly = models.JSONField(default=dict)
     weekly = models.JSONField(default=dict)
-    backtest_mape = models.FloatField(null=True, blank=True)
-    backtest_coverage_80 = models.FloatField(null=True, blank=True)
-    baseline_mape = models.FloatField(null=True, blank=True, help_text="seasonal-naive (24 h) on the same week")
+    error_metric = models.CharField(max_length=16, default="wape")
+    candidates = models.JSONField(
+        default=list, help_text="[{method, selection_error, holdout_error}]: chosen on selection, scored on holdout"
+    )
+    holdout_error = models.FloatField(null=True, blank=True, help_text="the chosen method on the last origin")
+    coverage = models.JSONField(default=dict, help_text="share of holdout hours at or below P50, P90, P99")
+    note = models.CharField(max_length=200, blank=True, default="", help_text="why the method is not the winner")
 
     class Meta:
         ordering = ["tenant_slug", "model", "region"]

@@ -7,6 +7,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from entitlements import roles
+from forecasting.candidates import NAIVE
 from forecasting.models import ForecastRun, ForecastSeries
 
 
@@ -41,15 +42,19 @@ def series_summary(s: ForecastSeries) -> dict[str, Any]:
         "history": s.history,
         "hourly": s.hourly,
         "weekly": s.weekly,
-        "backtest": {
-            "mape": s.backtest_mape,
-            "coverage_80": s.backtest_coverage_80,
-            "seasonal_naive_mape": s.baseline_mape,
-            "beats_seasonal_naive": None
-            if s.backtest_mape is None or s.baseline_mape is None
-            else s.backtest_mape < s.baseline_mape,
-        },
+        "error_metric": s.error_metric,
+        "candidates": s.candidates,
+        "holdout_error": s.holdout_error,
+        "coverage": s.coverage,
+        "best_naive_holdout_error": best_naive_holdout(s.candidates),
+        "note": s.note,
     }
+
+
+def best_naive_holdout(candidates: list[dict[str, Any]]) -> float | None:
+    """The better seasonal-naive baseline on the holdout: what the chosen model has to beat."""
+    errors = [c["holdout_error"] for c in candidates if c["method"] in NAIVE and c["holdout_error"] is not None]
+    return min(errors) if errors else None
 
 
 def run_summary(run: ForecastRun | None) -> dict[str, Any] | None:

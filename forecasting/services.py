@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from entitlements.models import Tenant
-from forecasting import demand, history
+from forecasting import demand, history, selection
 from forecasting.models import ForecastRun, ForecastSeries, PoolDemand
 
 RUNNING = ForecastRun.Status.RUNNING
@@ -152,6 +152,21 @@ def _weekly(values: Any, *, agg: str) -> list[float]:
     return _round(weeks.max(axis=1) if agg == "max" else weeks.mean(axis=1))
 
 
+def _backtest_fields(f: demand.SeriesForecast) -> dict[str, Any]:
+    t = f.backtest
+    chosen = t.chosen if t is not None else None
+    return {
+        "error_metric": selection.ERROR_METRIC,
+        "candidates": [
+            {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}
+            for row in (t.candidates if t else [])
+        ],
+        "holdout_error": round(t.holdout_error, 4) if t is not None and t.holdout_error is not None else None,
+        "coverage": chosen.coverage if chosen is not None else {},
+        "note": f.note[:200],
+    }
+
+
 def _results(forecasts: list[demand.SeriesForecast], params: Parameters, run: ForecastRun) -> tuple[list, list]:
     hours = demand.spike_hours(forecasts, params.spike_hours)
     tenants = {t.slug: t for t in Tenant.objects.all()}
@@ -174,9 +189,7 @@ def _results(forecasts: list[demand.SeriesForecast], params: Parameters, run: Fo
                 hourly={k: _round(v[:CHART_HOURS]) for k, v in scen.items()} | {"p99": _round(f.p99[:CHART_HOURS])},
                 weekly={f"{k}_peak": _weekly(v, agg="max") for k, v in scen.items()}
                 | {"expected_mean": _weekly(f.p50, agg="mean")},
-                backtest_mape=f.backtest.get("mape"),
-                backtest_coverage_80=f.backtest.get("coverage_80"),
-                baseline_mape=f.backtest.get("baseline_mape"),
+                **_backtest_fields(f),
             )
         )
         for pool, share in shares.get((model, region), []):

@@ -33,9 +33,14 @@ def _series(run: ForecastRun, tenant: m.Tenant, level: float) -> ForecastSeries:
         history=[level] * 168,
         hourly=hourly,
         weekly=weekly | {"expected_mean": [level] * 26},
-        backtest_mape=0.05,
-        backtest_coverage_80=0.8,
-        baseline_mape=0.07,
+        error_metric="wape",
+        candidates=[
+            {"method": "naive_daily", "selection_error": 0.09, "holdout_error": 0.08},
+            {"method": "naive_weekly", "selection_error": 0.06, "holdout_error": 0.07},
+            {"method": "mstl", "selection_error": 0.04, "holdout_error": 0.05},
+        ],
+        holdout_error=0.05,
+        coverage={"p50": 0.52, "p90": 0.88, "p99": 0.99},
     )
 
 

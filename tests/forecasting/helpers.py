@@ -40,3 +40,13 @@ def write_demand(
                 )
             )
     HourRollup.objects.bulk_create(rows, batch_size=2000)
+
+
+def cycles_cu(hours: int, *, base: float, trend_per_week: float = 0.0, weekend: float = 0.6, seed: int) -> np.ndarray:
+    """Known daily and weekly cycles (afternoon peak, weekends at `weekend`), a known linear trend
+    (share of `base` per week) and 10 % lognormal noise; hour 0 is a Monday 00:00."""
+    t = np.arange(hours)
+    rng = np.random.default_rng(seed)
+    day = 0.65 + 0.35 * np.cos((t % 24 - 14) / 24 * 2 * np.pi)
+    week = np.where((t // 24) % 7 >= 5, weekend, 1.0)
+    return base * (1 + trend_per_week * t / 168) * day * week * rng.lognormal(0, 0.1, hours)

@@ -22,12 +22,15 @@ def test_members_see_only_their_own_tenants_forecast(api_for, finished):
         assert [s["tenant"] for s in body["series"]] == [tenant]
     series = api_for("member").get("/api/v1/forecasts").json()["series"][0]
     assert series["weekly"]["upside_peak"][0] == 12.0
-    assert series["backtest"] == {
-        "mape": 0.05,
-        "coverage_80": 0.8,
-        "seasonal_naive_mape": 0.07,
-        "beats_seasonal_naive": True,
+    # CONTRACT §8: the chosen method, every candidate's selection and holdout error, coverage
+    assert {k: series[k] for k in ("method", "error_metric", "holdout_error", "coverage")} == {
+        "method": "mstl",
+        "error_metric": "wape",
+        "holdout_error": 0.05,
+        "coverage": {"p50": 0.52, "p90": 0.88, "p99": 0.99},
     }
+    assert series["candidates"][2] == {"method": "mstl", "selection_error": 0.04, "holdout_error": 0.05}
+    assert series["best_naive_holdout_error"] == 0.07
 
 
 def test_another_tenants_forecast_is_a_404_and_reveals_nothing(api_for, finished):

@@ -113,10 +113,17 @@ def test_a_run_forecasts_every_series_and_maps_demand_to_pools(fleet, django_cap
         100,
     )
     series = list(ForecastSeries.objects.filter(run=run))
-    assert [(s.tenant_slug, s.tenant.slug, s.method, s.history_hours) for s in series] == [
-        ("acme", "acme", "mstl", 504),
-        ("globex", "globex", "mstl", 504),
+    assert [(s.tenant_slug, s.tenant.slug, s.history_hours, s.error_metric) for s in series] == [
+        ("acme", "acme", 504, "wape"),
+        ("globex", "globex", 504, "wape"),
     ]
+    for s in series:
+        # Three weeks: two one-week origins leave one week to train, too little for MSTL
+        assert [c["method"] for c in s.candidates] == ["naive_daily", "naive_weekly", "ets_damped", "theta"]
+        selection = {c["method"]: c["selection_error"] for c in s.candidates}
+        assert (s.method, s.note) == (min(selection, key=selection.get), "")
+        assert s.holdout_error == next(c["holdout_error"] for c in s.candidates if c["method"] == s.method)
+        assert set(s.coverage) == {"p50", "p90", "p99"}
     assert [len(s.weekly["expected_peak"]) for s in series] == [26, 26]
     assert [len(s.hourly["expected"]) for s in series] == [336, 336]
     pools = list(PoolDemand.objects.filter(run=run).order_by("pool__slug"))
