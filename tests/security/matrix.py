@@ -82,6 +82,18 @@ MATRIX: dict[str, dict[str, int]] = {
     'planning/status/':                                  row(302, 403, 403, 200, 200, 403, 403),
     'planning/runs/':                                    row(405, 405, 405, 405, 405, 405, 405),
     'planning/mine/':                                    row(302, 200, 200, 403, 403, 403, 200),
+    'api/v1/alerts':                                     row(401, 200, 200, 200, 200, 403, 200),
+    'api/v1/alerts/<uuid:rule>':                         row(401, 200, 200, 200, 200, 403, 404),
+    'api/v1/webhooks':                                   row(401, 200, 200, 200, 200, 403, 200),
+    'api/v1/webhooks/<uuid:endpoint>':                   row(401, 200, 200, 200, 200, 403, 404),
+    'alerts/':                                           row(302, 200, 200, 200, 200, 404, 200),
+    'alerts/<uuid:note>/read':                           row(405, 405, 405, 405, 405, 405, 405),
+    'alerts/read-all':                                   row(405, 405, 405, 405, 405, 405, 405),
+    'alerts/rules/':                                     row(302, 200, 200, 200, 200, 404, 200),
+    'alerts/rules/<uuid:rule>/toggle':                   row(405, 405, 405, 405, 405, 405, 405),
+    'alerts/webhooks/':                                  row(302, 200, 200, 200, 200, 404, 200),
+    'alerts/webhooks/<uuid:endpoint>/':                  row(302, 200, 200, 200, 200, 404, 404),
+    'alerts/webhooks/<uuid:endpoint>/test':              row(405, 405, 405, 405, 405, 405, 405),
 }
 
 # Probed with an empty POST, personas in order; a requester's submit or withdraw moves the draft on,
@@ -115,5 +127,13 @@ POST_PROBES: dict[str, dict[str, int]] = {
     'launch/new':                                        row(302, 403, 302, 403, 403, 403, 302),
     'logout/':                                           row(302, 302, 302, 302, 302, 302, 302),
     'planning/runs/':                                    row(302, 403, 403, 403, 302, 403, 403),
+    # alerts: the note is the viewer's; the rule and the endpoint are acme's (a requester toggles
+    # the rule off, the operator on again); an empty form is a 400 for whoever may add one
+    'alerts/<uuid:note>/read':                           row(302, 302, 404, 404, 404, 404, 404),
+    'alerts/read-all':                                   row(302, 302, 302, 302, 302, 404, 302),
+    'alerts/rules/':                                     row(302, 403, 400, 403, 400, 404, 400),
+    'alerts/rules/<uuid:rule>/toggle':                   row(302, 403, 302, 403, 302, 404, 404),
+    'alerts/webhooks/':                                  row(302, 403, 400, 403, 400, 404, 400),
+    'alerts/webhooks/<uuid:endpoint>/test':              row(302, 403, 302, 403, 302, 404, 404),
 }
 # fmt: on

@@ -26,6 +26,7 @@ class World:
 
 
 def build_world() -> World:
+    from alerts.models import AlertRule, Notification, WebhookEndpoint
     from forecasting.models import ForecastRun
     from portal.services.intake import launch_request_create
     from telemetry.trace_import import trace_import
@@ -49,6 +50,10 @@ def build_world() -> World:
     launch = launch_request_create(actor=users["requester"], **complete_fields(fleet))
     trace = trace_import(data=CSV, name="acme trace", tenant=fleet.acme, uploaded_by=users["requester"])
     run = ForecastRun.objects.create(requested_by=fleet.operator)
+    # alerts: an acme rule and endpoint, and a notification in the viewer's inbox
+    rule = AlertRule.objects.create(name="acme use", scope="tenant", tenant=fleet.acme, kind="use_over_bought")
+    hook = WebhookEndpoint.objects.create(tenant=fleet.acme, name="acme hook", url="http://127.0.0.1:9/")
+    note = Notification.objects.create(user=users["viewer"], kind="alert.opened", title="acme use")
     op = fleet.pool_a.operating_point
     kwargs = {
         "slug:catalogue-model-detail": op.model.slug,
@@ -61,5 +66,8 @@ def build_world() -> World:
         "uuid": str(launch.uuid),
         "trace_id": str(trace.id),
         "run_id": str(run.id),
+        "rule": str(rule.uuid),
+        "endpoint": str(hook.uuid),
+        "note": str(note.uuid),
     }
     return World(users=users, kwargs=kwargs)
