@@ -208,13 +208,13 @@ def reserve(req: ReserveRequest) -> Decision:
     parts = ans.raw.split("|")
     if parts[0] == "A":
         _, res_id, wt, source, expires = parts
-        if not ans.replay:
+        if not ans.replay or ans.retried:  # a retried call may have admitted unseen: telemetry dedups by id
             events.emit(_event(req, "admit", cost, plan.event_head, source_kind=source))
         body = {"decision": "admit", "reservation_id": res_id, "reserved_wt": float(wt), "source": source,
                 "expires_at": iso_utc(float(expires))}  # fmt: skip
         return Decision(200, body)
     _, reason, ra = parts
-    if not ans.replay:
+    if not ans.replay or ans.retried:
         events.emit(_event(req, "throttle", cost, plan.event_head, reason=reason))
     return throttle(reason, int(ra))
 

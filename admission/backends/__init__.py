@@ -1,7 +1,8 @@
 """The enforcement store behind one interface: `get_backend()` picks Redis or in-process from settings.
 
 Settings read (all optional): ADMISSION_BACKEND ("redis" | "memory"), ADMISSION_REDIS_URL (else
-REDIS_URL), ADMISSION_REDIS_TIMEOUT_S (default 0.05), ADMISSION_KEY_PREFIX (default "adm:").
+REDIS_URL), ADMISSION_REDIS_TIMEOUT_S (default redis.DEFAULT_TIMEOUT_S, measured: see there),
+ADMISSION_REDIS_MAX_CONNECTIONS (per process, default 64), ADMISSION_KEY_PREFIX (default "adm:").
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ _backend: Any = None
 def build_backend() -> Any:
     kind = getattr(settings, "ADMISSION_BACKEND", "memory")
     if kind == "redis":
-        from admission.backends.redis import RedisBackend
+        from admission.backends.redis import DEFAULT_TIMEOUT_S, POOL_SIZE, RedisBackend
 
         url = getattr(settings, "ADMISSION_REDIS_URL", "") or getattr(settings, "REDIS_URL", "")
         if not url:
@@ -30,7 +31,8 @@ def build_backend() -> Any:
         return RedisBackend(
             url,
             prefix=getattr(settings, "ADMISSION_KEY_PREFIX", "adm:"),
-            socket_timeout=float(getattr(settings, "ADMISSION_REDIS_TIMEOUT_S", 0.05)),
+            socket_timeout=float(getattr(settings, "ADMISSION_REDIS_TIMEOUT_S", DEFAULT_TIMEOUT_S)),
+            pool_size=int(getattr(settings, "ADMISSION_REDIS_MAX_CONNECTIONS", POOL_SIZE)),
         )
     from admission.backends.memory import MemoryBackend
 

@@ -85,6 +85,7 @@ class Answer:
     raw: str
     replay: bool
     expired_metas: list[str]
+    retried: bool = False  # the store was asked again after an error: a first attempt may have run unseen
 
     @property
     def admitted(self) -> bool:
@@ -99,6 +100,7 @@ class Settled:
     result: dict[str, Any]
     replay: bool
     meta: str | None
+    retried: bool = False
 
 
 def decide(op: ReserveOp, own_l: float, pool_l: float, borrow_l: float) -> tuple[str, str, float]:

@@ -1,10 +1,12 @@
 """Redis backend: one server-side Lua script per operation, called with EVALSHA.
 
-The hot path (reserve, complete) talks to Redis over one connection per thread, packed by
-hiredis and without the pool's per-call checkout: the store's round trip is most of a reserve,
-so the client adds as little as it can to it. A restarted Redis has forgotten the scripts: on
-NOSCRIPT the script is loaded and the call sent again. Short socket timeouts keep a dead store
-from stalling the serving path: the caller turns `StoreUnavailable` into the class's fail mode.
+The hot path (reserve, complete) borrows a connection from a bounded set shared by the process's
+threads (connections.py), packed by hiredis and without redis-py's per-call checkout: the store's
+round trip is most of a reserve, so the client adds as little as it can to it. A restarted Redis
+has forgotten the scripts: on NOSCRIPT the script is loaded and the call sent again. A circuit
+breaker (breaker.py) decides when the store is down: a call that errs is retried (reserve and
+complete are idempotent: one record per request) until the breaker opens or ATTEMPTS are spent;
+only then does the caller get `StoreUnavailable` and apply the class's fail mode.
 """
 
 from __future__ import annotations
@@ -12,8 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import threading
 import weakref
 from pathlib import Path
 from typing import Any
@@ -25,10 +25,24 @@ from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from admission.backends.base import Answer, CompleteOp, ReserveOp, Scope, Settled, StoreUnavailable
+from admission.backends.breaker import Breaker
+from admission.backends.connections import BoundedConnections, Exhausted
 from entitlements import reasons
 
 LUA = Path(__file__).with_name("lua")
 _DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
+ATTEMPTS = 3  # per call while the breaker stays closed: a slow answer is waited for, then retried
+
+# The client timeout (ADMISSION_REDIS_TIMEOUT_S). It must sit well above what a healthy Redis
+# takes under load, or the serving path fails open on slow answers (issue 12.1: 26 of 185 admits
+# at 50 ms). Measured 2026-11-30 on this 2-core machine, load average 6-10 (five other test
+# suites running): tests/admission/hammer.py, 2 spawned processes x 16 threads, one reserved
+# scope, reserve (EVALSHA reserve.lua, timed around RedisBackend.reserve, so pool checkout and GIL
+# waits included) + complete per request, 10 s, three runs: p99 43 / 56 / 96 ms, p99.9 89-185 ms,
+# max 248-852 ms. 3 x the worst p99 is 288 ms: the default is 300 ms, and an answer slower than
+# that is asked again (ATTEMPTS) before the breaker's count can open it.
+DEFAULT_TIMEOUT_S = 0.3
+POOL_SIZE = 64  # connections per process (ADMISSION_REDIS_MAX_CONNECTIONS)
 
 
 def _script(name: str) -> str:
@@ -41,58 +55,80 @@ class _Script:
         self.sha = hashlib.sha1(self.source).hexdigest().encode()  # noqa: S324  (Redis names scripts by SHA-1)
 
 
-class _Local(threading.local):
-    conn: Any = None
-    pid = 0
-
-
 class RedisBackend:
     name = "redis"
 
-    def __init__(self, url: str, *, prefix: str = "adm:", socket_timeout: float = 0.05) -> None:
+    def __init__(
+        self, url: str, *, prefix: str = "adm:", socket_timeout: float = DEFAULT_TIMEOUT_S, pool_size: int = POOL_SIZE,
+        breaker_threshold: int = 5, probe_every_s: float = 0.5,
+    ) -> None:  # fmt: skip
         self.prefix = prefix
-        # The general client: the sweep, introspection and tests; its pool also makes the hot path's connections.
-        self.client = redis.Redis.from_url(
-            url,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=socket_timeout,
-            retry_on_timeout=False,
-            health_check_interval=0,
+        kw = {"socket_timeout": socket_timeout, "socket_connect_timeout": socket_timeout, "retry_on_timeout": False,
+              "health_check_interval": 0}  # fmt: skip
+        # The general client: the sweep, introspection and tests (bounded too: it is shared by threads).
+        self.client = redis.Redis(
+            connection_pool=redis.BlockingConnectionPool.from_url(url, max_connections=8, timeout=5, **kw)
         )
+        hot = redis.ConnectionPool.from_url(url, max_connections=pool_size, **kw)
+        self.connections = BoundedConnections(hot.make_connection, size=pool_size, wait_s=max(1.0, 4 * socket_timeout))
+        self.breaker = Breaker(self._ping, threshold=breaker_threshold, probe_every_s=probe_every_s)
         self._reserve = _Script("reserve")
         self._complete = _Script("complete")
         self._sweep = self.client.register_script(_script("sweep"))
-        self._local = _Local()
         self._static: weakref.WeakKeyDictionary[Scope, tuple[int, bytes]] = weakref.WeakKeyDictionary()
         self._prefix_b = prefix.encode()
         self._scopes_key = (prefix + "scopes").encode()
 
     # ---- the hot path's connection ------------------------------------------------------------
 
-    def _conn(self) -> Any:
-        loc = self._local
-        if loc.conn is None or loc.pid != os.getpid():  # a forked child must not share its parent's socket
-            loc.conn, loc.pid = self.client.connection_pool.make_connection(), os.getpid()
-        return loc.conn
+    def _ping(self) -> bool:
+        try:
+            conn = self.connections.acquire()
+        except Exhausted:
+            return True  # every connection is busy with a call: the store is not known to be down
+        try:
+            conn.send_packed_command((pack_command((b"PING",)),), check_health=False)
+            return conn.read_response() in (b"PONG", "PONG", True)
+        except _DOWN:
+            conn.disconnect()
+            return False
+        finally:
+            self.connections.release(conn)
 
     def _eval(self, script: _Script, nkeys: int, args: tuple[Any, ...], tail: tuple[int, bytes] = (0, b"")) -> Any:
-        """EVALSHA with `args`, then `tail`: more arguments already packed (their count, their RESP)."""
+        """EVALSHA with `args`, then `tail`: more arguments already packed (their count, their RESP).
+        → (reply, attempts): more than one attempt means an earlier one may have run unseen."""
         head = pack_command((b"EVALSHA", script.sha, nkeys, *args))
         if tail[0]:
             head = b"*%d\r\n%s%s" % (3 + len(args) + tail[0], head.split(b"\r\n", 1)[1], tail[1])
-        conn = self._conn()
-        try:
+        breaker = self.breaker
+        for attempt in range(1, ATTEMPTS + 1):
+            if not breaker.allow():
+                raise StoreUnavailable("admission store circuit open")
             try:
-                conn.send_packed_command((head,), check_health=False)
-                return conn.read_response()
-            except NoScriptError:
-                conn.send_packed_command((pack_command((b"SCRIPT", b"LOAD", script.source)),), check_health=False)
-                conn.read_response()
-                conn.send_packed_command((head,), check_health=False)
-                return conn.read_response()
-        except _DOWN as exc:
-            conn.disconnect()
-            raise StoreUnavailable(str(exc)) from exc
+                conn = self.connections.acquire()
+            except Exhausted as exc:
+                raise StoreUnavailable(str(exc)) from exc  # saturated here, not down there: no breaker count
+            try:
+                try:
+                    conn.send_packed_command((head,), check_health=False)
+                    out = conn.read_response()
+                except NoScriptError:
+                    conn.send_packed_command((pack_command((b"SCRIPT", b"LOAD", script.source)),), check_health=False)
+                    conn.read_response()
+                    conn.send_packed_command((head,), check_health=False)
+                    out = conn.read_response()
+            except _DOWN as exc:
+                conn.disconnect()  # a timed-out socket may still deliver the late answer: never reuse it as is
+                breaker.failure()
+                if attempt == ATTEMPTS or breaker.is_open:
+                    raise StoreUnavailable(str(exc)) from exc
+                continue
+            finally:
+                self.connections.release(conn)
+            breaker.success()
+            return out, attempt
+        raise AssertionError("unreachable")
 
     # ---- operations -----------------------------------------------------------------------------
 
@@ -126,16 +162,18 @@ class RedisBackend:
         borrow_key = s.borrow.key if s.borrow else s.own.key + ":b"
         args = (self.record_key(rid), s.own.key, s.pool.key, borrow_key, s.inflight_key, self._scopes_key,
                 self._prefix_b, rid, repr(op.cost), op.meta)  # fmt: skip
-        out = self._eval(self._reserve, 6, args, self._static_args(s))
-        return Answer(raw=out[0].decode(), replay=out[1] == 1, expired_metas=[m.decode() for m in out[2:]])
+        out, attempts = self._eval(self._reserve, 6, args, self._static_args(s))
+        return Answer(raw=out[0].decode(), replay=out[1] == 1, expired_metas=[m.decode() for m in out[2:]],
+                      retried=attempts > 1)  # fmt: skip
 
     def complete(self, op: CompleteOp) -> Settled | None:
         args = (self.record_key(op.reservation_id), op.reservation_id, op.prompt_tokens, op.cached_prompt_tokens,
                 op.output_tokens, op.status, op.idem_ttl_s, self._prefix_b)  # fmt: skip
-        out = self._eval(self._complete, 1, args)
+        out, attempts = self._eval(self._complete, 1, args)
         if out is None:
             return None
-        return Settled(result=json.loads(out[0]), replay=out[1] == 1, meta=out[2].decode() if len(out) > 2 else None)
+        meta = out[2].decode() if len(out) > 2 else None
+        return Settled(result=json.loads(out[0]), replay=out[1] == 1, meta=meta, retried=attempts > 1)
 
     def sweep(self, limit: int = 1000) -> list[str]:
         try:
@@ -152,10 +190,9 @@ class RedisBackend:
         return None if v is None else float(v)
 
     def ping(self) -> None:
-        try:
-            self.client.ping()
-        except _DOWN as exc:
-            raise StoreUnavailable(str(exc)) from exc
+        """A health probe: its answer also opens or closes the breaker."""
+        if not self.breaker.probe():
+            raise StoreUnavailable("admission store did not answer PING")
 
     def clear(self) -> None:
         """Delete this backend's keys (tests, `reset`)."""

@@ -1,6 +1,9 @@
-"""Worker for the multi-process load test: threads reserving against one entitlement in Redis.
+"""Worker for the multi-process load tests: threads reserving against one entitlement in Redis.
 
-Runs in a spawned process (no Django setup needed: the Redis backend is plain Python).
+Runs in a spawned process (no Django setup needed: the Redis backend is plain Python). Uses the
+production client timeout unless told otherwise; a `StoreUnavailable` is what the serving path
+would turn into a fail-open admission, so it is counted as `fail_open`. Each reserve's latency is
+kept (`latencies_ms`): that is how the timeout in admission/backends/redis.py was measured.
 """
 
 from __future__ import annotations
@@ -11,17 +14,22 @@ import uuid
 
 import redis
 
-from admission.backends.base import Bucket, CompleteOp, ReserveOp, Scope
+from admission.backends.base import Bucket, CompleteOp, ReserveOp, Scope, StoreUnavailable
 from admission.backends.redis import RedisBackend
 
 RATE, DEPTH, COST, MAXC, TTL = 1000.0, 60_000.0, 100.0, 8, 600.0
 
 
-def run(url: str, prefix: str, threads: int, seconds: float, out) -> None:  # type: ignore[no-untyped-def]
-    backend = RedisBackend(url, prefix=prefix, socket_timeout=2.0)
-    counter = redis.Redis.from_url(url, socket_timeout=2.0)
+def run(url: str, prefix: str, threads: int, seconds: float, out, timeout: float | None = None) -> None:  # type: ignore[no-untyped-def]
+    backend = (
+        RedisBackend(url, prefix=prefix)
+        if timeout is None
+        else RedisBackend(url, prefix=prefix, socket_timeout=timeout)
+    )
+    counter = redis.Redis.from_url(url, socket_timeout=5.0)
     lock = threading.Lock()
-    acc = {"admitted_wt": 0.0, "admits": 0, "throttles": {}, "violations": 0, "errors": 0, "admit_times": []}
+    acc = {"admitted_wt": 0.0, "admits": 0, "throttles": {}, "violations": 0, "errors": 0, "fail_open": 0,
+           "admit_times": [], "latencies_ms": []}  # fmt: skip
     deadline = time.monotonic() + seconds
     scope = Scope(
         inflight_key=f"{prefix}if:s", max_concurrency=MAXC, traffic_class="reserved",
@@ -30,14 +38,21 @@ def run(url: str, prefix: str, threads: int, seconds: float, out) -> None:  # ty
     )  # fmt: skip
 
     def worker() -> None:
+        lat: list[float] = []
         while time.monotonic() < deadline:
             o = ReserveOp(scope, uuid.uuid4().hex, COST, "{}")
+            t0 = time.perf_counter()
             try:
                 a = backend.reserve(o)
+            except StoreUnavailable:
+                with lock:
+                    acc["fail_open"] += 1
+                continue
             except Exception:
                 with lock:
                     acc["errors"] += 1
                 continue
+            lat.append((time.perf_counter() - t0) * 1000)
             p = a.parts()
             if not a.admitted:
                 with lock:
@@ -48,15 +63,22 @@ def run(url: str, prefix: str, threads: int, seconds: float, out) -> None:  # ty
                 counter.incr(f"{prefix}violations")
             time.sleep(0.001)
             counter.decr(f"{prefix}held")
-            backend.complete(CompleteOp(p[1], 20, 0, 20, "ok", 60))  # actual = estimate: nothing refunded
+            try:
+                backend.complete(CompleteOp(p[1], 20, 0, 20, "ok", 60))  # actual = estimate: nothing refunded
+            except StoreUnavailable:
+                with lock:
+                    acc["fail_open"] += 1
             with lock:
                 acc["admitted_wt"] += float(p[2])
                 acc["admits"] += 1
                 acc["admit_times"].append(float(p[4]) - TTL)  # Redis' clock at the admission
+        with lock:
+            acc["latencies_ms"].extend(lat)
 
     ts = [threading.Thread(target=worker) for _ in range(threads)]
     for t in ts:
         t.start()
     for t in ts:
         t.join()
+    acc["breaker"] = dict(backend.breaker.counts)
     out.put(acc)

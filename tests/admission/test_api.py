@@ -138,11 +138,11 @@ def test_quota_exceeded_for_overage_throttle(w):
 
 
 def test_reclaimed_when_lender_uses_its_capacity(w):
-    got = [post(w, body("globex", "shared", f"b{i}")).json()["source"] for i in range(4)]
+    got = [post(w, body("globex", "best_effort", f"b{i}")).json()["source"] for i in range(4)]
     assert got == ["entitlement"] * 3 + ["borrowed"]  # pool 16,800 → 12,800
     for i in range(12):  # the lender takes its full 12,000: pool 800, below the 3,360 margin
         assert post(w, body("acme", "reserved", f"l{i}")).json()["source"] == "entitlement"
-    _throttled(post(w, body("globex", "shared", "b4")), "RECLAIMED", "platform policy", 5)
+    _throttled(post(w, body("globex", "best_effort", "b4")), "RECLAIMED", "platform policy", 5)
 
 
 def test_platform_capacity_when_degraded_and_health_api(w, fleet):
@@ -155,7 +155,7 @@ def test_platform_capacity_when_degraded_and_health_api(w, fleet):
     # 70 wt/s < 250 sold: degraded; pool depth 4,200; reserved may take it to −12,000.
     for i in range(12):
         assert post(w, body("acme", "reserved", f"d{i}")).status_code == 200  # pool −7,800
-    _throttled(post(w, body("globex", "shared", "s0")), "PLATFORM_CAPACITY", "platform", 10)
+    _throttled(post(w, body("globex", "best_effort", "s0")), "PLATFORM_CAPACITY", "platform", 10)
     assert w.gateway.post(f"/api/v1/admission/pools/{w.pool.slug}/health", {"replicas_healthy": 4,
                           "replicas_total": 4}, format="json").status_code == 403  # fmt: skip
     bad = op.post(

@@ -1,7 +1,7 @@
 """Borrowing and reclaim on a simulated clock (in-process backend), so every step is exact.
 
 World (see world.py): pool 280 wt/s, depth 16,800, reclaim margin 3,360. Lender acme reserved
-200 wt/s (depth 12,000). Borrowers: globex shared 50 wt/s + 50 wt/s borrowing; initech
+200 wt/s (depth 12,000). Borrowers (only best_effort borrows): globex 50 wt/s + 50 wt/s borrowing; initech
 best_effort 10 wt/s + 100 wt/s borrowing. Borrowers alone (210 wt/s) fit in the pool; with the
 lender back (410 wt/s) they do not, and must be cut.
 """
@@ -60,7 +60,7 @@ class Driver:
 
     def push_borrowers(self, t: float) -> None:
         """Each borrower sends 100-wt requests until refused, every tick: as hard as it can."""
-        for tenant, cls in (("globex", "shared"), ("initech", "best_effort")):
+        for tenant, cls in (("globex", "best_effort"), ("initech", "best_effort")):
             for _ in range(20):
                 if self.call(t, tenant, cls, 20, 20) not in ("entitlement", "borrowed"):
                     break

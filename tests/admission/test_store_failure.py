@@ -29,7 +29,7 @@ def test_fail_open_for_guaranteed_classes_fail_closed_for_best_effort(fleet, sin
     params.invalidate()
     try:
         w = build_world(fleet)
-        grant(fleet, w.pool, fleet.globex, "0.01", "best_effort")
+        grant(fleet, w.pool, fleet.globex, "0.01", "shared")
 
         def post(b, url=RESERVE):
             return w.gateway.post(url, b, format="json")
@@ -57,6 +57,7 @@ def test_fail_open_for_guaranteed_classes_fail_closed_for_best_effort(fleet, sin
         assert (unavailable.status_code, unavailable.json()["error"]["code"]) == (503, "ADMISSION_UNAVAILABLE")
 
         server.start()  # empty again: scripts must be loaded anew (EVALSHA → NOSCRIPT → load)
+        backends.get_backend().ping()  # the breaker opened while it was down: a health probe closes it
         again = post(body("acme", "reserved", "up-2"))
         assert (again.status_code, again.json()["source"]) == (200, "entitlement")
         assert post(body("globex", "best_effort", "up-3", prompt=20, out=20)).status_code == 200

@@ -2,7 +2,7 @@
 
 Operating point: 10 out tok/s per replica on mix 300/100 → 0.07 CU per replica; 4 replicas =
 0.28 CU = 280 wt/s (R = 1000), pool depth 16,800 wt, reclaim margin 3,360 wt.
-Lender `acme` reserved 0.2 CU (200 wt/s, depth 12,000); borrower `globex` shared 0.05 CU
+Lender `acme` reserved 0.2 CU (200 wt/s, depth 12,000); borrower `globex` best_effort 0.05 CU
 (50 wt/s, depth 3,000) with overage=borrow and a 0.05 CU borrowing limit (depth 3,000).
 A request of prompt 200 + max_output 200 weighs 200 + 4 × 200 = 1,000 wt.
 """
@@ -49,7 +49,7 @@ def build_world(fleet: Any) -> World:
     op = f.OperatingPointFactory(out_tps_per_replica=10.0)
     pool = f.make_pool("pool-tiny", op=op, region=f.RegionFactory(slug="tiny-region"))
     lender = grant(fleet, pool, fleet.acme, "0.2", "reserved")
-    borrower = grant(fleet, pool, fleet.globex, "0.05", "shared", overage="borrow", borrowing_limit_cu="0.05")
+    borrower = grant(fleet, pool, fleet.globex, "0.05", "best_effort", overage="borrow", borrowing_limit_cu="0.05")
     return World(fleet, pool, lender, borrower, client_for("gw", "gateway"))
 
 

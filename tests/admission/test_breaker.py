@@ -1,0 +1,87 @@
+"""Issue 12.1: fail open only when the store is down (a circuit breaker), never on one slow answer."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from admission.backends.base import StoreUnavailable
+from admission.backends.breaker import Breaker
+from admission.backends.redis import ATTEMPTS, RedisBackend
+from tests.admission.redis_server import RedisServer
+from tests.admission.test_backend_contract import op, prefixed
+
+
+@pytest.fixture
+def server(tmp_path):
+    s = RedisServer(tmp_path)
+    s.start()
+    yield s
+    s.stop()
+
+
+def test_five_consecutive_failures_open_it_a_success_in_between_resets_the_count():
+    b = Breaker(lambda: True, threshold=5)
+    for _ in range(4):
+        b.failure()
+    b.success()
+    for _ in range(4):
+        b.failure()
+    assert not b.is_open
+    b.failure()
+    assert b.is_open and b.counts["opened"] == 1
+
+
+def test_open_it_fails_fast_and_one_caller_per_interval_probes():
+    answers = iter([False, True])
+    b = Breaker(lambda: next(answers), threshold=1, probe_every_s=0.05)
+    b.failure()
+    assert [b.allow() for _ in range(3)] == [False, False, False]  # before the first probe is due
+    time.sleep(0.06)
+    assert b.allow() is False and b.is_open  # the probe failed: still open
+    assert b.allow() is False  # and the next probe waits its interval
+    time.sleep(0.06)
+    assert b.allow() is True and not b.is_open  # a successful probe closes it
+    assert b.counts == {"opened": 1, "closed": 1, "probes": 2, "fast_fails": 4}
+
+
+def test_a_failed_health_probe_opens_it():
+    b = Breaker(lambda: False)
+    assert b.probe() is False and b.is_open
+
+
+@pytest.mark.redis
+def test_store_down_opens_after_five_errors_fails_fast_then_a_probe_closes_it(server):
+    backend = RedisBackend(server.url, socket_timeout=0.5, probe_every_s=0.2)
+    assert backend.reserve(prefixed(backend, op())).admitted
+    server.stop()
+    calls = 0
+    while not backend.breaker.is_open:
+        with pytest.raises(StoreUnavailable):
+            backend.reserve(prefixed(backend, op()))
+        calls += 1
+    assert (calls, backend.breaker.counts["opened"]) == (-(-5 // ATTEMPTS), 1)  # 5 errors: 3 + 2 attempts
+    t0 = time.monotonic()
+    for _ in range(100):
+        with pytest.raises(StoreUnavailable, match="circuit open"):
+            backend.reserve(prefixed(backend, op()))
+    assert time.monotonic() - t0 < 0.2  # failing fast: no connection attempts while open
+    server.start()  # same port
+    time.sleep(0.25)
+    assert backend.reserve(prefixed(backend, op())).admitted  # this call's probe closed the breaker
+    assert (backend.breaker.is_open, backend.breaker.counts["closed"]) == (False, 1)
+
+
+@pytest.mark.redis
+def test_one_slow_answer_is_waited_for_and_asked_again_not_failed_open(server):
+    backend = RedisBackend(server.url, socket_timeout=0.5)
+    o = prefixed(backend, op(req="slow-1", cost=100.0))
+    # Redis holds every client for 0.75 s (longer than the timeout): the first attempt times out
+    # (its client is dropped, so it may or may not have run), the retry gets the answer. The breaker never opens,
+    # the caller gets a real decision, and the bucket is charged once.
+    server.client().execute_command("CLIENT", "PAUSE", "750", "ALL")
+    a = backend.reserve(o)
+    assert (a.admitted, a.retried) == (True, True)
+    assert not backend.breaker.is_open and backend.breaker.failures == 0
+    assert backend.level(o.scope.own.key) == 900.0
