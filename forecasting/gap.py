@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from datetime import date, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from django.utils import timezone
 from capacity.deliverable import deliverable, deliverable_under_failure
 from capacity.failure import parse_failure_policy
 from entitlements.models import Entitlement
+from entitlements.models.supply import as_cu
 from entitlements.selectors import Window, peak_sold
 from forecasting.cost_report import replica_hour_cost
 from forecasting.models import ForecastRun, PoolDemand, SupplyOrder
@@ -36,9 +38,15 @@ def add_replicas(per_zone: tuple[int, ...], extra: int) -> tuple[int, ...]:
     return tuple(zones)
 
 
-def _first_gap(starts: list[date], gaps: list[float], lead_weeks: int, today: date, per_replica: float) -> dict:
-    first = next((i for i, g in enumerate(gaps) if g > 1e-9), None)
-    worst = max(gaps, default=0.0)
+def cu(value: float) -> float:
+    """Every figure the gap compares, at the one CU precision approvals compare in (as_cu): a pool
+    sold exactly to its deliverable is then exactly full, not a rounding error short."""
+    return float(as_cu(value))
+
+
+def _first_gap(starts: list[date], gaps: list[Decimal], lead_weeks: int, today: date, per_replica: float) -> dict:
+    first = next((i for i, g in enumerate(gaps) if g > 0), None)
+    worst = max(gaps, default=Decimal(0))
     if first is None:
         return {"first_week": None, "order_by": None, "late": False, "max_gap_cu": 0.0, "replicas_short": 0}
     order_by = starts[first] - timedelta(weeks=lead_weeks)
@@ -46,8 +54,8 @@ def _first_gap(starts: list[date], gaps: list[float], lead_weeks: int, today: da
         "first_week": starts[first],
         "order_by": order_by,
         "late": order_by < today,
-        "max_gap_cu": round(worst, 3),
-        "replicas_short": math.ceil(worst / per_replica - 1e-9) if per_replica > 0 else None,
+        "max_gap_cu": float(worst),
+        "replicas_short": math.ceil(worst / as_cu(per_replica)) if per_replica > 0 else None,
     }
 
 
@@ -72,10 +80,10 @@ def pool_gap(pd_row: PoolDemand, *, today: date, orders: list[SupplyOrder], comm
             {
                 "start": ws,
                 "replicas": supply.replicas,
-                "healthy_cu": deliverable(supply).deliverable,
-                "failure_cu": deliverable_under_failure(supply, policy).deliverable,
-                "committed_cu": float(peak_sold(committed_rows, Window(t0, t0 + timedelta(weeks=1)))),
-                **{f"{k}_cu": float(hourly[k][sl].max()) for k in FORECAST_SCENARIOS},
+                "healthy_cu": cu(deliverable(supply).deliverable),
+                "failure_cu": cu(deliverable_under_failure(supply, policy).deliverable),
+                "committed_cu": cu(peak_sold(committed_rows, Window(t0, t0 + timedelta(weeks=1)))),
+                **{f"{k}_cu": cu(hourly[k][sl].max()) for k in FORECAST_SCENARIOS},
                 "stranded_cu": float(np.clip(deliverable(supply).deliverable - hourly["expected"][sl], 0, None).mean()),
             }
         )
@@ -83,7 +91,7 @@ def pool_gap(pd_row: PoolDemand, *, today: date, orders: list[SupplyOrder], comm
         s: {
             case: _first_gap(
                 starts,
-                [w[f"{s}_cu"] - w[f"{case}_cu"] for w in weeks],
+                [as_cu(w[f"{s}_cu"]) - as_cu(w[f"{case}_cu"]) for w in weeks],
                 pool.accelerator.lead_time_weeks,
                 today,
                 per_replica,

@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from entitlements.models import Tenant
-from forecasting import demand, history, selection
+from forecasting import demand, history, placement, selection
 from forecasting.models import ForecastRun, ForecastSeries, PoolDemand
 
 RUNNING = ForecastRun.Status.RUNNING
@@ -163,17 +163,18 @@ def _backtest_fields(f: demand.SeriesForecast) -> dict[str, Any]:
         ],
         "holdout_error": round(t.holdout_error, 4) if t is not None and t.holdout_error is not None else None,
         "coverage": chosen.coverage if chosen is not None else {},
-        "note": f.note[:200],
     }
 
 
 def _results(forecasts: list[demand.SeriesForecast], params: Parameters, run: ForecastRun) -> tuple[list, list]:
     hours = demand.spike_hours(forecasts, params.spike_hours)
     tenants = {t.slug: t for t in Tenant.objects.all()}
-    shares = history.pool_shares()
+    placed = placement.pools_by_series(params.end_at())
     series_rows, pool_acc = [], {}
     for f in forecasts:
         tenant, model, region = f.key
+        pools = placed.get(f.key, [])
+        note = "; ".join(n for n in (f.note, "" if pools else placement.UNPLACED) if n)
         scen = {"expected": f.p50, "upside": f.p90, "stress": demand.stress(f, spike_pct=params.spike_pct, hours=hours)}
         series_rows.append(
             ForecastSeries(
@@ -190,10 +191,11 @@ def _results(forecasts: list[demand.SeriesForecast], params: Parameters, run: Fo
                 weekly={f"{k}_peak": _weekly(v, agg="max") for k, v in scen.items()}
                 | {"expected_mean": _weekly(f.p50, agg="mean")},
                 **_backtest_fields(f),
+                note=note[:200],
             )
         )
-        for pool, share in shares.get((model, region), []):
-            acc = pool_acc.setdefault(pool.pk, {"pool": pool, "start": f.start, "scen": {}, "tenants": {}})
+        for pool_id, share in pools:
+            acc = pool_acc.setdefault(pool_id, {"pool_id": pool_id, "start": f.start, "scen": {}, "tenants": {}})
             for k, v in scen.items():
                 acc["scen"][k] = acc["scen"].get(k, 0) + v * share
             acc["tenants"][tenant] = acc["tenants"].get(tenant, 0.0) + float(f.p50.mean()) * share
@@ -203,7 +205,7 @@ def _results(forecasts: list[demand.SeriesForecast], params: Parameters, run: Fo
         pool_rows.append(
             PoolDemand(
                 run=run,
-                pool=acc["pool"],
+                pool_id=acc["pool_id"],
                 start=acc["start"],
                 hourly={k: _round(v) for k, v in acc["scen"].items()},
                 tenants={t: round(v / total, 4) for t, v in sorted(acc["tenants"].items())},

@@ -142,3 +142,46 @@ def test_week_starts_follow_the_run(planned):
     weeks = _pool(run)["weeks"]
     assert len(weeks) == WEEKS
     assert [w["start"] for w in weeks[:2]] == [TODAY, TODAY + timedelta(weeks=1)]
+
+
+@pytest.fixture
+def full_pool(fleet):
+    """pool-a with a 0.0001 % safety margin: deliverable 279.99972 CU, 280.000 at CU precision, the
+    figure approvals compare in; sold exactly that."""
+    pool = fleet.pool_a
+    pool.safety_pct = 0.0001
+    pool.save()
+    entitlement_grant(actor=fleet.operator, reason="test", **grant_kwargs(pool, fleet.acme, "280", start=END, days=400))
+    return fleet
+
+
+def _flat_demand(pool, level: float) -> ForecastRun:
+    run = ForecastRun.objects.create(status="succeeded", progress=100)
+    PoolDemand.objects.create(
+        run=run,
+        pool=pool,
+        start=END,
+        tenants={"acme": 1.0},
+        hourly={k: [level] * (WEEKS * H) for k in gap.FORECAST_SCENARIOS},
+    )
+    return run
+
+
+def test_a_pool_sold_exactly_to_its_deliverable_raises_no_alarm(full_pool):
+    p = _pool(_flat_demand(full_pool.pool_a, 100.0))
+    assert (p["weeks"][0]["healthy_cu"], p["weeks"][0]["committed_cu"]) == (280.0, 280.0)
+    assert p["gaps"]["committed"]["healthy"] == {
+        "first_week": None,
+        "order_by": None,
+        "late": False,
+        "max_gap_cu": 0.0,
+        "replicas_short": 0,
+    }
+
+
+def test_demand_is_rounded_to_the_same_cu_as_supply(full_pool):
+    # 280.0004 CU is 280.000 at CU precision: exactly full, no alarm
+    assert _pool(_flat_demand(full_pool.pool_a, 280.0004))["gaps"]["expected"]["healthy"]["first_week"] is None
+    # 280.0006 CU is 280.001: one thousandth of a CU short, which one replica covers
+    g = _pool(_flat_demand(full_pool.pool_a, 280.0006))["gaps"]["expected"]["healthy"]
+    assert (g["first_week"], g["max_gap_cu"], g["replicas_short"]) == (TODAY, 0.001, 1)

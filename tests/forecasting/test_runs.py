@@ -8,8 +8,10 @@ import pytest
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
+from entitlements.services import entitlement_grant
 from forecasting import services
 from forecasting.models import ForecastRun, ForecastSeries, PoolDemand
+from tests.factories import grant_kwargs
 from tests.forecasting.helpers import END, daily_cu, write_demand
 
 
@@ -90,7 +92,14 @@ def test_the_daily_schedule_is_a_periodic_task(db):
 
 @pytest.mark.slow
 def test_a_run_forecasts_every_series_and_maps_demand_to_pools(fleet, django_capture_on_commit_callbacks):
-    # Given three weeks of demand for two tenants on the model and region both pools serve
+    # Given three weeks of demand for two tenants on the model and region both pools serve, acme
+    # entitled in pool-a and globex in pool-b
+    for pool, tenant in ((fleet.pool_a, fleet.acme), (fleet.pool_b, fleet.globex)):
+        entitlement_grant(
+            actor=fleet.operator,
+            reason="test",
+            **grant_kwargs(pool, tenant, "100", start=END - timedelta(days=30), days=60),
+        )
     for i, tenant in enumerate(["acme", "globex"]):
         write_demand(
             tenant=tenant,
@@ -103,7 +112,7 @@ def test_a_run_forecasts_every_series_and_maps_demand_to_pools(fleet, django_cap
     # When a run is requested (Celery runs inline in the embedded default)
     with django_capture_on_commit_callbacks(execute=True):
         run = services.forecast_run_request(parameters={"end": END.isoformat(), "batch_size": 1})
-    # Then it succeeded once, with one series per tenant and demand split evenly over the equal pools
+    # Then it succeeded once, with one series per tenant and each tenant's demand in its own pool
     run.refresh_from_db()
     assert (run.status, run.attempts, run.results_written, run.series_count, run.progress) == (
         "succeeded",
@@ -128,6 +137,5 @@ def test_a_run_forecasts_every_series_and_maps_demand_to_pools(fleet, django_cap
     assert [len(s.hourly["expected"]) for s in series] == [336, 336]
     pools = list(PoolDemand.objects.filter(run=run).order_by("pool__slug"))
     assert [p.pool.slug for p in pools] == ["pool-a", "pool-b"]
-    assert pools[0].tenants == {"acme": pytest.approx(0.5, abs=0.02), "globex": pytest.approx(0.5, abs=0.02)}
-    total = sum(s.hourly["expected"][0] for s in series)
-    assert pools[0].hourly["expected"][0] == pytest.approx(total / 2, abs=1e-3)
+    assert [p.tenants for p in pools] == [{"acme": 1.0}, {"globex": 1.0}]
+    assert [p.hourly["expected"][0] for p in pools] == [s.hourly["expected"][0] for s in series]
