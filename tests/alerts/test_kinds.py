@@ -1,0 +1,119 @@
+"""Each rule kind reads the data it names: rollups for use, throttles, latency and envelope; the
+newest forecast's supply gap for order-by dates; forecast runs for failures."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from alerts.evaluation import alert_rules_evaluate
+from alerts.models import AlertEpisode
+from entitlements.services import entitlement_grant
+from forecasting.models import ForecastRun, PoolDemand
+from telemetry.ingest import ingest_events
+from tests.alerts.conftest import minutes, now, rule, traffic
+from tests.factories import grant_kwargs
+
+
+def _completes(at, n, *, ent=None, tag="c", **kw):
+    events = [
+        {
+            "event_id": f"{tag}{i}",
+            "ts": at.isoformat(),
+            "tenant": "acme",
+            "model": "llama-test",
+            "region": "us-test",
+            "traffic_class": "reserved",
+            "decision": "complete",
+            **({"entitlement": str(ent.uuid)} if ent else {}),
+            **kw,
+        }
+        for i in range(n)
+    ]
+    assert ingest_events(source="alerts-test", events=events).accepted == n
+
+
+def _open():
+    return sorted(AlertEpisode.objects.filter(resolved_at__isnull=True).values_list("subject_key", "summary"))
+
+
+def _grant(fleet, cu="1"):
+    return entitlement_grant(actor=fleet.operator, reason="t", **grant_kwargs(fleet.pool_a, fleet.acme, cu))
+
+
+def test_use_over_bought_compares_actual_wt_with_cu_times_r_times_window(fleet, people):
+    ent = _grant(fleet)  # 1 CU × R 1000 wt/s × 900 s = 900,000 wt over a 15-minute window
+    rule(scope="tenant", tenant=fleet.acme, kind="use_over_bought", threshold=90, window_minutes=15, channels=[])
+    t = now()
+    _completes(t - minutes(5), 10, ent=ent, actual_wt=80_000, prompt_tokens=10)  # 800,000 wt = 88.9 %
+    assert alert_rules_evaluate(now=t)["opened"] == 0
+    _completes(t - minutes(4), 1, ent=ent, actual_wt=20_000, prompt_tokens=10, tag="d")  # 820,000 + … = 91.1 %
+    assert alert_rules_evaluate(now=t)["opened"] == 1
+    ((key, summary),) = _open()
+    assert key == f"entitlement:{ent.uuid}"
+    assert summary == "acme llama-test@us-test reserved used 91 % of its 1.000 CU over 15 min"
+
+
+def test_latency_misses_count_completions_that_missed_the_slo(fleet, people):
+    rule(scope="tenant", tenant=fleet.acme, kind="latency_misses", threshold=2, channels=[])
+    t = now()
+    _completes(t - minutes(2), 2, slo_met=False, prompt_tokens=10, tag="m")
+    _completes(t - minutes(2), 5, slo_met=True, prompt_tokens=10, tag="ok")
+    assert alert_rules_evaluate(now=t)["opened"] == 0  # 2 misses, not above 2
+    _completes(t - minutes(1), 1, slo_met=False, prompt_tokens=10, tag="m2")
+    assert alert_rules_evaluate(now=t)["opened"] == 1
+    assert _open() == [
+        ("acme:llama-test:us-test", "acme llama-test@us-test: 3 requests missed their latency SLO over 15 min")
+    ]
+
+
+def test_platform_throttles_on_a_pool_rule(fleet, people):
+    rule(scope="pool", pool=fleet.pool_a, kind="platform_throttles", threshold=0, channels=[])
+    t = now()
+    traffic(t - minutes(2), admits=5, throttles=3, reason="QUOTA_EXCEEDED")  # the tenant's own: not counted
+    assert alert_rules_evaluate(now=t)["opened"] == 0
+    traffic(t - minutes(2), throttles=2, reason="PLATFORM_CAPACITY", tag="p")
+    assert alert_rules_evaluate(now=t)["opened"] == 1
+    assert _open() == [
+        ("llama-test:us-test", "llama-test@us-test: 2 throttles the platform is responsible for over 15 min")
+    ]
+
+
+def test_envelope_drift_from_window_means_and_outside_envelope_throttles(fleet, people):
+    ent = _grant(fleet)  # envelope: prompt p50 1000, output p50 200
+    rule(scope="tenant", tenant=fleet.acme, kind="envelope_drift", threshold=150, channels=[])
+    t = now()
+    _completes(t - minutes(2), 4, ent=ent, prompt_tokens=1400, output_tokens=250)  # within 150 % of p50
+    assert alert_rules_evaluate(now=t)["opened"] == 0
+    _completes(t - minutes(2), 4, ent=ent, prompt_tokens=2600, output_tokens=250, tag="long")  # mean 2000
+    assert alert_rules_evaluate(now=t)["opened"] == 1
+    ((key, summary),) = _open()
+    assert key == f"entitlement:{ent.uuid}"
+    assert summary.endswith("drifted from its envelope: mean prompt 2000 tokens vs p50 1000")
+
+
+def test_forecast_run_failed_holds_until_a_later_run_succeeds(fleet, people):
+    rule(name="forecasts", kind="forecast_run_failed", threshold=0, channels=[])
+    ForecastRun.objects.create(status="failed", error="MemoryError: too big")
+    assert alert_rules_evaluate()["opened"] == 1
+    assert _open()[0][0] == "forecast"
+    assert alert_rules_evaluate()["opened"] == 0
+    ForecastRun.objects.create(status="succeeded", finished_at=timezone.now())
+    assert alert_rules_evaluate()["resolved"] == 1
+    assert _open() == []
+
+
+def test_supply_gap_order_by_date_late(fleet, people):
+    rule(scope="pool", pool=fleet.pool_a, kind="supply_gap_order_by_within", threshold=14, channels=[])
+    run = ForecastRun.objects.create(status="succeeded", finished_at=timezone.now())
+    weeks = 4
+    hourly = {s: [500.0] * (weeks * 168) for s in ("expected", "upside", "stress")}  # 500 CU > 280 CU deliverable
+    start = timezone.now().replace(minute=0, second=0, microsecond=0)
+    PoolDemand.objects.create(run=run, pool=fleet.pool_a, start=start, hourly=hourly, tenants={"acme": 1.0})
+    assert alert_rules_evaluate()["opened"] == 1
+    ((key, summary),) = _open()
+    # short from the first week; the accelerator's 12-week lead time puts the order-by date in the past
+    assert key == "pool:pool-a"
+    assert summary.startswith("pool-a: the order-by date for") and summary.endswith("is late")
+    assert AlertEpisode.objects.get().detail["order_by"] == (start.date() - timedelta(weeks=12)).isoformat()
