@@ -17,6 +17,7 @@ $(STAMP): requirements.txt
 run: $(STAMP)
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py load_demo
+	$(BIN)/python manage.py load_demo_alerts
 	$(BIN)/python manage.py seed_history
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	@echo ""

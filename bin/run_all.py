@@ -20,6 +20,8 @@ def main() -> int:
     args = ap.parse_args()
     py = sys.executable
     procs = [subprocess.Popen([py, "manage.py", "runserver", "--noreload", f"{args.host}:{args.port}"], cwd=ROOT)]
+    # No beat in the embedded default: evaluate alert rules (and send due webhook retries) every minute.
+    procs.append(subprocess.Popen([py, "manage.py", "evaluate_alerts", "--every", "60"], cwd=ROOT))
     if os.environ.get("HEADROOM_SIMULATE", "1") == "1":
         time.sleep(2)
         procs.append(
