@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "django_celery_beat",
+    "axes",
     "entitlements",
     "admission",
     "telemetry",
@@ -61,6 +62,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out sign-in into its 429.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -142,6 +145,17 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+# Brute force (README, "Access and audit"): django-axes locks sign-in per account and per address after
+# AXES_FAILURE_LIMIT failures for AXES_COOLOFF_TIME hours; invalid API tokens are throttled per address
+# (entitlements.throttles). Behind a proxy, set HEADROOM_NUM_PROXIES so the address is the client's.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+NUM_PROXIES = int(os.environ.get("HEADROOM_NUM_PROXIES", "0"))
+AXES_FAILURE_LIMIT = int(os.environ.get("AXES_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = float(os.environ.get("AXES_COOLOFF_TIME", "0.25"))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one locks: per account and per address
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "entitlements.throttles.client_address"
+INVALID_TOKEN_RATE = os.environ.get("INVALID_TOKEN_RATE", "20/min")
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -177,6 +191,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 200,
     "EXCEPTION_HANDLER": "entitlements.api_errors.exception_handler",
+    "NUM_PROXIES": NUM_PROXIES,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Headroom API",

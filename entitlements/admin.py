@@ -11,7 +11,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from entitlements import services
+from entitlements import admin_access, services  # noqa: F401 - admin_access registers people and access
 from entitlements.models import (
     Accelerator,
     Entitlement,
@@ -19,7 +19,6 @@ from entitlements.models import (
     FailoverReserve,
     Membership,
     OperatingPoint,
-    PlatformRole,
     Pool,
     PoolZone,
     Project,
@@ -181,10 +180,11 @@ class ProjectInline(admin.TabularInline):
     extra = 0
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(ReadOnlyInline):
+    """Read-only here: memberships change in their own admin, where a reason is required (access audit)."""
+
     model = Membership
-    extra = 0
-    autocomplete_fields = ["user"]
+    fields = ["user", "role"]
 
 
 @admin.register(Tenant)
@@ -198,20 +198,6 @@ class TenantAdmin(admin.ModelAdmin):
 class ProjectAdmin(admin.ModelAdmin):
     list_display = ["slug", "tenant", "name"]
     list_filter = ["tenant"]
-
-
-@admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
-    list_display = ["user", "tenant", "role"]
-    list_filter = ["tenant", "role"]
-    autocomplete_fields = ["user"]
-
-
-@admin.register(PlatformRole)
-class PlatformRoleAdmin(admin.ModelAdmin):
-    list_display = ["user", "role"]
-    list_filter = ["role"]
-    autocomplete_fields = ["user"]
 
 
 # Entitlements (read-only: grants go through entitlement_grant / amend / revoke) ------------------

@@ -1,32 +1,111 @@
-"""`Authorization: Token <key>` against hashed ApiToken rows."""
+"""`Authorization: Token <key>` or `Bearer <key>` against hashed ApiToken rows, with the token's scope.
+
+A token acts as its owner narrowed by its scope: `read` refuses writes, `gateway` reaches only the
+gateway endpoints (views guarded by IsGateway), and a tenant-scoped token acts as a viewer of that
+tenant. Expired and revoked tokens are refused. Revocations bump a shared epoch (the Django cache:
+Redis in production) so caches of verified keys in other processes drop them at once.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.core.cache import cache
 from django.utils import timezone
 from rest_framework import authentication, exceptions
+from rest_framework.permissions import SAFE_METHODS
 
+from entitlements import roles
 from entitlements.models.tenancy import ApiToken, hash_key
+from entitlements.throttles import InvalidTokenThrottle
+
+KEYWORDS = (b"token", b"bearer")
+REVOCATIONS_KEY = "headroom:token-revocations"
+TOUCH_EVERY_S = 60.0
+
+
+def parse_header(raw: bytes) -> str | None:
+    """The key of `Token <key>` / `Bearer <key>`; None for another scheme or no header.
+    Raises AuthenticationFailed for our scheme with the wrong number of parts."""
+    parts = raw.split()
+    if not parts or parts[0].lower() not in KEYWORDS:
+        return None
+    if len(parts) != 2:
+        raise exceptions.AuthenticationFailed("Authorization: Token <key> expects exactly one key")
+    return parts[1].decode(errors="replace")
+
+
+def revocation_epoch() -> int:
+    return int(cache.get(REVOCATIONS_KEY) or 0)
+
+
+def bump_revocation_epoch() -> None:
+    cache.add(REVOCATIONS_KEY, 0, timeout=None)
+    try:
+        cache.incr(REVOCATIONS_KEY)
+    except ValueError:  # evicted between add and incr
+        cache.set(REVOCATIONS_KEY, 1, timeout=None)
+
+
+def touch(token: ApiToken) -> None:
+    """Record a use, at most once a minute per token, so the hot path does not write on every call."""
+    now = timezone.now()
+    if token.last_used_at is None or (now - token.last_used_at).total_seconds() > TOUCH_EVERY_S:
+        token.last_used_at = now
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+
+
+def narrow(user: Any, token: ApiToken) -> None:
+    """Apply a tenant-scoped token's narrowing to this request's user object."""
+    if token.tenant_id is not None:
+        user._headroom_roles = frozenset({roles.VIEWER})
+        user._headroom_tenant = token.tenant
+
+
+def is_gateway_view(view: Any) -> bool:
+    from entitlements.permissions import IsGateway
+
+    return any(isinstance(p, type) and issubclass(p, IsGateway) for p in getattr(view, "permission_classes", ()))
+
+
+def check_scope(token: ApiToken, method: str, view: Any) -> None:
+    if token.scope == ApiToken.Scope.READ and method not in SAFE_METHODS:
+        raise exceptions.PermissionDenied("this token is read-only")
+    if token.scope == ApiToken.Scope.GATEWAY and not is_gateway_view(view):
+        raise exceptions.PermissionDenied("this token reaches the gateway endpoints only")
+
+
+def lookup(key: str) -> ApiToken:
+    now = timezone.now()
+    token = (
+        ApiToken.objects.select_related("user", "tenant")
+        .filter(key_hash=hash_key(key), revoked_at__isnull=True)
+        .first()
+    )
+    if token is None or not token.user.is_active or (token.expires_at is not None and token.expires_at <= now):
+        raise exceptions.AuthenticationFailed("invalid or revoked token")
+    return token
 
 
 class ApiTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Token"
 
     def authenticate(self, request: Any) -> tuple[Any, ApiToken] | None:
-        header = authentication.get_authorization_header(request).split()
-        if not header or header[0].lower() != self.keyword.lower().encode():
+        key = parse_header(authentication.get_authorization_header(request))
+        if key is None:
             return None
-        if len(header) != 2:
-            raise exceptions.AuthenticationFailed("Authorization: Token <key> expects exactly one key")
-        key = header[1].decode(errors="replace")
-        token = ApiToken.objects.select_related("user").filter(key_hash=hash_key(key), revoked_at__isnull=True).first()
-        if token is None or not token.user.is_active:
-            raise exceptions.AuthenticationFailed("invalid or revoked token")
-        now = timezone.now()
-        # Touch at most once a minute so the hot path does not write on every call.
-        if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
-            ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        throttle = InvalidTokenThrottle()
+        wait = throttle.blocked(request)
+        if wait is not None:
+            raise exceptions.Throttled(wait, detail="too many invalid tokens from this address")
+        try:
+            token = lookup(key)
+        except exceptions.AuthenticationFailed:
+            throttle.record_failure(request)
+            raise
+        check_scope(token, request.method, (getattr(request, "parser_context", None) or {}).get("view"))
+        touch(token)
+        narrow(token.user, token)
         return token.user, token
 
     def authenticate_header(self, request: Any) -> str:

@@ -47,3 +47,12 @@ def has_any(user: Any, *roles: str) -> bool:
 
 def is_staff_role(user: Any) -> bool:
     return has_any(user, APPROVER, OPERATOR)
+
+
+def may_grant_platform_roles(user: Any) -> bool:
+    """Superusers only (README, "Access and audit"): no operator can widen anyone's platform access."""
+    return bool(getattr(user, "is_active", False) and getattr(user, "is_superuser", False))
+
+
+def may_manage_memberships(user: Any) -> bool:
+    return may_grant_platform_roles(user) or has_any(user, OPERATOR)
