@@ -1,11 +1,14 @@
 """Past demand for the demo fleet, so forecasts, backtests and cost have history on a fresh machine.
 
-Each active entitlement gets `days` of traffic: a diurnal and weekly shape around a per-entitlement
-mean utilisation, with seeded noise. Every 10 minutes one admitted sample and its completion are
-added to the hour and day rollups (not the minute ones, where a 10-minute sample would read as a
-spike); each sample stands for the 10 minutes' worth of weighted tokens, so token and rate series
-are to scale while request counts are sampled (6 per hour). No raw events are stored: this is rollup history, and it is labelled as demo data
-by its source in the admin (`demo-history`).
+Each active entitlement gets `days` (default 56: eight weeks, enough for three one-week backtest
+origins with two weekly seasons before the first) of traffic: a daily and weekly shape around a
+per-entitlement mean utilisation, a slow trend on every other entitlement, and seeded noise.
+
+Requests and tokens agree with the envelope: every 10-minute sample carries n requests of the
+envelope's mean shape (the mean of a lognormal through its p50 and p95, for prompt and output), so
+weighted tokens per request is the envelope's mean weighted tokens, whatever the level. Samples go
+into the hour and day rollups only (a 10-minute sample in a minute chart would read as a 10×
+spike). No raw events are stored: this is rollup history, labelled as demo data by its source.
 """
 
 from __future__ import annotations
@@ -20,10 +23,17 @@ from django.utils import timezone
 
 from entitlements.models import Entitlement
 from entitlements.selectors import active_at
-from telemetry.models import HourRollup
-from telemetry.rollups import rollups_add
+from telemetry.columns import rows_to_columns
+from telemetry.models import ROLLUP_ADDITIVE, HourRollup
+from telemetry.rollups import add_deltas, minute_deltas
 
 STEP = timedelta(minutes=10)
+Z95 = 1.6449  # standard normal 95th percentile
+# Counters that count requests (one per sample row as written) and must count n per sample.
+_PER_REQUEST = [
+    i for i, c in enumerate(ROLLUP_ADDITIVE) if c in ("requests", "slo_total") or c[:5] in ("ttft_", "e2e_b")
+]
+_SLO_MET = ROLLUP_ADDITIVE.index("slo_met")
 
 
 def diurnal(hour: float, weekday: int) -> float:
@@ -32,10 +42,34 @@ def diurnal(hour: float, weekday: int) -> float:
     return day * (0.7 if weekday >= 5 else 1.0)
 
 
-def seed_history(*, days: int = 14, seed: int = 11, now: datetime | None = None) -> int:
-    """Write `days` of hourly-shaped history ending at the last full hour; returns samples written.
+def lognormal_mean(p50: float, p95: float) -> float:
+    """Mean of the lognormal with this median and 95th percentile: the envelope's mean request."""
+    sigma = math.log(max(p95, p50) / p50) / Z95 if p50 > 0 else 0.0
+    return p50 * math.exp(sigma**2 / 2)
 
-    Does nothing when any rollup older than the current day already exists.
+
+def envelope_mean(ent: Any) -> tuple[float, float, float]:
+    """(prompt, output, weighted tokens) of the envelope's mean request; nothing cached."""
+    prompt = lognormal_mean(ent.prompt_p50, ent.prompt_p95)
+    output = lognormal_mean(ent.output_p50, ent.output_p95)
+    return prompt, output, prompt + ent.model.w_out * output
+
+
+def _scale(deltas: dict[Any, list], n: dict[Any, int], slo_share: dict[Any, float]) -> dict[Any, list]:
+    """Each sample row stands for n requests: its counters count n, its token sums already do."""
+    for key, vals in deltas.items():
+        k = (key[0], key[7])  # (minute, decision): one sample row per key within one entitlement
+        for i in _PER_REQUEST:
+            vals[i] *= n[k]
+        if key[7] == "complete":
+            vals[_SLO_MET] = round(n[k] * slo_share[k])
+    return deltas
+
+
+def seed_history(*, days: int = 56, seed: int = 11, now: datetime | None = None) -> int:
+    """Write `days` of history ending at the last full hour; returns requests written.
+
+    Does nothing when any rollup older than the current hour already exists.
     """
     end = (now or timezone.now()).replace(minute=0, second=0, microsecond=0)
     start = end - timedelta(days=days)
@@ -45,32 +79,36 @@ def seed_history(*, days: int = 14, seed: int = 11, now: datetime | None = None)
     ents = list(active_at(Entitlement.objects.all(), end).select_related("tenant", "project", "model", "region"))
     steps = int((end - start) / STEP)
     written = 0
-    for ent in ents:
+    for k, ent in enumerate(ents):
         rate = float(ent.cu) * ent.model.r_wt_per_s
-        level = rng.uniform(0.35, 0.75)  # the entitlement's mean utilisation at peak
-        wt_per_request = ent.prompt_p50 + ent.model.w_out * ent.output_p50
+        level = rng.uniform(0.35, 0.6)  # the entitlement's mean utilisation at the weekday peak
+        # A slow trend on every other entitlement: up to +3 % of its level a week, ending ≤ 0.75 at peak.
+        trend = rng.uniform(0.01, 0.03) if k % 2 else 0.0
+        prompt, output, wt_per_request = envelope_mean(ent)
         rows: list[dict[str, Any]] = []
+        n: dict[Any, int] = {}
+        slo: dict[Any, float] = {}
         for i in range(steps):
             ts = start + i * STEP
-            util = level * diurnal(ts.hour + ts.minute / 60, ts.weekday()) * rng.lognormal(0, 0.08)
-            wt = rate * util * STEP.total_seconds()
-            requests = wt / wt_per_request
+            growth = 1.0 + trend * (i * STEP - (end - start)) / timedelta(weeks=1)
+            util = min(level * growth * diurnal(ts.hour + ts.minute / 60, ts.weekday()) * rng.lognormal(0, 0.08), 1.0)
+            requests = max(1, round(rate * util * STEP.total_seconds() / wt_per_request))
+            minute = ts.replace(second=0)
+            n[(minute, "admit")] = n[(minute, "complete")] = requests
+            slo[(minute, "complete")] = float(rng.uniform(0.97, 1.0))
             base = {
                 "ts": ts, "tenant": ent.tenant.slug, "project": ent.project.slug if ent.project else "",
                 "model": ent.model.slug, "region": ent.region.slug, "traffic_class": ent.traffic_class_id,
                 "entitlement": ent.uuid, "reason": "", "cached_prompt_tokens": 0,
             }  # fmt: skip
-            rows.append({**base, "decision": "admit", "estimated_wt": wt, "actual_wt": None,
-                         "prompt_tokens": round(requests * ent.prompt_p50), "output_tokens": 0,
+            rows.append({**base, "decision": "admit", "estimated_wt": requests * wt_per_request, "actual_wt": None,
+                         "prompt_tokens": round(requests * prompt), "output_tokens": 0,
                          "slo_met": None, "ttft_ms": None, "e2e_ms": None})  # fmt: skip
             rows.append({**base, "ts": ts + timedelta(seconds=30), "decision": "complete", "estimated_wt": 0.0,
-                         "actual_wt": wt * 0.93, "prompt_tokens": 0,
-                         "output_tokens": round(requests * ent.output_p50 * 0.93),
-                         "slo_met": bool(rng.random() < 0.985), "ttft_ms": float(rng.uniform(150, 900)),
-                         "e2e_ms": float(rng.uniform(4000, 15000))})  # fmt: skip
+                         "actual_wt": requests * wt_per_request, "prompt_tokens": 0,
+                         "output_tokens": round(requests * output), "slo_met": True,
+                         "ttft_ms": float(rng.uniform(150, 900)), "e2e_ms": float(rng.uniform(4000, 15000))})  # fmt: skip
         with transaction.atomic():
-            # hour and day rollups only: a sample per 10 minutes is to scale per hour, but would
-            # read as a 10× spike in a minute-level chart
-            rollups_add(rows, with_minutes=False)
-        written += len(rows)
+            add_deltas(_scale(minute_deltas(rows_to_columns(rows)), n, slo), with_minutes=False)
+        written += sum(v for (_, d), v in n.items() if d == "admit")
     return written

@@ -1,4 +1,4 @@
-"""`manage.py seed_history [--days 14]`: demo demand history for forecasts and cost (idempotent)."""
+"""`manage.py seed_history [--days 56]`: demo demand history for forecasts and cost (idempotent)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ class Command(BaseCommand):
     help = "Write past demand for the demo's active entitlements into the rollups (skips if history exists)."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--days", type=int, default=14)
+        parser.add_argument("--days", type=int, default=56)
 
     def handle(self, *args: Any, **opts: Any) -> None:
         n = seed_history(days=opts["days"])
-        self.stdout.write(f"demo history: {n} samples written" if n else "demo history: already present, unchanged")
+        self.stdout.write(f"demo history: {n} requests written" if n else "demo history: already present, unchanged")
