@@ -22,6 +22,8 @@ def _flatten(detail: Any) -> Any:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    # A service error may say it is a conflict with the current state (409), not bad input.
+    conflict = getattr(exc, "http_status", None) == status.HTTP_409_CONFLICT
     if isinstance(exc, DjangoValidationError):
         fields = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
         exc = exceptions.ValidationError(fields)
@@ -41,6 +43,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             else "invalid input"
         )
         response.status_code = status.HTTP_400_BAD_REQUEST
+        if conflict:
+            body["code"], response.status_code = "conflict", status.HTTP_409_CONFLICT
     else:
         body["message"] = str(detail.get("detail", detail)) if isinstance(detail, dict) else str(detail)
     response.data = {"error": body}

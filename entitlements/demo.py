@@ -158,20 +158,23 @@ class GrantSpec:
     ends_after_days: int | None = None
     starts_in_days: int = -60
     overage: str = "throttle"
-    borrow_share: float = 0.0  # borrowing limit as a share of the grant
+    # Borrowing limit as a share of the grant: best_effort only (CONTRACT §5, only best_effort borrows).
+    borrow_share: float = 0.0
 
 
 GRANTS = [
     # Nearly full: 93 % of the H200 pool sold.
-    GrantSpec("acme", "support-bot", "llama-2-70b-us-east-h200", "reserved", 0.40, overage="borrow", borrow_share=0.25),
+    GrantSpec("acme", "support-bot", "llama-2-70b-us-east-h200", "reserved", 0.40),
     GrantSpec("globex", "analytics", "llama-2-70b-us-east-h200", "shared", 0.30, ends_after_days=365),
     GrantSpec("initech", "codegen", "llama-2-70b-us-east-h200", "reserved", 0.23),
-    GrantSpec("umbrella", "research", "llama-2-70b-us-east-h200", "best_effort", 0.05, overage="borrow"),
+    GrantSpec(
+        "umbrella", "research", "llama-2-70b-us-east-h200", "best_effort", 0.05, overage="borrow", borrow_share=1
+    ),
     GrantSpec("acme", "search", "llama-2-70b-us-east-b200", "shared", 0.35, ends_after_days=180),
     GrantSpec("umbrella", "research", "llama-2-70b-us-east-b200", "reserved", 0.30),
     GrantSpec("globex", "analytics", "llama-2-70b-eu-west-h100", "reserved", 0.50),
-    GrantSpec("acme", None, "llama-2-70b-eu-west-h100", "best_effort", 0.10, overage="borrow"),
-    GrantSpec("acme", "search", "llama-3.1-8b-us-east-h100", "reserved", 0.60, overage="borrow", borrow_share=0.5),
+    GrantSpec("acme", None, "llama-2-70b-eu-west-h100", "best_effort", 0.10, overage="borrow", borrow_share=1),
+    GrantSpec("acme", "search", "llama-3.1-8b-us-east-h100", "reserved", 0.60),
     GrantSpec("initech", "codegen", "llama-3.1-8b-us-east-h100", "shared", 0.25),
     # Lots of room: 15 % sold now, a second grant starts next month.
     GrantSpec("umbrella", "research", "llama-3.1-8b-eu-west-h200", "shared", 0.15),
@@ -181,9 +184,9 @@ GRANTS = [
     GrantSpec("acme", "support-bot", "llama-3.1-405b-us-east-b200", "reserved", 0.55),
     GrantSpec("umbrella", "research", "llama-3.1-405b-us-east-b200", "reserved", 0.40, ends_after_days=120),
     GrantSpec("initech", "codegen", "deepseek-r1-us-east-b200", "reserved", 0.50),
-    GrantSpec("acme", "search", "deepseek-r1-us-east-b200", "shared", 0.30, overage="borrow", borrow_share=0.2),
+    GrantSpec("acme", "search", "deepseek-r1-us-east-b200", "shared", 0.30),
     GrantSpec("globex", "analytics", "llama-3-8b-ap-south-tpu-v5e", "shared", 0.40),
-    GrantSpec("acme", None, "llama-3-8b-ap-south-tpu-v5e", "best_effort", 0.10, overage="borrow"),
+    GrantSpec("acme", None, "llama-3-8b-ap-south-tpu-v5e", "best_effort", 0.10, overage="borrow", borrow_share=1),
 ]
 
 USERS = [

@@ -48,7 +48,8 @@ REASONS: dict[str, Reason] = {
 TRAFFIC_CLASSES = [
     # slug, name, guaranteed, may_lend, may_borrow, counts_as_sold, shed_order, description
     ("best_effort", "Best effort", False, False, True, False, 1, "no guarantee; only borrows idle capacity"),
-    ("shared", "Shared", True, True, True, True, 2, "guaranteed; lends idle capacity and may borrow"),
+    # CONTRACT §5: only best_effort borrows; shared lends but never borrows.
+    ("shared", "Shared", True, True, False, True, 2, "guaranteed; lends idle capacity, never borrows"),
     ("reserved", "Reserved", True, True, False, True, 3, "guaranteed; idle capacity may be lent and is reclaimed"),
 ]
 

@@ -42,6 +42,16 @@ def sold_entitlements(pool: Pool) -> QuerySet[Entitlement]:
     return Entitlement.objects.filter(pool=pool, traffic_class__counts_as_sold=True)
 
 
+def scope_entitlements(
+    *, tenant: Any, project: Any, model: Any, region: Any, traffic_class: str
+) -> QuerySet[Entitlement]:
+    """The live (not revoked) entitlements of one admission scope (CONTRACT §5: one scope, one pool)."""
+    qs = Entitlement.objects.filter(
+        tenant=tenant, model=model, region=region, traffic_class_id=traffic_class, revoked_at__isnull=True
+    )
+    return qs.filter(project=project) if project is not None else qs.filter(project__isnull=True)
+
+
 @dataclass(frozen=True)
 class Window:
     start: datetime

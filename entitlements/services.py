@@ -12,17 +12,34 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Q, Sum
+from django.db.models import F, Q, Sum
 from django.utils import timezone
 
 from entitlements.history import history_context
 from entitlements.models import Entitlement, FailoverReserve, Pool, Region, ServedModel, TrafficClass
+from entitlements.models.grants import BORROWING_CLASS
 from entitlements.models.supply import as_cu
-from entitlements.selectors import Window, pool_sold_peak
+from entitlements.selectors import Window, peak_sold, pool_sold_peak, scope_entitlements
 
 
 class OversellError(ValidationError):
     """A write that would make sold(t) exceed deliverable somewhere in its window."""
+
+
+class ScopePoolConflict(OversellError):
+    """CONTRACT §5, one scope one pool: the grant does not fit the pool its scope lives in (409)."""
+
+    http_status = 409
+
+
+def _validate_borrowing(traffic_class: str, overage: str, borrowing_limit_cu: Decimal) -> None:
+    """Only best_effort borrows (CONTRACT §5); the database refuses it too (ent_only_best_effort_borrows)."""
+    if traffic_class == BORROWING_CLASS:
+        return
+    if borrowing_limit_cu != 0:
+        raise ValidationError({"borrowing_limit_cu": f"only {BORROWING_CLASS} borrows; {traffic_class} must have 0"})
+    if overage != Entitlement.Overage.THROTTLE:
+        raise ValidationError({"overage": f"only {BORROWING_CLASS} borrows; {traffic_class} overage is throttle"})
 
 
 def lock_pools(pool_ids: set[int]) -> dict[int, Pool]:
@@ -108,17 +125,29 @@ def entitlement_grant(
     tc = TrafficClass.objects.filter(slug=traffic_class).first()
     if tc is None:
         raise ValidationError({"traffic_class": f"unknown traffic class '{traffic_class}'"})
-    candidates = [pool] if pool is not None else list(Pool.objects.filter(model=model, region=region).order_by("pk"))
-    if not candidates:
+    _validate_borrowing(tc.slug, overage, as_cu(borrowing_limit_cu))
+    serving = list(Pool.objects.filter(model=model, region=region).order_by("pk"))
+    if pool is not None and pool.pk not in {p.pk for p in serving}:
+        raise ValidationError({"pool": f"pool {pool.slug} does not serve {model.slug} in {region.slug}"})
+    if not serving:
         raise ValidationError({"region": f"no pool serves {model.slug} in {region.slug}"})
-    locked = lock_pools({p.pk for p in candidates})
+    # Every pool that could hold this scope is locked, so two first grants of one scope serialise
+    # and cannot place it in two pools.
+    locked = lock_pools({p.pk for p in serving})
+    home = scope_pool_id(tenant=tenant, project=project, model=model, region=region, traffic_class=tc.slug)
+    label = _scope_label(tenant, project, model, region, tc.slug)
+    if home is not None and pool is not None and pool.pk != home:
+        raise ScopePoolConflict(
+            {"pool": f"{label} lives in pool {locked[home].slug}, not {pool.slug}: move the whole scope instead"}
+        )
+    if home is not None:
+        candidates = [locked[home]]
+    else:
+        candidates = [locked[pool.pk]] if pool is not None else [locked[p.pk] for p in serving]
     window = Window(starts_at, ends_at)
     chosen: Pool | None = None
     last_error: OversellError | None = None
-    for cand in candidates:
-        p = locked[cand.pk]
-        if p.model_id != model.pk or p.region_id != region.pk:
-            raise ValidationError({"pool": f"pool {p.slug} does not serve {model.slug} in {region.slug}"})
+    for p in candidates:
         if not tc.counts_as_sold:
             chosen = p
             break
@@ -131,6 +160,8 @@ def entitlement_grant(
         break
     if chosen is None:
         assert last_error is not None
+        if home is not None:
+            raise ScopePoolConflict({"pool": f"{label} lives in pool {candidates[0].slug}: {last_error.messages[0]}"})
         raise last_error
     ent = Entitlement(
         tenant=tenant,
@@ -172,6 +203,7 @@ def entitlement_amend(*, actor: Any, reason: str, entitlement: Entitlement, **ch
     for k, v in changes.items():
         setattr(ent, k, as_cu(v) if k in ("cu", "borrowing_limit_cu") else v)
     _validate_window(ent.starts_at, ent.ends_at)
+    _validate_borrowing(ent.traffic_class_id, ent.overage, ent.borrowing_limit_cu)
     if ent.traffic_class.counts_as_sold:
         _check_headroom(locked[ent.pool_id], Window(ent.starts_at, ent.ends_at), ent.cu, exclude_pk=ent.pk)
     ent.version += 1
@@ -179,6 +211,62 @@ def entitlement_amend(*, actor: Any, reason: str, entitlement: Entitlement, **ch
     with history_context(actor=actor, reason=reason):
         ent.save()
     return ent
+
+
+def scope_pool_id(*, tenant: Any, project: Any, model: ServedModel, region: Region, traffic_class: str) -> int | None:
+    """The pool an admission scope lives in: where its live (not revoked) entitlements are."""
+    qs = scope_entitlements(tenant=tenant, project=project, model=model, region=region, traffic_class=traffic_class)
+    return qs.values_list("pool_id", flat=True).order_by("pk").first()
+
+
+def _scope_label(tenant: Any, project: Any, model: ServedModel, region: Region, traffic_class: str) -> str:
+    proj = project.slug if project is not None else "-"
+    return f"scope {tenant.slug}/{proj}/{model.slug}/{region.slug}/{traffic_class}"
+
+
+@transaction.atomic
+def scope_move(
+    *, actor: Any, reason: str, tenant: Any, project: Any, traffic_class: str, to_pool: Pool
+) -> list[Entitlement]:
+    """Move a whole admission scope (every live entitlement of it) to `to_pool`, which must serve
+    the same model and region and have room, from now on, for what the scope holds there."""
+    if not reason:
+        raise ValidationError({"reason": "say why the scope moves"})
+    model, region = to_pool.model, to_pool.region
+    label = _scope_label(tenant, project, model, region, traffic_class)
+    serving = set(Pool.objects.filter(model=model, region=region).values_list("pk", flat=True))
+    locked = lock_pools(serving)
+    qs = scope_entitlements(tenant=tenant, project=project, model=model, region=region, traffic_class=traffic_class)
+    moving = list(qs.select_for_update().select_related("traffic_class").order_by("pk"))
+    if not moving:
+        raise ValidationError({"traffic_class": f"{label} has no live entitlements to move"})
+    target = locked[to_pool.pk]
+    if all(e.pool_id == target.pk for e in moving):
+        return moving
+    now = timezone.now()
+    if moving[0].traffic_class.counts_as_sold:
+        window = Window(now, None)
+        held = pool_sold_peak(target, window)
+        rows = [
+            *Entitlement.objects.filter(pool=target, traffic_class__counts_as_sold=True, revoked_at__isnull=True)
+            .exclude(pk__in=[e.pk for e in moving])
+            .values_list("starts_at", "ends_at", "cu"),
+            *((e.starts_at, e.ends_at, e.cu) for e in moving),
+        ]
+        peak = peak_sold(rows, window)
+        deliverable = target.deliverable_cu
+        if peak > deliverable:
+            raise ScopePoolConflict(
+                {
+                    "pool": f"pool {target.slug} delivers {deliverable} CU and has sold up to {held} CU; "
+                    f"{label} would take it to {peak} CU"
+                }
+            )
+    with history_context(actor=actor, reason=reason):
+        Entitlement.objects.filter(pk__in=[e.pk for e in moving]).update(
+            pool=target, version=F("version") + 1, updated_at=now
+        )
+    return list(Entitlement.objects.filter(pk__in=[e.pk for e in moving]).order_by("pk"))
 
 
 @transaction.atomic

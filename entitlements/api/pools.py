@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from entitlements import pool_services, services
-from entitlements.models import FailoverReserve, Pool, Zone
+from entitlements.models import FailoverReserve, Pool, Project, Tenant, TrafficClass, Zone
 from entitlements.permissions import StaffReadOperatorWrite
 from entitlements.selectors import pools_with_totals
 
@@ -167,6 +167,27 @@ class ReserveInSerializer(serializers.Serializer):
         return attrs
 
 
+class ScopeMoveSerializer(serializers.Serializer):
+    """One admission scope; its model and region are the target pool's."""
+
+    tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
+    project = serializers.CharField(required=False, allow_null=True, allow_blank=True)
+    traffic_class = serializers.SlugRelatedField(slug_field="slug", queryset=TrafficClass.objects.all())
+    reason = serializers.CharField(max_length=2000)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        slug = attrs.get("project")
+        attrs["project"] = Project.objects.filter(tenant=attrs["tenant"], slug=slug).first() if slug else None
+        if slug and attrs["project"] is None:
+            raise serializers.ValidationError({"project": f"tenant {attrs['tenant'].slug} has no project '{slug}'"})
+        return attrs
+
+
+class ScopeMovedSerializer(serializers.Serializer):
+    pool = serializers.CharField()
+    moved = serializers.ListField(child=serializers.UUIDField())
+
+
 class PoolViewSet(viewsets.GenericViewSet):
     permission_classes = [StaffReadOperatorWrite]
     serializer_class = PoolSerializer
@@ -220,3 +241,21 @@ class PoolViewSet(viewsets.GenericViewSet):
             note=d["note"],
         )
         return Response(self._render(self._rows(slug), many=False), status=status.HTTP_200_OK)
+
+    @extend_schema(request=ScopeMoveSerializer, responses=ScopeMovedSerializer)
+    @action(detail=True, methods=["post"], url_path="move-scope")
+    def move_scope(self, request: Request, slug: str) -> Response:
+        """Move a whole admission scope here (CONTRACT §5: one scope, one pool); 409 when it does not fit."""
+        pool = self.get_object()
+        inp = ScopeMoveSerializer(data=request.data)
+        inp.is_valid(raise_exception=True)
+        d = inp.validated_data
+        moved = services.scope_move(
+            actor=request.user,
+            reason=d["reason"],
+            tenant=d["tenant"],
+            project=d["project"],
+            traffic_class=d["traffic_class"].slug,
+            to_pool=pool,
+        )
+        return Response({"pool": pool.slug, "moved": [str(e.uuid) for e in moved]})

@@ -40,6 +40,7 @@ def _entitlements(at: datetime) -> list[dict[str, Any]]:
             "traffic_class_id",
             "cu",
             "borrowing_limit_cu",
+            "traffic_class__may_borrow",
             "overage",
             "max_concurrency",
             "version",
@@ -53,6 +54,10 @@ def _entitlements(at: datetime) -> list[dict[str, Any]]:
     for r in rows:
         r_wt = r["model__r_wt_per_s"]
         rate = cu_to_wt_per_s(float(r["cu"]), r_wt)
+        # The rule admission.params applies: a class that may borrow (only best_effort) with overage
+        # borrow. Elsewhere the limit is exported as 0, so no gateway enforces a rate we never apply.
+        borrows = r["traffic_class__may_borrow"] and r["overage"] == Entitlement.Overage.BORROW
+        borrow_cu = float(r["borrowing_limit_cu"]) if borrows else 0.0
         out.append(
             {
                 "uuid": str(r["uuid"]),
@@ -70,8 +75,8 @@ def _entitlements(at: datetime) -> list[dict[str, Any]]:
                 "envelope": {k: r[k] for k in ENVELOPE},
                 "max_concurrency": r["max_concurrency"],
                 "overage": r["overage"],
-                "borrowing_limit_cu": float(r["borrowing_limit_cu"]),
-                "borrowing_limit_wt_per_s": cu_to_wt_per_s(float(r["borrowing_limit_cu"]), r_wt),
+                "borrowing_limit_cu": borrow_cu,
+                "borrowing_limit_wt_per_s": cu_to_wt_per_s(borrow_cu, r_wt),
                 "version": r["version"],
             }
         )

@@ -18,6 +18,10 @@ from entitlements.models.catalogue import Region, ServedModel
 from entitlements.models.supply import CU, Pool
 from entitlements.models.tenancy import Project, Tenant
 
+# CONTRACT §5: only best_effort borrows. Named once: the database constraint, the services and
+# the snapshot all read it, so what is stored, what is exported and what is enforced agree.
+BORROWING_CLASS = "best_effort"
+
 
 class TrafficClass(models.Model):
     slug = models.SlugField(max_length=16, unique=True)
@@ -103,6 +107,10 @@ class Entitlement(models.Model):
                 name="ent_envelope_ordered",
             ),
             models.CheckConstraint(condition=Q(max_concurrency__gt=0), name="ent_concurrency_positive"),
+            models.CheckConstraint(
+                condition=Q(traffic_class=BORROWING_CLASS) | (Q(borrowing_limit_cu=0) & Q(overage="throttle")),
+                name="ent_only_best_effort_borrows",
+            ),
         ]
         indexes = [models.Index(fields=["pool", "starts_at"], name="ent_pool_window")]
 

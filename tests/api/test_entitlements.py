@@ -21,7 +21,7 @@ def _body(**over):
         "starts_at": start.isoformat(), "ends_at": (start + timedelta(days=30)).isoformat(),
         "max_prompt_tokens": 8000, "max_output_tokens": 2000, "prompt_p50": 1000, "prompt_p95": 4000,
         "output_p50": 200, "output_p95": 800, "max_concurrency": 64, "ttft_p99_ms": 2000, "tpot_p99_ms": 200,
-        "overage": "borrow", "borrowing_limit_cu": "20", "reason": "launch of chat",
+        "overage": "throttle", "borrowing_limit_cu": "0", "reason": "launch of chat",
     }  # fmt: skip
     body.update(over)
     return {k: v for k, v in body.items() if v is not None}
@@ -89,7 +89,7 @@ def test_operator_grants_over_the_api(client_for, fleet):
         100.0,
         1,
     )
-    assert (body["overage"], body["borrowing_limit_cu"], body["rate_wt_per_s"]) == ("borrow", 20.0, 100_000.0)
+    assert (body["overage"], body["borrowing_limit_cu"], body["rate_wt_per_s"]) == ("throttle", 0.0, 100_000.0)
     assert [(h["op"], h["version"], h["actor"], h["reason"], h["changes"]) for h in body["history"]] == [
         ("insert", 1, "op", "launch of chat", {})
     ]

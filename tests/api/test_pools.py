@@ -183,3 +183,60 @@ def test_reserve_that_would_oversell_the_host_is_refused(client_for, fleet):
     )
     assert list(both.json()["error"]["fields"]) == ["protected_pool"]
     assert FailoverReserve.objects.count() == 0
+
+
+# CONTRACT §5: one scope, one pool; only best_effort borrows -------------------------------------
+
+
+def _entitlement_body(**over):
+    body = {
+        "tenant": "acme", "model": "llama-test", "region": "us-test", "traffic_class": "reserved", "cu": "10",
+        "starts_at": "2026-01-01T00:00:00Z", "max_prompt_tokens": 8000, "max_output_tokens": 2000,
+        "prompt_p50": 1000, "prompt_p95": 4000, "output_p50": 200, "output_p95": 800, "max_concurrency": 64,
+        "ttft_p99_ms": 2000, "tpot_p99_ms": 200, "reason": "launch",
+    }  # fmt: skip
+    return {**body, **over}
+
+
+@pytest.mark.parametrize("cls", ["reserved", "shared"])
+def test_api_borrowing_limit_on_a_guaranteed_class_is_a_400_naming_it(client_for, fleet, cls):
+    body = _entitlement_body(traffic_class=cls, overage="borrow", borrowing_limit_cu="5")
+    response = client_for("operator").post("/api/v1/entitlements", body, format="json")
+    assert response.status_code == 400
+    assert list(response.json()["error"]["fields"]) == ["borrowing_limit_cu"]
+
+
+def test_api_grant_outside_the_scopes_pool_is_a_409_naming_it(client_for, fleet):
+    _grant(fleet, "275")
+    client = client_for("operator")
+    response = client.post("/api/v1/entitlements", _entitlement_body(pool="pool-b"), format="json")
+    assert response.status_code == 409
+    err = response.json()["error"]
+    assert (err["code"], list(err["fields"])) == ("conflict", ["pool"])
+    assert "lives in pool pool-a, not pool-b" in err["message"]
+    full = client.post("/api/v1/entitlements", _entitlement_body(), format="json")  # 5 CU left in pool-a
+    assert full.status_code == 409
+    assert "lives in pool pool-a: pool pool-a has 5.000 CU of headroom" in full.json()["error"]["message"]
+
+
+def test_api_move_scope(client_for, fleet):
+    first, second = _grant(fleet, "100"), _grant(fleet, "20")
+    body = {"tenant": "acme", "traffic_class": "reserved", "reason": "drain pool-a"}
+    assert client_for("approver").post("/api/v1/pools/pool-b/move-scope", body, format="json").status_code == 403
+    response = client_for("operator").post("/api/v1/pools/pool-b/move-scope", body, format="json")
+    assert response.status_code == 200
+    assert response.json() == {"pool": "pool-b", "moved": [str(first.uuid), str(second.uuid)]}
+    assert set(Pool.objects.get(slug="pool-b").entitlements.values_list("pk", flat=True)) == {first.pk, second.pk}
+
+
+def test_api_move_scope_that_does_not_fit_is_a_409_and_bad_input_a_400(client_for, fleet):
+    _grant(fleet, "100")
+    _grant(fleet, "200", pool=fleet.pool_b, tenant=fleet.globex)
+    client = client_for("operator")
+    body = {"tenant": "acme", "traffic_class": "reserved", "reason": "t"}
+    response = client.post("/api/v1/pools/pool-b/move-scope", body, format="json")
+    assert response.status_code == 409
+    assert response.json()["error"]["message"].startswith("pool: pool pool-b delivers 280.000 CU")
+    bad = client.post("/api/v1/pools/pool-b/move-scope", {**body, "project": "nope"}, format="json")
+    assert (bad.status_code, list(bad.json()["error"]["fields"])) == (400, ["project"])
+    assert Pool.objects.get(slug="pool-a").entitlements.count() == 1

@@ -22,7 +22,7 @@ def test_only_gateways_read_the_snapshot(client_for, fleet, who):
 
 def test_snapshot_has_active_entitlements_with_enforcement_parameters(client_for, fleet):
     project = Project.objects.create(tenant=fleet.acme, slug="chat", name="Chat")
-    kw = grant_kwargs(fleet.pool_a, fleet.acme, "12.5")
+    kw = grant_kwargs(fleet.pool_a, fleet.acme, "12.5", traffic_class="best_effort")  # only best_effort borrows
     e = entitlement_grant(
         actor=fleet.operator, reason="t", project=project, overage="borrow", borrowing_limit_cu="3", **kw
     )
@@ -36,7 +36,7 @@ def test_snapshot_has_active_entitlements_with_enforcement_parameters(client_for
     assert body["entitlements"] == [
         {
             "uuid": str(e.uuid), "tenant": "acme", "project": "chat", "model": "llama-test", "region": "us-test",
-            "pool": "pool-a", "traffic_class": "reserved", "cu": 12.5,
+            "pool": "pool-a", "traffic_class": "best_effort", "cu": 12.5,
             "rate_wt_per_s": 12_500.0, "bucket_depth_wt": 750_000.0, "w_out": 4.0, "w_cached": 0.0,
             "envelope": {
                 "max_prompt_tokens": 8000, "max_output_tokens": 2000, "prompt_p50": 1000, "prompt_p95": 4000,
