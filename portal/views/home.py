@@ -22,8 +22,11 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django_htmx.middleware import HtmxDetails
 
+from capacity.deliverable import deliverable_under_failure
+from capacity.failure import parse_failure_policy
 from entitlements import roles
 from entitlements.models import Entitlement, FailoverReserve
+from entitlements.models.supply import as_cu
 from entitlements.selectors import entitlements_visible_to, pools_with_totals
 from portal.charts import SEGMENT_COLOURS, PoolBar, capacity_breakdown_figure, pool_segments
 
@@ -97,6 +100,8 @@ def operator_context(at: datetime | None = None) -> dict[str, Any]:
         op = p.operating_point
         zones = list(p.zones.all())
         deliverable, sold = t["deliverable_cu"], t["sold_cu"]
+        # What the pool still delivers after its own failure policy, at the CU precision approvals use.
+        failure = as_cu(deliverable_under_failure(p.supply(), parse_failure_policy(p.failure_policy)).deliverable)
         util = float(sold / deliverable * 100) if deliverable else 0.0
         segments = pool_segments(
             physical=t["physical_cu"],
@@ -128,6 +133,10 @@ def operator_context(at: datetime | None = None) -> dict[str, Any]:
                 "sold": cu(sold),
                 "headroom": cu(t["headroom_cu"]),
                 "oversold": t["headroom_cu"] < 0,
+                "failure_policy": p.failure_policy,
+                "failure_deliverable": cu(failure),
+                "failure_fits": sold <= failure,
+                "failure_short": cu(sold - failure) if sold > failure else "",
                 "util_pct": f"{util:.0f}",
                 "util_width": f"{min(util, 100.0):.1f}",
                 "util_level": "hot" if util >= 90 else "warm" if util >= 70 else "ok",
