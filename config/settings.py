@@ -137,6 +137,8 @@ TELEMETRY_TS_MAX_AHEAD_S = float(os.environ.get("TELEMETRY_TS_MAX_AHEAD_S", "300
 COST_PUE = float(os.environ.get("COST_PUE", "1.3"))
 COST_ELECTRICITY_PER_KWH = float(os.environ.get("COST_ELECTRICITY_PER_KWH", "0.10"))
 COST_IDLE_POWER_SHARE = float(os.environ.get("COST_IDLE_POWER_SHARE", "0.3"))
+# Sizing's prefill bound: the share of dense peak FLOP/s a replica sustains on prompts (issue 15.3).
+SIZING_PREFILL_MFU = float(os.environ.get("SIZING_PREFILL_MFU", "0.5"))
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 # Schedules live in django-celery-beat's tables (each app's data migration), edited in the admin.

@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 from entitlements.models import Tenant
 from entitlements.permissions import IsGateway, MemberReadOperatorWrite
 from telemetry.selectors import RangeError, usage_series
-from telemetry.services import fleet_samples_ingest, ingest_events
+from telemetry.services import check_source, fleet_samples_ingest, ingest_events
 from telemetry.validation import FieldError, parse_ts
 
 
@@ -50,8 +50,10 @@ def _items(request: Request, key: str) -> tuple[str, list[Any]]:
         source, items = data.get("source", "api"), [data]  # one bare sample
     else:
         raise ValidationError({key: ["required, a list"]})
-    if not isinstance(source, str) or not source or len(source) > 64:
-        raise ValidationError({"source": ["required, a string of at most 64 characters"]})
+    try:
+        source = check_source(source)
+    except ValueError as exc:
+        raise ValidationError({"source": [str(exc).removeprefix("source: ")]}) from None
     if not isinstance(items, list):
         raise ValidationError({key: ["must be a list"]})
     if len(items) > _max_batch():

@@ -17,7 +17,7 @@ from operator import gt, methodcaller
 from typing import Any
 
 from entitlements.reasons import REASONS
-from telemetry.validation import DECISIONS, SOURCE_KINDS, STATUSES, Catalogue
+from telemetry.validation import CONTROL, DECISIONS, LIMITS, SOURCE_KINDS, STATUSES, Catalogue
 
 Columns = dict[str, list[Any]]
 
@@ -63,8 +63,8 @@ def column(events: list[dict[str, Any]], key: str) -> list[Any]:
     return [e.get(key) for e in events]
 
 
-def _numbers(col: list[Any], *, integer: bool, required: bool | list[bool] = False) -> list[Any]:
-    """A number column: ints (and floats unless `integer`), non-negative and finite; None only where
+def _numbers(col: list[Any], key: str, *, integer: bool, required: bool | list[bool] = False) -> list[Any]:
+    """A number column: ints (and floats unless `integer`), from 0 to LIMITS[key], finite; None only where
     not `required` (a list says it per event). Float columns come back as floats, None kept."""
     types = set(map(type, col))
     allowed = {int} if integer else {int, float}
@@ -78,9 +78,9 @@ def _numbers(col: list[Any], *, integer: bool, required: bool | list[bool] = Fal
         present = col
     _need(types <= allowed)
     if present:
-        _need(min(present) >= 0)
         if float in types:
             _need(all(map(math.isfinite, present)))
+        _need(min(present) >= 0 and max(present) <= LIMITS[key])
     if not integer and int in types:
         return [None if v is None else float(v) for v in col]
     return col
@@ -91,15 +91,17 @@ def none_as(col: list[Any], zero: Any) -> list[Any]:
     return [zero if v is None else v for v in col] if None in col else col
 
 
-def _timestamps(col: list[Any]) -> list[datetime]:
+def _timestamps(col: list[Any], cat: Catalogue) -> list[datetime]:
     _need(set(map(type, col)) == {str})
     dts = list(map(datetime.fromisoformat, col))  # ValueError → row path, which names the event
     offsets = set(map(_UTCOFFSET, dts))
     _need(None not in offsets)
     if offsets != {_ZERO}:
-        return [d.astimezone(UTC) for d in dts]
-    if any(d.tzinfo is not UTC for d in dts):  # "+00:00" parses to a fixed offset that is not UTC itself
-        return [d.replace(tzinfo=UTC) for d in dts]
+        dts = [d.astimezone(UTC) for d in dts]  # OverflowError at the calendar's edge → row path
+    elif any(d.tzinfo is not UTC for d in dts):  # "+00:00" parses to a fixed offset that is not UTC itself
+        dts = [d.replace(tzinfo=UTC) for d in dts]
+    _need(cat.earliest is None or min(dts) >= cat.earliest)
+    _need(cat.latest is None or max(dts) <= cat.latest)
     return dts
 
 
@@ -114,6 +116,7 @@ def _entitlements(col: list[Any]) -> list[uuid.UUID | None]:
         return [None] * len(col)
     as_uuid: dict[Any, uuid.UUID | None] = {None: None, "": None}
     for v in distinct:
+        _need(not (isinstance(v, str) and CONTROL.search(v)))  # UUID() would take a tab or a newline
         as_uuid[v] = uuid.UUID(str(v))  # ValueError → row path
     return list(map(as_uuid.__getitem__, col))
 
@@ -128,8 +131,9 @@ def _fast(events: list[Any], cat: Catalogue) -> Columns:
     out: Columns = {}
     ids = column(events, "event_id")
     _need(set(map(type, ids)) == {str} and min(map(len, ids)) >= 1 and max(map(len, ids)) <= 160)
+    _need(not CONTROL.search("".join(ids)))  # one C-level scan of the whole column
     out["event_id"] = ids
-    out["ts"] = _timestamps(column(events, "ts"))
+    out["ts"] = _timestamps(column(events, "ts"), cat)
     tenants = out["tenant"] = _slugs(column(events, "tenant"), cat.tenants)
     projects = [v or "" for v in column(events, "project")]
     if any(projects):
@@ -149,15 +153,17 @@ def _fast(events: list[Any], cat: Catalogue) -> Columns:
     out["source_kind"] = _choices(column(events, "source_kind"), SOURCE_KINDS)
     # estimated_wt and prompt_tokens are required of every decision but `complete`
     required: bool | list[bool] = [d != "complete" for d in decisions] if "complete" in decisions else True
-    out["estimated_wt"] = none_as(_numbers(column(events, "estimated_wt"), integer=False, required=required), 0.0)
-    out["actual_wt"] = _numbers(column(events, "actual_wt"), integer=False)
-    prompt = none_as(_numbers(column(events, "prompt_tokens"), integer=True, required=required), 0)
-    cached = none_as(_numbers(column(events, "cached_prompt_tokens"), integer=True), 0)
+    out["estimated_wt"] = none_as(
+        _numbers(column(events, "estimated_wt"), "estimated_wt", integer=False, required=required), 0.0
+    )
+    out["actual_wt"] = _numbers(column(events, "actual_wt"), "actual_wt", integer=False)
+    prompt = none_as(_numbers(column(events, "prompt_tokens"), "prompt_tokens", integer=True, required=required), 0)
+    cached = none_as(_numbers(column(events, "cached_prompt_tokens"), "cached_prompt_tokens", integer=True), 0)
     _need(not any(map(gt, cached, prompt)))
     out["prompt_tokens"], out["cached_prompt_tokens"] = prompt, cached
-    out["output_tokens"] = none_as(_numbers(column(events, "output_tokens"), integer=True), 0)
-    out["ttft_ms"] = _numbers(column(events, "ttft_ms"), integer=False)
-    out["e2e_ms"] = _numbers(column(events, "e2e_ms"), integer=False)
+    out["output_tokens"] = none_as(_numbers(column(events, "output_tokens"), "output_tokens", integer=True), 0)
+    out["ttft_ms"] = _numbers(column(events, "ttft_ms"), "ttft_ms", integer=False)
+    out["e2e_ms"] = _numbers(column(events, "e2e_ms"), "e2e_ms", integer=False)
     slo = column(events, "slo_met")
     _need(set(map(type, slo)) <= {bool, _NONE})
     out["slo_met"] = slo

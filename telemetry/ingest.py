@@ -26,7 +26,7 @@ from telemetry.fold import fold_if_due
 from telemetry.models import AdmissionEvent
 from telemetry.rollups import add_minutes, minute_deltas
 from telemetry.sql import copy_in, insert_ignore_returning, lock_scope, stored_idents
-from telemetry.validation import Catalogue, FieldError, clean_event
+from telemetry.validation import Catalogue, FieldError, clean_event, has_control
 
 # The stored columns: who sent it and when it was stored, around the cleaned fields.
 EVENT_COLUMNS = ("source", *FIELDS[:2], "received_at", *FIELDS[2:])
@@ -45,8 +45,8 @@ class IngestResult:
 
 
 def check_source(source: Any) -> str:
-    if not isinstance(source, str) or not source or len(source) > 64:
-        raise ValueError("source: required, a string of at most 64 characters")
+    if not isinstance(source, str) or not source or len(source) > 64 or has_control(source):
+        raise ValueError("source: required, a string of at most 64 characters without control characters")
     return source
 
 
@@ -153,7 +153,7 @@ def ingest_events(*, source: str, events: list[dict[str, Any]]) -> IngestResult:
     now = timezone.now()
     if not events:
         return result
-    batch = _Batch(source, now, Catalogue.for_events(events))
+    batch = _Batch(source, now, Catalogue.for_events(events, now))
     with transaction.atomic():
         store = _store_pg if connection.vendor == "postgresql" else _store_sqlite
         add_minutes(store(events, batch, result))

@@ -6,15 +6,16 @@ import math
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from entitlements.models import Pool
 from telemetry.ingest import EVENT_COLUMNS, IngestResult, check_source, ingest_events
 from telemetry.models import FleetSample
 from telemetry.rollups import rollups_add
 from telemetry.sql import upsert_replace
-from telemetry.validation import FieldError, parse_ts
+from telemetry.validation import FieldError, check_window, has_control, identifier, parse_ts, ts_window
 
-__all__ = ["EVENT_COLUMNS", "IngestResult", "fleet_samples_ingest", "ingest_events", "rollups_add"]
+__all__ = ["EVENT_COLUMNS", "IngestResult", "check_source", "fleet_samples_ingest", "ingest_events", "rollups_add"]
 
 
 FLEET_COLUMNS = (
@@ -48,17 +49,20 @@ def fleet_samples_ingest(*, source: str, samples: list[dict[str, Any]]) -> Inges
     """Store pool samples; the same (pool, ts, source) again overwrites itself, so re-reads are idempotent."""
     source = check_source(source)
     result = IngestResult()
-    wanted = {s.get("pool") for s in samples if isinstance(s, dict)}
-    pools = dict(Pool.objects.filter(slug__in=[p for p in wanted if isinstance(p, str)]).values_list("slug", "pk"))
+    wanted = {p for s in samples if isinstance(s, dict) and isinstance(p := s.get("pool"), str)}
+    slugs = [p for p in wanted if not has_control(p)]  # a NUL fails the query on PostgreSQL
+    pools = dict(Pool.objects.filter(slug__in=slugs).values_list("slug", "pk"))
+    earliest, latest = ts_window(timezone.now())
     rows: dict[tuple, list] = {}
     for i, s in enumerate(samples):
         try:
             if not isinstance(s, dict):
                 raise FieldError("non_field_errors", "a sample is a JSON object")
-            pool_id = pools.get(s.get("pool"))  # type: ignore[arg-type]
+            pool = identifier(s.get("pool"), "pool")
+            pool_id = pools.get(pool) if isinstance(pool, str) else None
             if pool_id is None:
                 raise FieldError("pool", f"unknown pool {s.get('pool')!r}")
-            ts = parse_ts(s.get("ts"))
+            ts = check_window(parse_ts(s.get("ts")), earliest, latest)
             vals = [_fleet_value(s, n) for n in FLEET_COLUMNS]
             if vals[0] is not None and vals[1] is not None and vals[0] > vals[1]:
                 raise FieldError("replicas_healthy", "more than replicas_total")

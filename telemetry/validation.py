@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
+import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from itertools import repeat
 from typing import Any
 
+from django.conf import settings
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from entitlements.models import Project, Region, ServedModel, Tenant, TrafficClass
@@ -18,6 +21,33 @@ from entitlements.reasons import REASONS
 DECISIONS = frozenset({"admit", "throttle", "complete"})
 SOURCE_KINDS = frozenset({"entitlement", "borrowed", "fail_open"})
 STATUSES = frozenset({"ok", "cancelled", "error", "expired"})
+# Upper bounds of an event's numbers: far above any real request (a million-token context, a day's
+# latency), far below a bigint column and the sums of a rollup bucket (README "Input ranges").
+TOKENS_MAX = 10**9
+LIMITS: dict[str, float] = {
+    "prompt_tokens": TOKENS_MAX,
+    "cached_prompt_tokens": TOKENS_MAX,
+    "output_tokens": TOKENS_MAX,
+    "estimated_wt": 1e12,
+    "actual_wt": 1e12,
+    "ttft_ms": 86_400_000.0,
+    "e2e_ms": 86_400_000.0,
+}
+# C0, DEL and C1: never part of an identifier. A NUL also fails PostgreSQL's text types outright.
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+CONTROL_MESSAGE = "must not contain control characters"
+
+
+def has_control(value: str) -> bool:
+    return CONTROL.search(value) is not None
+
+
+def ts_window(now: datetime) -> tuple[datetime, datetime]:
+    """The plausible event times at `now`: TELEMETRY_TS_MAX_AGE_S back to TELEMETRY_TS_MAX_AHEAD_S ahead."""
+    return (
+        now - timedelta(seconds=settings.TELEMETRY_TS_MAX_AGE_S),
+        now + timedelta(seconds=settings.TELEMETRY_TS_MAX_AHEAD_S),
+    )
 
 
 class FieldError(Exception):
@@ -29,16 +59,19 @@ class FieldError(Exception):
 
 @dataclass(frozen=True)
 class Catalogue:
-    """The slugs a batch refers to that exist: one query per table per batch, no per-row lookups."""
+    """What a batch is checked against: the slugs it refers to that exist (one query per table per
+    batch, no per-row lookups) and the window of plausible timestamps (None: no bound that side)."""
 
     tenants: frozenset[str]
     models: frozenset[str]
     regions: frozenset[str]
     classes: frozenset[str]
     projects: frozenset[tuple[str, str]]
+    earliest: datetime | None = None
+    latest: datetime | None = None
 
     @classmethod
-    def for_events(cls, events: Iterable[Any]) -> Catalogue:
+    def for_events(cls, events: Iterable[Any], now: datetime | None = None) -> Catalogue:
         keys = ("tenant", "model", "region", "traffic_class", "project")
         dicts = [e for e in events if isinstance(e, dict)]
         seen: dict[str, set[str]] = {}
@@ -47,9 +80,13 @@ class Catalogue:
                 values = set(map(dict.get, dicts, repeat(k)))  # one C-level pass per field
             except TypeError:  # an unhashable value: the validator will name it
                 values = {v for e in dicts if isinstance(v := e.get(k), str)}
-            seen[k] = {v for v in values if isinstance(v, str)}
+            # a control character is a bad event anyway, and a NUL would fail the query on PostgreSQL
+            seen[k] = {v for v in values if isinstance(v, str) and not has_control(v)}
         tenants = seen["tenant"]
+        earliest, latest = ts_window(now or timezone.now())
         return cls(
+            earliest=earliest,
+            latest=latest,
             tenants=frozenset(Tenant.objects.filter(slug__in=tenants).values_list("slug", flat=True)),
             models=frozenset(ServedModel.objects.filter(slug__in=seen["model"]).values_list("slug", flat=True)),
             regions=frozenset(Region.objects.filter(slug__in=seen["region"]).values_list("slug", flat=True)),
@@ -83,11 +120,31 @@ def parse_ts(value: Any) -> datetime:
         raise FieldError("ts", "required, an ISO 8601 timestamp with a time zone")
     if dt.tzinfo is None or dt.utcoffset() is None:
         raise FieldError("ts", "needs a time zone (e.g. Z or +00:00)")
-    return dt.astimezone(UTC)
+    try:
+        return dt.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+01:00 is before the calendar in UTC
+        raise FieldError("ts", "outside the calendar") from None
+
+
+def check_window(ts: datetime, earliest: datetime | None, latest: datetime | None) -> datetime:
+    if (earliest is not None and ts < earliest) or (latest is not None and ts > latest):
+        raise FieldError(
+            "ts",
+            f"outside the plausible window: at most {settings.TELEMETRY_TS_MAX_AGE_S:g} s old "
+            f"and {settings.TELEMETRY_TS_MAX_AHEAD_S:g} s ahead",
+        )
+    return ts
+
+
+def identifier(value: Any, key: str) -> Any:
+    """`value` unchanged, or FieldError when it is a string with a control character in it."""
+    if isinstance(value, str) and has_control(value):
+        raise FieldError(key, CONTROL_MESSAGE)
+    return value
 
 
 def _slug(e: dict, key: str, known: frozenset[str], what: str) -> str:
-    v = e.get(key)
+    v = identifier(e.get(key), key)
     if not isinstance(v, str) or not v:
         raise FieldError(key, "required")
     if v not in known:
@@ -98,14 +155,10 @@ def _slug(e: dict, key: str, known: frozenset[str], what: str) -> str:
 def _number(e: dict, key: str, *, required: bool = False, integer: bool = False) -> Any:
     v = e.get(key)
     t = type(v)
-    if t is int and v >= 0:  # the common cases first: ingest validates every field of every event
-        if integer:
-            return v
-        try:
-            return float(v)
-        except OverflowError:
-            raise FieldError(key, "too large") from None
-    if t is float and v >= 0 and v != math.inf and (not integer or v.is_integer()):
+    limit = LIMITS[key]
+    if t is int and 0 <= v <= limit:  # the common cases first: ingest validates every field of every event
+        return v if integer else float(v)
+    if t is float and 0 <= v <= limit and (not integer or v.is_integer()):
         return int(v) if integer else v
     if v is None:
         if required:
@@ -115,9 +168,9 @@ def _number(e: dict, key: str, *, required: bool = False, integer: bool = False)
         raise FieldError(key, "must be a number")
     if integer and (isinstance(v, float) and not v.is_integer()):
         raise FieldError(key, "must be a whole number")
-    if not math.isfinite(v) or v < 0:
+    if (isinstance(v, float) and not math.isfinite(v)) or v < 0:  # an int may be too large for isfinite
         raise FieldError(key, "must be a non-negative number")
-    return int(v) if integer else float(v)
+    raise FieldError(key, f"at most {limit:,.0f}")  # beyond any request, and beyond a bigint column
 
 
 def _choice(e: dict, key: str, allowed: frozenset[str]) -> str:
@@ -136,9 +189,10 @@ def clean_event(e: Any, cat: Catalogue) -> dict[str, Any]:
     event_id = e.get("event_id")
     if not isinstance(event_id, str) or not event_id or len(event_id) > 160:
         raise FieldError("event_id", "required, a string of at most 160 characters")
-    ts = parse_ts(e.get("ts"))
+    identifier(event_id, "event_id")
+    ts = check_window(parse_ts(e.get("ts")), cat.earliest, cat.latest)
     tenant = _slug(e, "tenant", cat.tenants, "tenant")
-    project = e.get("project") or ""
+    project = identifier(e.get("project"), "project") or ""
     if project and (not isinstance(project, str) or (tenant, project) not in cat.projects):
         raise FieldError("project", f"unknown project {project!r} of tenant {tenant!r}")
     model = _slug(e, "model", cat.models, "model")
@@ -154,7 +208,7 @@ def clean_event(e: Any, cat: Catalogue) -> dict[str, Any]:
         raise FieldError("reason", "a throttle carries a reason code")
     if decision != "throttle" and reason:
         raise FieldError("reason", "only a throttle carries a reason code")
-    ent = e.get("entitlement")
+    ent = identifier(e.get("entitlement"), "entitlement")
     if ent not in (None, ""):
         try:
             ent = uuid.UUID(str(ent))

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+# Noon three days ago: inside ingest's plausible window (7 days back), with room for two days of events after it.
+T0 = (datetime.now(UTC) - timedelta(days=3)).replace(hour=12, minute=0, second=0, microsecond=0)
 
 
 def event(n: int, **kw: Any) -> dict[str, Any]:

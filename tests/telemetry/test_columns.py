@@ -23,6 +23,8 @@ CAT = Catalogue(
     regions=frozenset({"us-test"}),
     classes=frozenset({"reserved", "shared", "best_effort"}),
     projects=frozenset({("acme", "chat")}),
+    earliest=T0 - timedelta(days=1),
+    latest=T0 + timedelta(days=1),
 )
 ENT = str(uuid.UUID(int=7))
 
@@ -30,15 +32,26 @@ ENT = str(uuid.UUID(int=7))
 ODD = st.one_of(
     st.none(), st.booleans(), st.just(""), st.just([1]), st.just({}), st.just("x"), st.just(-1), st.just(2.5),
     st.just(3.0), st.just(math.inf), st.just(math.nan), st.just("z" * 161), st.just("2026-01-05T12:00:00"),
-    st.just("initech"), st.just("not-a-uuid"), st.just("NOPE"), st.just(10**400),
+    st.just("initech"), st.just("not-a-uuid"), st.just("NOPE"), st.just(10**400), st.just(10**9 + 1), st.just(2**63),
+    st.just(1e12 + 1), st.just(86_400_001.0),
+    # control characters: a NUL, a newline, DEL, a C1 code, and a UUID that UUID() would take with a tab
+    st.just("ac\x00me"), st.just("a\nb"), st.just("del\x7f"), st.just("c1\x85"), st.just("\t" + "0" * 31),
 )  # fmt: skip
 NUM = st.one_of(st.integers(0, 10**6), st.floats(0, 1e6, allow_nan=False))
+_DAY = T0.date().isoformat()
 TS = st.sampled_from(
     [
-        "2026-01-05T12:00:01+00:00",
-        "2026-01-05T12:00:59.999999Z",
-        "2026-01-05T13:30:00+05:30",
-        "2026-01-05T23:59:59-08:00",
+        f"{_DAY}T12:00:01+00:00",
+        f"{_DAY}T12:00:59.999999Z",
+        f"{_DAY}T13:30:00+05:30",
+        f"{_DAY}T23:59:59-08:00",
+        # outside CAT's window, or outside the calendar once in UTC
+        (T0 - timedelta(days=1, microseconds=1)).isoformat(),
+        (T0 + timedelta(days=1, microseconds=1)).isoformat(),
+        "9999-12-31T23:59:59Z",
+        "9999-12-31T23:59:59-01:00",
+        "0001-01-01T00:00:00Z",
+        "0001-01-01T00:00:00+01:00",
     ]
 )
 OPTIONAL = {

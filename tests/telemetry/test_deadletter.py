@@ -44,7 +44,7 @@ def test_a_backlog_hour_that_cannot_fold_is_quarantined_and_the_others_fold(flee
 
 
 def test_the_same_unit_again_counts_attempts_and_poison_is_stored(db):
-    payload = {"tenant": "ac\x00me", "nested": [[[[1.5, float("inf")]]]], "when": T0}
+    payload = {"tenant": "ac\x00me", "nested": [[[[1.5, float("inf")]]]], "when": datetime(2026, 1, 5, 12, tzinfo=UTC)}
     first = dead_letter(stage="ingest_task", key="batch-1", payload=payload, error="boom \x00")
     again = dead_letter(stage="ingest_task", key="batch-1", payload=payload, error="boom again")
     assert first.pk == again.pk
