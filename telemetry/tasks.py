@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import urllib.error
 from datetime import timedelta
+from typing import Any
 
 from celery import shared_task
 from django.db.models import Q
@@ -15,6 +16,38 @@ from telemetry.models import PrometheusSource
 from telemetry.prometheus import pull_source
 
 CLAIM = timedelta(seconds=120)
+# An event batch is retried this many times, waiting retry_delay(n) before retry n, then dead-lettered:
+# 1 + 2 + 4 + 8 + 16 s ≈ half a minute of a database that does not answer, never forever.
+INGEST_MAX_RETRIES = 5
+INGEST_BACKOFF_CAP_S = 60
+
+
+def retry_delay(retries: int) -> int:
+    """Exponential backoff: 1, 2, 4, … seconds before retry `retries` + 1, capped."""
+    return int(min(INGEST_BACKOFF_CAP_S, 2**retries))
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True, max_retries=INGEST_MAX_RETRIES)
+def ingest_events_batch(self: Any, events: list[dict[str, Any]], source: str = "admission") -> int:
+    """Ingest one batch in a worker; ingest dedups, so a retry after a partial failure is harmless.
+
+    A batch that still fails after INGEST_MAX_RETRIES retries, or that can never succeed (a bad
+    source is a ValueError), is dead-lettered whole with its last error, and the queue goes on.
+    """
+    from telemetry.deadletter import dead_letter
+    from telemetry.services import ingest_events
+
+    try:
+        return ingest_events(source=source, events=events).accepted
+    except Exception as exc:  # noqa: BLE001 - whatever it is, bounded retries then quarantine
+        retries = self.request.retries
+        if isinstance(exc, ValueError) or retries >= self.max_retries:
+            ids = [e.get("event_id") for e in events if isinstance(e, dict)] if isinstance(events, list) else []
+            key = f"{source!s:.64} {ids[0] if ids else '?'!s:.60}..{ids[-1] if ids else '?'!s:.60} ({len(ids)})"
+            payload = {"source": source, "events": events, "task_id": self.request.id}
+            dead_letter(stage="ingest_task", key=key, payload=payload, error=f"after {retries + 1} tries: {exc!r}")
+            return 0
+        raise self.retry(exc=exc, countdown=retry_delay(retries)) from exc
 
 
 @shared_task(acks_late=True)
