@@ -9,7 +9,6 @@ they depend on are prepared here on the first reserve of a scope and kept with t
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +36,6 @@ class Plan:
     scope: Scope
     meta_tail: str  # the meta's static JSON members and its closing brace
     event_head: dict[str, Any]  # the static fields of this scope's admit / throttle events
-    rid_key: bytes  # keys the reservation-id hash (services.reservation_id)
 
 
 def plan_for(snap: Snapshot, sp: ScopeParams, pool: PoolParams, prefix: str, who: tuple[str, str, str, str]) -> Plan:
@@ -62,5 +60,4 @@ def _build(sp: ScopeParams, pool: PoolParams, p: str, tenant: str, model: str, r
     static_meta = {"tenant": tenant, "model": model, "region": region, "traffic_class": cls,
                    "ttft_slo": sp.ttft_p99_ms, "tpot_slo": sp.tpot_p99_ms, "entitlement": sp.entitlement}  # fmt: skip
     head = {"tenant": tenant, "model": model, "region": region, "traffic_class": cls, "entitlement": sp.entitlement}
-    rid_key = hashlib.sha256(b"headroom admission reservation id\0" + settings.SECRET_KEY.encode()).digest()
-    return Plan(sp, scope, json.dumps(static_meta, separators=(",", ":"))[1:], head, rid_key)
+    return Plan(sp, scope, json.dumps(static_meta, separators=(",", ":"))[1:], head)

@@ -8,10 +8,7 @@ buffer (admission.events). Nothing here touches the database per request.
 from __future__ import annotations
 
 import json
-import threading
 import time
-import uuid
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 from hashlib import blake2b
@@ -20,9 +17,9 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from admission import events, params, plans
+from admission import events, ids, params, plans
 from admission.backends import get_backend
-from admission.backends.base import BEST_EFFORT, CompleteOp, ReserveOp, StoreUnavailable
+from admission.backends.base import BEST_EFFORT, CompleteOp, Lost, ReserveOp, StoreUnavailable
 from admission.isotime import iso_utc, now_iso
 from entitlements import reasons
 
@@ -150,9 +147,9 @@ def parse_complete(d: Any) -> CompleteRequest:
 
 
 def reservation_id(rid_key: bytes, tenant: str, request_id: str) -> str:
-    """The reservation id of a request: a keyed hash of its identity, so a retry of the same request
-    lands on the same store record (one record is both the reservation and its idempotency entry).
-    Keyed by the secret key: ids cannot be derived from request ids outside the platform."""
+    """The store's name for a request's record: a keyed hash of its identity (ids.record_key), so
+    a retry of the same request lands on the same record (one record is both the reservation and
+    its idempotency entry). Gateways see the signed id (admission.ids), which carries the identity."""
     return blake2b(f"{tenant}\n{request_id}".encode(), digest_size=16, key=rid_key).hexdigest()
 
 
@@ -198,48 +195,46 @@ def reserve(req: ReserveRequest) -> Decision:
     # The meta JSON, with its static members from the plan (json.loads gives the same dict as before).
     meta = (f'{{"request_id":{_json_str(req.request_id)},"project":{_json_str(req.project)},"estimated_wt":{cost!r},'
             f'"prompt_tokens":{req.prompt_tokens},"cached_prompt_tokens":{cached},{plan.meta_tail}')  # fmt: skip
-    rid = reservation_id(plan.rid_key, req.tenant, req.request_id)
+    rid = reservation_id(ids.record_key(), req.tenant, req.request_id)
     try:
         ans = backend.reserve(ReserveOp(plan.scope, rid, cost, meta))
     except StoreUnavailable:
-        return _fail_mode(req, cost, json.loads(meta))
+        return _fail_mode(req, cost, json.loads(meta), sp)
     for m in ans.expired_metas:
         _emit_expired(m)
     parts = ans.raw.split("|")
     if parts[0] == "A":
-        _, res_id, wt, source, expires = parts
         if not ans.replay or ans.retried:  # a retried call may have admitted unseen: telemetry dedups by id
-            events.emit(_event(req, "admit", cost, plan.event_head, source_kind=source))
-        body = {"decision": "admit", "reservation_id": res_id, "reserved_wt": float(wt), "source": source,
-                "expires_at": iso_utc(float(expires))}  # fmt: skip
-        return Decision(200, body)
+            events.emit(_event(req, "admit", cost, plan.event_head, source_kind=parts[3]))
+        return _admitted(req, sp, parts[2], parts[3], parts[4], settled=ans.settled)
     _, reason, ra = parts
     if not ans.replay or ans.retried:
         events.emit(_event(req, "throttle", cost, plan.event_head, reason=reason))
     return throttle(reason, int(ra))
 
 
-# Fail-open reservations exist only in the process that made them; kept so their complete
-# can still report an event. Bounded: the oldest are forgotten first.
-_fail_open: OrderedDict[str, dict[str, Any]] = OrderedDict()
-_fail_open_lock = threading.Lock()
-FAIL_OPEN_KEEP = 100_000
+def _admitted(req: ReserveRequest, sp: Any, wt: str, source: str, expires: str, *, settled: bool = False) -> Decision:
+    """The admit answer; its reservation id is signed and built from the stored answer only, so a
+    replay gets the same id. `settled`: a replay of a reservation already completed or expired,
+    which a gateway must not serve again (it is not counted again either)."""
+    scope = (req.tenant, req.project, req.model, req.region, req.traffic_class)
+    token = ids.sign(ids.Claims(req.tenant, req.request_id, scope, sp.pool_id, wt, expires, source))
+    exp = float(expires) or time.time() + plans.ttl_s()  # "0": fail-open, expiring by the local clock
+    body = {"decision": "admit", "reservation_id": token, "reserved_wt": float(wt), "source": source,
+            "expires_at": iso_utc(exp)}  # fmt: skip
+    if settled:
+        body["settled"] = True
+    return Decision(200, body)
 
 
-def _fail_mode(req: ReserveRequest, cost: float, meta: dict[str, Any]) -> Decision:
-    """Store down: guaranteed classes are admitted and recorded as such; best_effort is refused."""
+def _fail_mode(req: ReserveRequest, cost: float, meta: dict[str, Any], sp: Any) -> Decision:
+    """Store down: guaranteed classes are admitted and recorded as such; best_effort is refused.
+    A fail-open id is signed and derived from the request alone (expiry "0"): the same request
+    gets the same id, and its complete finds everything it needs in it, in any process."""
     if req.traffic_class == BEST_EFFORT:
         return _refuse(req, reasons.ADMISSION_UNAVAILABLE, cost, entitlement=meta["entitlement"])
-    rid = "fo-" + uuid.uuid4().hex
-    expires = time.time() + plans.ttl_s()
-    with _fail_open_lock:
-        _fail_open[rid] = {**meta, "source_kind": "fail_open"}
-        while len(_fail_open) > FAIL_OPEN_KEEP:
-            _fail_open.popitem(last=False)
     events.emit(_event(req, "admit", cost, source_kind="fail_open", entitlement=meta["entitlement"]))
-    body = {"decision": "admit", "reservation_id": rid, "reserved_wt": cost, "source": "fail_open",
-            "expires_at": iso_utc(expires)}  # fmt: skip
-    return Decision(200, body)
+    return _admitted(req, sp, repr(cost), "fail_open", "0")
 
 
 # ---- complete -------------------------------------------------------------------------------
@@ -282,32 +277,83 @@ def _emit_expired(meta_json: str) -> None:
     events.emit(_complete_event(meta, "expired", meta["estimated_wt"], None))
 
 
+def _claims_meta(c: ids.Claims, sp: Any, estimate: float, req: CompleteRequest) -> dict[str, Any]:
+    """The meta a reservation's store record would hold, rebuilt from its signed id and the snapshot
+    (the prompt as the complete reports it: the id does not carry it)."""
+    _, project, model, region, cls = c.scope
+    meta = {"request_id": c.request_id, "project": project, "estimated_wt": estimate, "tenant": c.tenant,
+            "model": model, "region": region, "traffic_class": cls, "entitlement": sp.entitlement if sp else None,
+            "prompt_tokens": req.prompt_tokens, "cached_prompt_tokens": req.cached_prompt_tokens}  # fmt: skip
+    if sp is not None:
+        meta.update(ttft_slo=sp.ttft_p99_ms, tpot_slo=sp.tpot_p99_ms)
+    if c.fail_open:
+        meta["source_kind"] = "fail_open"
+    return meta
+
+
+def _charged(req: CompleteRequest, sp: Any) -> tuple[float, int | None]:
+    """(actual wt, the output cap if it applied), as the store would settle it."""
+    if sp is None:
+        return float(req.prompt_tokens - req.cached_prompt_tokens + req.output_tokens), None
+    out = min(req.output_tokens, sp.max_output_tokens)
+    cached = req.cached_prompt_tokens
+    actual = (req.prompt_tokens - cached) + sp.w_cached * cached + sp.w_out * out
+    return actual, (sp.max_output_tokens if out < req.output_tokens else None)
+
+
+def _lost(claims: ids.Claims, key: str, snap: Any, sp: Any, prefix: str) -> Lost | None:
+    """What the signed id says, for a store that forgot the reservation (None: no longer entitled)."""
+    pool = snap.pools.get(claims.pool_id)
+    if sp is None or pool is None:
+        return None
+    _, _, model, region, cls = claims.scope
+    s = plans.plan_for(snap, sp, pool, prefix, (claims.tenant, model, region, cls)).scope
+    charged = s.borrow if claims.source == "borrowed" and s.borrow is not None else s.own
+    answer = f"A|{key}|{claims.estimate}|{claims.source}|{claims.expires}"
+    return Lost(charged, s.pool, sp.w_out, sp.w_cached, sp.max_output_tokens, float(claims.estimate),
+                float(claims.expires), answer)  # fmt: skip
+
+
 def complete(req: CompleteRequest) -> tuple[int, dict[str, Any]]:
-    if req.reservation_id.startswith("fo-"):
-        with _fail_open_lock:
-            meta = _fail_open.pop(req.reservation_id, None)
-        if meta is not None:
-            w = req.prompt_tokens - req.cached_prompt_tokens  # weights unknown here; the event carries raw counts
-            events.emit(_complete_event(meta, req.status, float(w), req))
-        return 200, {"reservation_id": req.reservation_id, "status": req.status, "source": "fail_open"}
+    claims = ids.verify(req.reservation_id)
+    if claims is None:
+        return 404, {"error": {"code": "not_found", "message": "no such reservation (not an id this platform signed)"}}
+    snap = params.current()
+    sp = snap.lookup(*claims.scope)
+    backend = get_backend()
+    key = reservation_id(ids.record_key(), claims.tenant, claims.request_id)
+    estimate = float(claims.estimate)
     op = CompleteOp(
-        reservation_id=req.reservation_id, prompt_tokens=req.prompt_tokens,
-        cached_prompt_tokens=req.cached_prompt_tokens, output_tokens=req.output_tokens, status=req.status,
-        idem_ttl_s=plans.idem_ttl_s(),
+        reservation_id=key, prompt_tokens=req.prompt_tokens, cached_prompt_tokens=req.cached_prompt_tokens,
+        output_tokens=req.output_tokens, status=req.status, idem_ttl_s=plans.idem_ttl_s(),
+        lost=_lost(claims, key, snap, sp, backend.prefix),
     )  # fmt: skip
     try:
-        settled = get_backend().complete(op)
+        settled = backend.complete(op)
     except StoreUnavailable:
+        # The event is recorded now (a retry, or the reservation's expiry, repeats its event id, which
+        # telemetry keeps once); the settlement itself waits for the store.
+        actual, cap = _charged(req, sp)
+        events.emit(_complete_event(_claims_meta(claims, sp, estimate, req), req.status, actual, req, cap))
+        if claims.fail_open:
+            return 200, {"reservation_id": req.reservation_id, "status": req.status, "source": "fail_open"}
         r = reasons.REASONS[reasons.ADMISSION_UNAVAILABLE]
         return 503, {"error": {"code": reasons.ADMISSION_UNAVAILABLE, "message": r.when}}
     if settled is None:
         return 404, {"error": {"code": "not_found", "message": "no such reservation (unknown, or settled long ago)"}}
-    if not settled.replay and settled.meta:
+    result = {**settled.result, "reservation_id": req.reservation_id}
+    status = result["status"]
+    meta = None
+    if settled.meta and (not settled.replay or settled.retried):
         meta = json.loads(settled.meta)
-        status = settled.result["status"]
-        events.emit(_complete_event(meta, status, settled.result["actual_wt"], None if status == "expired" else req,
-                                    settled.result.get("output_cap")))  # fmt: skip
-    return 200, settled.result
+    elif settled.lost or (settled.replay and settled.retried):
+        meta = _claims_meta(claims, sp, estimate, req)  # the store forgot it, or its first answer was lost
+    if meta is not None:
+        events.emit(_complete_event(meta, status, result["actual_wt"], None if status == "expired" else req,
+                                    result.get("output_cap")))  # fmt: skip
+    if claims.fail_open:
+        result["source"] = "fail_open"
+    return 200, result
 
 
 def sweep(limit: int = 1000) -> int:

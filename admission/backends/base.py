@@ -69,6 +69,23 @@ class ReserveOp:
 
 
 @dataclass(frozen=True)
+class Lost:
+    """What a signed reservation id says about its reservation, for a store that has forgotten it:
+    settle against these buckets (the actual cost is charged: the reserve's debit was lost with
+    the record, they are written by one script), unless it is past `expires` (then it stands as
+    expired). `answer` is the reserve answer a replay of the request gets from then on."""
+
+    charged: Bucket
+    pool: Bucket
+    w_out: float
+    w_cached: float
+    max_output: int
+    estimate: float
+    expires: float  # 0: never (a fail-open admission)
+    answer: str
+
+
+@dataclass(frozen=True)
 class CompleteOp:
     reservation_id: str
     prompt_tokens: int
@@ -76,6 +93,7 @@ class CompleteOp:
     output_tokens: int
     status: str
     idem_ttl_s: int
+    lost: Lost | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +104,7 @@ class Answer:
     replay: bool
     expired_metas: list[str]
     retried: bool = False  # the store was asked again after an error: a first attempt may have run unseen
+    settled: bool = False  # a replay of a reservation already completed or expired
 
     @property
     def admitted(self) -> bool:
@@ -101,6 +120,7 @@ class Settled:
     replay: bool
     meta: str | None
     retried: bool = False
+    lost: bool = False  # the store had forgotten it: settled from the signed id (op.lost)
 
 
 def decide(op: ReserveOp, own_l: float, pool_l: float, borrow_l: float) -> tuple[str, str, float]:

@@ -90,7 +90,8 @@ class MemoryBackend:
             self._gc(now)
             prev = self._s.idem.get(rid)
             if prev is not None and prev[1] > now:
-                return Answer(raw=prev[0], replay=True, expired_metas=[])
+                r = self._s.res.get(rid)
+                return Answer(raw=prev[0], replay=True, expired_metas=[], settled=r is not None and r.state != "open")
             scope = self._s.inflight.setdefault(s.inflight_key, {})
             expired: list[str] = []
             if len(scope) >= s.max_concurrency:
@@ -135,7 +136,7 @@ class MemoryBackend:
             now = self.clock()
             r = self._s.res.get(op.reservation_id)
             if r is None or r.gone_at <= now and r.state != "open":
-                return None
+                return self._settle_lost(op, now) if op.lost is not None and not self._throttled(op, now) else None
             if r.state == "done":
                 return Settled(result=dict(r.result or {}), replay=True, meta=None)
             if r.state == "expired" or now >= self._s.inflight.get(r.inflight_key, {}).get(op.reservation_id, now):
@@ -157,6 +158,39 @@ class MemoryBackend:
                 r.result["output_cap"] = r.max_out
             r.gone_at = now + op.idem_ttl_s
             return Settled(result=dict(r.result), replay=False, meta=r.meta)
+
+    def _throttled(self, op: CompleteOp, now: float) -> bool:
+        prev = self._s.idem.get(op.reservation_id)
+        return prev is not None and prev[1] > now and prev[0].startswith("T|")
+
+    def _settle_lost(self, op: CompleteOp, now: float) -> Settled:
+        """The store forgot the reservation: settle from what its signed id says (complete.lua's twin)."""
+        lost = op.lost
+        assert lost is not None
+        rid, est = op.reservation_id, lost.estimate
+        if 0 < lost.expires <= now:
+            result = {
+                "reservation_id": rid,
+                "status": "expired",
+                "reserved_wt": est,
+                "actual_wt": est,
+                "refunded_wt": 0,
+            }
+            return Settled(result=result, replay=False, meta=None, lost=True)
+        cached, output = op.cached_prompt_tokens, min(op.output_tokens, lost.max_output)
+        actual = (op.prompt_tokens - cached) + lost.w_cached * cached + lost.w_out * output
+        for b in (lost.charged, lost.pool):
+            self._s.buckets[b.key] = (bounded(self._level(b.key, b.rate, b.depth, now) - actual, b.depth), now)
+        result = {"reservation_id": rid, "status": op.status, "reserved_wt": est, "actual_wt": actual,
+                  "refunded_wt": est - actual}  # fmt: skip
+        if output < op.output_tokens:
+            result["output_cap"] = lost.max_output
+        gone = now + op.idem_ttl_s
+        c, p = lost.charged, lost.pool
+        self._s.res[rid] = _Res("done", "", (c.key, c.rate, c.depth), (p.key, p.rate, p.depth), est, lost.w_out,
+                                lost.w_cached, "", gone, lost.max_output, dict(result))  # fmt: skip
+        self._s.idem[rid] = (lost.answer, gone)
+        return Settled(result=result, replay=False, meta=None, lost=True)
 
     def sweep(self, limit: int = 1000) -> list[str]:
         with self._lock:

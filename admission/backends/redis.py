@@ -24,7 +24,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from admission.backends.base import Answer, CompleteOp, ReserveOp, Scope, Settled, StoreUnavailable
+from admission.backends.base import Answer, CompleteOp, Lost, ReserveOp, Scope, Settled, StoreUnavailable
 from admission.backends.breaker import Breaker
 from admission.backends.connections import BoundedConnections, Exhausted
 from entitlements import reasons
@@ -163,15 +163,17 @@ class RedisBackend:
         args = (self.record_key(rid), s.own.key, s.pool.key, borrow_key, s.inflight_key, self._scopes_key,
                 self._prefix_b, rid, repr(op.cost), op.meta)  # fmt: skip
         out, attempts = self._eval(self._reserve, 6, args, self._static_args(s))
-        return Answer(raw=out[0].decode(), replay=out[1] == 1, expired_metas=[m.decode() for m in out[2:]],
-                      retried=attempts > 1)  # fmt: skip
+        return Answer(raw=out[0].decode(), replay=out[1] >= 1, expired_metas=[m.decode() for m in out[2:]],
+                      retried=attempts > 1, settled=out[1] == 2)  # fmt: skip
 
     def complete(self, op: CompleteOp) -> Settled | None:
         args = (self.record_key(op.reservation_id), op.reservation_id, op.prompt_tokens, op.cached_prompt_tokens,
-                op.output_tokens, op.status, op.idem_ttl_s, self._prefix_b)  # fmt: skip
+                op.output_tokens, op.status, op.idem_ttl_s, self._prefix_b, _lost_arg(op.lost))  # fmt: skip
         out, attempts = self._eval(self._complete, 1, args)
         if out is None:
             return None
+        if out[1] == 3:
+            return Settled(result=json.loads(out[0]), replay=False, meta=None, retried=attempts > 1, lost=True)
         meta = out[2].decode() if len(out) > 2 else None
         return Settled(result=json.loads(out[0]), replay=out[1] == 1, meta=meta, retried=attempts > 1)
 
@@ -198,6 +200,16 @@ class RedisBackend:
         """Delete this backend's keys (tests, `reset`)."""
         for k in self.client.scan_iter(match=self.prefix + "*", count=1000):
             self.client.delete(k)
+
+
+def _lost_arg(lost: Lost | None) -> str:
+    """complete.lua's ARGV 8: what a signed id says, for a store that forgot the reservation."""
+    if lost is None:
+        return ""
+    c, p = lost.charged, lost.pool
+    vals = (c.key, c.rate, c.depth, p.key, p.rate, p.depth, lost.w_out, lost.w_cached, lost.max_output,
+            lost.estimate, lost.expires, lost.answer)  # fmt: skip
+    return "\t".join(v if isinstance(v, str) else repr(v) for v in vals)
 
 
 def _ttl(ttl_s: float) -> str:

@@ -49,10 +49,12 @@ def test_fail_open_for_guaranteed_classes_fail_closed_for_best_effort(fleet, sin
             "retry_after_s": 5,
         }
         fo = down["reserved"].json()["reservation_id"]
-        assert fo.startswith("fo-")
-        done = post({"reservation_id": fo, "prompt_tokens": 200, "output_tokens": 10, "status": "ok"}, COMPLETE)
+        # Signed and derived from the request: the same request while down gets the same id.
+        assert fo.startswith("r1.") and post(body("acme", "reserved", "down-reserved", prompt=20, out=20)).json()[
+            "reservation_id"] == fo  # fmt: skip
+        done = post({"reservation_id": fo, "prompt_tokens": 20, "output_tokens": 10, "status": "ok"}, COMPLETE)
         assert (done.status_code, done.json()["source"]) == (200, "fail_open")
-        unavailable = post({"reservation_id": up["reservation_id"], "prompt_tokens": 1, "output_tokens": 1,
+        unavailable = post({"reservation_id": up["reservation_id"], "prompt_tokens": 200, "output_tokens": 5,
                             "status": "ok"}, COMPLETE)  # fmt: skip
         assert (unavailable.status_code, unavailable.json()["error"]["code"]) == (503, "ADMISSION_UNAVAILABLE")
 
@@ -61,6 +63,10 @@ def test_fail_open_for_guaranteed_classes_fail_closed_for_best_effort(fleet, sin
         again = post(body("acme", "reserved", "up-2"))
         assert (again.status_code, again.json()["source"]) == (200, "entitlement")
         assert post(body("globex", "best_effort", "up-3", prompt=20, out=20)).status_code == 200
+        # The restarted store forgot up-1 (no AOF here): its complete still settles, from the signed id.
+        late = post({"reservation_id": up["reservation_id"], "prompt_tokens": 200, "output_tokens": 5,
+                     "status": "ok"}, COMPLETE)  # fmt: skip
+        assert (late.status_code, late.json()["actual_wt"]) == (200, 220.0)
     finally:
         backends.set_backend(prev)
         params.invalidate()
@@ -72,7 +78,13 @@ def test_fail_open_for_guaranteed_classes_fail_closed_for_best_effort(fleet, sin
         ("down-reserved", "admit", "fail_open"),
         ("down-shared", "admit", "fail_open"),
         ("down-best_effort", "throttle", "ADMISSION_UNAVAILABLE"),
+        ("down-reserved", "admit", "fail_open"),  # its replay: the same event id, which telemetry keeps once
         ("down-reserved:complete", "complete", "fail_open"),
+        ("up-1:complete", "complete", None),  # recorded while the store was down (503)
         ("up-2", "admit", "entitlement"),
         ("up-3", "admit", "entitlement"),
+        ("up-1:complete", "complete", None),  # settled after the restart: the same event id, kept once
     ]
+    done = {e["event_id"]: e for e in sink.of("complete")}
+    # Every complete carries its real weighted tokens: 20 + 4 × 10 for the fail-open one.
+    assert (done["down-reserved:complete"]["actual_wt"], done["up-1:complete"]["actual_wt"]) == (60.0, 220.0)

@@ -1,12 +1,37 @@
 -- KEYS: 1 record. ARGV: 1 reservation id, 2 prompt, 3 cached, 4 output, 5 status, 6 idem ttl,
--- 7 key prefix.
+-- 7 key prefix, 8 '' or what the signed id says when the store forgot the record (tab-separated:
+-- ck cr cd pk pr pd wo wc mo est expires answer; base.Lost).
+-- Reply: nil (unknown), {result, 0 first | 1 replay, meta} or {result, 3}: settled from the id.
 -- Refunds the unused estimate (or charges an overrun into debt) on the bucket that paid and on the
 -- pool bucket, frees the concurrency slot. Settling twice returns the first result while it is kept
 -- (idem ttl from the first settlement).
 local rk, rid = KEYS[1], ARGV[1]
 local raw = redis.call('GET', rk)
-if (not raw) or string.sub(raw, 1, 2) == 'T|' then return nil end  -- unknown, or only a throttle answer
+if raw and string.sub(raw, 1, 2) == 'T|' then return nil end  -- only a throttle answer
 local now, now_str = clock()
+if not raw then
+  if ARGV[8] == '' then return nil end
+  -- Forgotten (a restart without its data): the reserve's debit went with the record (one script
+  -- wrote both), so the actual cost is charged now, against the buckets the signed id names.
+  local g = {}
+  for v in string.gmatch(ARGV[8], '[^\t]+') do g[#g + 1] = v end
+  local est, exp = tonumber(g[10]), tonumber(g[11])
+  if exp > 0 and exp <= now then
+    return {cjson.encode({reservation_id = rid, status = 'expired', reserved_wt = est, actual_wt = est,
+      refunded_wt = 0}), 3}
+  end
+  local prompt, cached, output = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+  local mo, cap = tonumber(g[9]), nil
+  if output > mo then output, cap = mo, mo end
+  local actual = (prompt - cached) + tonumber(g[8]) * cached + tonumber(g[7]) * output
+  local cd, pd = tonumber(g[3]), tonumber(g[6])
+  put(g[1], bounded(level(g[1], tonumber(g[2]), cd, now) - actual, cd), now_str)
+  put(g[4], bounded(level(g[4], tonumber(g[5]), pd, now) - actual, pd), now_str)
+  local result = cjson.encode({reservation_id = rid, status = ARGV[5], reserved_wt = est, actual_wt = actual,
+    refunded_wt = est - actual, output_cap = cap})
+  redis.call('SET', rk, join({'done', g[12], num(now + tonumber(ARGV[6])), result}), 'EX', ARGV[6])
+  return {result, 3}
+end
 local f = split(raw)
 if f[1] == 'done' then
   if tonumber(f[3]) <= now then return nil end

@@ -1,5 +1,6 @@
 -- KEYS: 1 record (reservation + idempotency), 2 own bucket, 3 pool bucket, 4 borrow bucket,
 --       5 in-flight zset, 6 the set of in-flight zsets (what the sweep walks).
+-- Reply: {answer, 0 new | 1 replay | 2 replay of a settled one, expired metas...}.
 -- ARGV: 1 key prefix, 2 reservation id, 3 cost, 4 meta, then the scope's static values
 --       (redis.py: _static): 5 class, 6 max concurrency, 7-8 own rate/depth, 9-10 pool rate/depth,
 --       11-12 borrow rate/depth (0: may not borrow), 13 margin, 14 degraded '1'/'0', 15 reserved
@@ -8,7 +9,12 @@
 --       borrow bucket pays.
 -- Mirrors base.decide().
 local prev = redis.call('GET', KEYS[1])
-if prev then return {answer_of(prev), 1} end
+if prev then
+  -- A replay: 1, or 2 when the reservation is already settled (completed or expired).
+  local head = string.sub(prev, 1, 5)
+  if head == 'done\t' or head == 'expir' then return {answer_of(prev), 2} end
+  return {answer_of(prev), 1}
+end
 
 local c, cls = tonumber(ARGV[3]), ARGV[5]
 local now, now_str, sec, frac = clock()
