@@ -25,6 +25,7 @@ from entitlements.reasons import REASONS
 from entitlements.selectors import entitlements_visible_to, pools_with_totals
 from portal import charts_live
 from telemetry.collectors import DB_REGISTRY
+from telemetry.deadletter import quarantined_by_stage
 from telemetry.selectors import entitlement_series, fleet_series, latest_samples, usage_series
 
 RANGES: dict[str, timedelta] = {
@@ -119,6 +120,8 @@ def fleet(request: HttpRequest) -> HttpResponse:
         "decisions_fig": figure_tag("fleet-decisions", charts_live.decisions_figure(usage)),
         "tenant_fig": figure_tag("fleet-tenant-throttles", tenant_fig),
         "platform_fig": figure_tag("fleet-platform-throttles", platform_fig),
+        "quarantined": (quarantined := quarantined_by_stage()),
+        "quarantined_total": sum(quarantined.values()),
     }
     return _page(request, "portal/live/fleet.html", ctx)
 

@@ -66,3 +66,21 @@ def test_a_nesting_deeper_than_the_bound_is_cut(db):
     while isinstance(stored, list):
         stored, depth = stored[0], depth + 1
     assert (depth, stored) == (33, "<nested deeper than 32 levels>")
+
+
+def test_operators_see_the_quarantine_on_the_fleet_page_and_in_the_admin(fleet):
+    from tests.clients import web_client
+    from tests.factories import UserFactory
+
+    page = web_client(fleet.operator).get("/fleet/")
+    assert "Quarantined: 0" in page.content.decode()
+    dead_letter(stage="fold", key="hour x", payload={}, error="OverflowError()")
+    dead_letter(stage="ingest_task", key="batch", payload={}, error="boom")
+    dead_letter(stage="ingest_task", key="batch 2", payload={}, error="boom")
+    page = web_client(fleet.operator).get("/fleet/", HTTP_HX_REQUEST="true")  # the polled partial carries it
+    assert page.context["quarantined"] == {"fold": 1, "ingest_task": 2}
+    assert "Quarantined: 3" in page.content.decode()
+    admin = web_client(UserFactory(username="root", is_staff=True, is_superuser=True))
+    listing = admin.get("/admin/telemetry/deadletter/")
+    assert listing.status_code == 200
+    assert "batch 2" in listing.content.decode()
