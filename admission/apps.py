@@ -6,14 +6,16 @@ class AdmissionConfig(AppConfig):
 
     def ready(self) -> None:
         from django.core.signals import setting_changed
-        from django.db.models.signals import post_delete, post_save
+        from django.db.models.signals import post_delete, post_migrate, post_save
 
-        from admission import params
+        from admission import params, snapshot_triggers
         from admission.models import PoolHealthOverride
         from entitlements.models import Entitlement, Pool, PoolZone
 
-        # Saves in this process refresh its snapshot at once; other processes follow within the TTL.
+        # Saves in this process refresh its snapshot's part at once; every other write (and every
+        # other process) is seen through the trigger-kept counters within ADMISSION_SNAPSHOT_CHECK_S.
         for model in (Entitlement, Pool, PoolZone, PoolHealthOverride):
-            post_save.connect(params.invalidate, sender=model, dispatch_uid=f"admission-snap-{model.__name__}")
-            post_delete.connect(params.invalidate, sender=model, dispatch_uid=f"admission-snapdel-{model.__name__}")
+            post_save.connect(params.changed, sender=model, dispatch_uid=f"admission-snap-{model.__name__}")
+            post_delete.connect(params.changed, sender=model, dispatch_uid=f"admission-snapdel-{model.__name__}")
+        post_migrate.connect(snapshot_triggers.reinstall_after_migrate, sender=self, dispatch_uid="admission-snap-trg")
         setting_changed.connect(params.setting_changed, dispatch_uid="admission-snap-settings")

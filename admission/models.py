@@ -48,3 +48,17 @@ class ReclaimEvent(models.Model):
 
     def __str__(self) -> str:
         return f"pool {self.pool_id} reclaimed in {self.latency_ms:.1f} ms ({self.borrowers_cut} cut)"
+
+
+class SnapshotVersion(models.Model):
+    """One row (id 1): change counters per part of the admission snapshot, bumped by database
+    triggers on every write to the tables that part reads (admission.snapshot_triggers)."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True)
+    entitlements = models.BigIntegerField(default=0)
+    supply = models.BigIntegerField(default=0)
+    health = models.BigIntegerField(default=0)
+    catalogue = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"snapshot counters {self.entitlements}/{self.supply}/{self.health}/{self.catalogue}"

@@ -2,27 +2,36 @@
 
 The serving path must not query the database per request. A snapshot holds every active
 entitlement aggregated per scope (tenant × project × model × region × class) and every pool's
-bucket parameters; it is rebuilt when its TTL passes (ADMISSION_SNAPSHOT_TTL_S, default 2 s),
-when any entitlement's window starts or ends, and in this process at once when an entitlement
-or a health override is saved (signals).
+bucket parameters. It follows the database instead of expiring on a timer: every
+ADMISSION_SNAPSHOT_CHECK_S (default 0.25 s) one caller reads the change counters that database
+triggers keep (admission.snapshot_triggers: one query) and re-reads only the parts whose counter
+moved (entitlement rows, pools, health). When an entitlement's window starts or ends the scopes
+are re-derived from the rows already held (no query). ORM saves in this process mark their part
+at once (signals); ADMISSION_SNAPSHOT_TTL_S (default 300 s) is only a safety net full rebuild.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q
+from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from entitlements.models import Entitlement
-from entitlements.selectors import pools_with_totals
+from admission import snapshot_reads, snapshot_triggers
+from admission.snapshot_reads import EntRow, PoolBase
 
 BUCKET_DEPTH_S = 60.0
+CHECK_S = 0.25  # how stale another process's write may be seen: one counter read per interval
+SAFETY_NET_S = 300.0  # a full rebuild whatever the counters say
+log = logging.getLogger(__name__)
+pool_health = snapshot_reads.pool_health
 
 
 @dataclass(frozen=True)
@@ -78,115 +87,206 @@ def _setting(name: str, default: float) -> float:
     return float(getattr(settings, name, default))
 
 
-def pool_health(pool_id: int, overrides: dict[int, tuple[int, int]]) -> tuple[int, int] | None:
-    """Operator override, else the newest fleet sample from telemetry, else None (healthy)."""
-    if pool_id in overrides:
-        return overrides[pool_id]
-    try:
-        from telemetry.selectors import latest_pool_health  # type: ignore[attr-defined]
-    except (ImportError, AttributeError):
-        return None
-    got = latest_pool_health(pool_id)
-    return (int(got[0]), int(got[1])) if got else None
+# ---- derivation: pure, from rows already held ---------------------------------------------------
 
 
-def build(now: datetime | None = None, version: int = 0) -> Snapshot:
-    from admission.models import PoolHealthOverride
+@dataclass
+class _Derived:
+    scopes: dict[tuple[str, str, str, str, str], ScopeParams]
+    reserved_rate: dict[int, float]  # wt/s of active reserved entitlements per pool
+    sold: dict[int, Decimal]  # CU of active entitlements that count as sold, per pool
+    next_boundary: datetime | None  # the next instant some held entitlement starts or ends
 
-    t = now or timezone.now()
+
+def derive_scopes(rows: list[EntRow], t: datetime) -> _Derived:
+    """Several active entitlements in one scope add up (rate, borrowing, concurrency); the envelope is
+    the widest; the scope names its lowest-pk entitlement (rows come by pk)."""
+    acc: dict[tuple[str, str, str, str, str], list[Any]] = {}
+    reserved: dict[int, float] = {}
+    sold: dict[int, Decimal] = {}
+    nxt: datetime | None = None
+    for e in rows:
+        if e.starts_at > t:
+            nxt = e.starts_at if nxt is None or e.starts_at < nxt else nxt
+            continue
+        if e.ends_at is not None:
+            if e.ends_at <= t:
+                continue
+            nxt = e.ends_at if nxt is None or e.ends_at < nxt else nxt
+        rate = float(e.cu) * e.r_wt_per_s
+        if e.traffic_class == "reserved":
+            reserved[e.pool_id] = reserved.get(e.pool_id, 0.0) + rate
+        if e.counts_as_sold:
+            sold[e.pool_id] = sold.get(e.pool_id, Decimal(0)) + e.cu
+        borrow = float(e.borrowing_limit_cu) * e.r_wt_per_s if e.may_borrow and e.overage == "borrow" else 0.0
+        key = (e.tenant, e.project or "", e.model, e.region, e.traffic_class)
+        a = acc.get(key)
+        if a is None:
+            acc[key] = [e, rate, borrow, e.max_prompt_tokens, e.max_output_tokens, e.output_p95, e.max_concurrency,
+                        e.ttft_p99_ms, e.tpot_p99_ms]  # fmt: skip
+            continue
+        a[1] += rate
+        a[2] += borrow
+        a[3] = max(a[3], e.max_prompt_tokens)
+        a[4] = max(a[4], e.max_output_tokens)
+        a[5] = max(a[5], e.output_p95)
+        a[6] += e.max_concurrency
+        a[7] = max(a[7], e.ttft_p99_ms)
+        a[8] = max(a[8], e.tpot_p99_ms)
+    scopes = {
+        k: ScopeParams(
+            key=":".join(k),
+            entitlement=str(a[0].uuid),
+            traffic_class=k[4],
+            rate=a[1],
+            borrow_rate=a[2],
+            max_prompt_tokens=a[3],
+            max_output_tokens=a[4],
+            output_p95=a[5],
+            max_concurrency=a[6],
+            ttft_p99_ms=a[7],
+            tpot_p99_ms=a[8],
+            w_out=a[0].w_out,
+            w_cached=a[0].w_cached,
+            pool_id=a[0].pool_id,
+        )  # fmt: skip
+        for k, a in acc.items()
+    }
+    return _Derived(scopes, reserved, sold, nxt)
+
+
+def derive_pools(
+    bases: list[PoolBase], health: dict[int, tuple[int, int] | None], d: _Derived
+) -> dict[int, PoolParams]:
     depth_s = _setting("ADMISSION_BUCKET_DEPTH_S", BUCKET_DEPTH_S)
     margin_frac = _setting("ADMISSION_RECLAIM_MARGIN", 0.2)
-    overrides = {o.pool_id: (o.replicas_healthy, o.replicas_total) for o in PoolHealthOverride.objects.all()}
-    ents = list(
-        Entitlement.objects.filter(revoked_at__isnull=True)
-        .filter(Q(ends_at__isnull=True) | Q(ends_at__gt=t))
-        .select_related("tenant", "project", "model", "region", "traffic_class")
-        .order_by("pk")
-    )
-    # The next instant some entitlement starts or ends: the snapshot is stale from then on.
-    boundaries = [e.starts_at for e in ents if e.starts_at > t] + [e.ends_at for e in ents if e.ends_at]
-    active = [e for e in ents if e.starts_at <= t]
-    reserved_rate: dict[int, float] = {}
-    for e in active:
-        if e.traffic_class_id == "reserved":
-            reserved_rate[e.pool_id] = reserved_rate.get(e.pool_id, 0.0) + e.rate_wt_per_s
     pools: dict[int, PoolParams] = {}
-    placements = set()
-    for row in pools_with_totals(t):
-        p = row["pool"]
-        placements.add((p.model.slug, p.region.slug))
-        r = p.model.r_wt_per_s
-        health = pool_health(p.pk, overrides)
-        ratio = health[0] / health[1] if health and health[1] > 0 else 1.0
-        rate = float(row["deliverable_cu"]) * r * ratio
-        pools[p.pk] = PoolParams(
-            pool_id=p.pk,
-            slug=p.slug,
-            rate=rate,
-            depth=rate * depth_s,
-            margin=margin_frac * rate * depth_s,
-            degraded=rate < float(row["sold_cu"]) * r,
-            reserved_floor=-reserved_rate.get(p.pk, 0.0) * depth_s,
-            health=health,
-        )
-    scopes: dict[tuple[str, str, str, str, str], ScopeParams] = {}
-    for e in active:
-        k = (e.tenant.slug, e.project.slug if e.project_id else "", e.model.slug, e.region.slug, e.traffic_class_id)
-        scopes[k] = _merge(scopes.get(k), e, k)
-    ttl = _setting("ADMISSION_SNAPSHOT_TTL_S", 2.0)
-    until = time.monotonic() + ttl
-    if boundaries:
-        until = min(until, time.monotonic() + max(0.0, (min(boundaries) - t).total_seconds()))
-    return Snapshot(scopes=scopes, pools=pools, placements=frozenset(placements), valid_until=until, version=version)
-
-
-def _merge(prev: ScopeParams | None, e: Entitlement, k: tuple[str, ...]) -> ScopeParams:
-    """Several active entitlements in one scope add up (rate, borrowing, concurrency); the envelope is the widest."""
-    may_borrow = e.traffic_class.may_borrow and e.overage == Entitlement.Overage.BORROW
-    borrow = float(e.borrowing_limit_cu) * e.model.r_wt_per_s if may_borrow else 0.0
-    if prev is None:
-        return ScopeParams(
-            key=":".join(k), entitlement=str(e.uuid), traffic_class=e.traffic_class_id, rate=e.rate_wt_per_s,
-            borrow_rate=borrow, max_prompt_tokens=e.max_prompt_tokens, max_output_tokens=e.max_output_tokens,
-            output_p95=e.output_p95, max_concurrency=e.max_concurrency, ttft_p99_ms=e.ttft_p99_ms,
-            tpot_p99_ms=e.tpot_p99_ms, w_out=e.model.w_out, w_cached=e.model.w_cached, pool_id=e.pool_id,
+    for b in bases:
+        h = health.get(b.pool_id)
+        ratio = h[0] / h[1] if h and h[1] > 0 else 1.0
+        rate = b.deliverable_cu * b.r_wt_per_s * ratio
+        pools[b.pool_id] = PoolParams(
+            pool_id=b.pool_id, slug=b.slug, rate=rate, depth=rate * depth_s, margin=margin_frac * rate * depth_s,
+            degraded=rate < float(d.sold.get(b.pool_id, 0)) * b.r_wt_per_s,
+            reserved_floor=-d.reserved_rate.get(b.pool_id, 0.0) * depth_s, health=h,
         )  # fmt: skip
-    return ScopeParams(
-        key=prev.key, entitlement=prev.entitlement, traffic_class=prev.traffic_class, rate=prev.rate + e.rate_wt_per_s,
-        borrow_rate=prev.borrow_rate + borrow, max_prompt_tokens=max(prev.max_prompt_tokens, e.max_prompt_tokens),
-        max_output_tokens=max(prev.max_output_tokens, e.max_output_tokens),
-        output_p95=max(prev.output_p95, e.output_p95), max_concurrency=prev.max_concurrency + e.max_concurrency,
-        ttft_p99_ms=max(prev.ttft_p99_ms, e.ttft_p99_ms), tpot_p99_ms=max(prev.tpot_p99_ms, e.tpot_p99_ms),
-        w_out=prev.w_out, w_cached=prev.w_cached, pool_id=prev.pool_id,
-    )  # fmt: skip
+    return pools
 
 
+# ---- the process's snapshot and what it was read from -------------------------------------------
+
+
+@dataclass
+class _Held:
+    """The rows the snapshot was derived from and the counters they were read under."""
+
+    stamp: tuple[int, ...] | None = None
+    rows: list[EntRow] = field(default_factory=list)
+    bases: list[PoolBase] = field(default_factory=list)
+    health: dict[int, tuple[int, int] | None] = field(default_factory=dict)
+    derived: _Derived | None = None
+    full_at: float = 0.0  # time.monotonic() of the next safety-net full rebuild
+
+
+ALL_PARTS = frozenset(snapshot_triggers.PARTS)
 _lock = threading.Lock()
 _current: Snapshot | None = None
 _version = 0
+_held = _Held()
+_dirty: set[str] = set()  # parts an ORM save in this process changed (signals)
+_next_check = 0.0  # time.monotonic() of the next counter read
+
+
+def _changed_parts(old: tuple[int, ...] | None, new: tuple[int, ...] | None) -> set[str]:
+    if old is None or new is None:
+        return set(ALL_PARTS) if old != new else set()
+    return {p for p, a, b in zip(snapshot_triggers.PARTS, old, new, strict=True) if a != b}
+
+
+def _refresh(snap: Snapshot | None, now: float) -> Snapshot:
+    """Read the counters, then re-read the parts that moved (counters first: rows read after them
+    are at least as new, so a write is never hidden behind a counter already seen)."""
+    global _current, _version, _dirty, _next_check
+    parts, _dirty = _dirty, set()
+    try:
+        stamp = snapshot_triggers.read(connection)
+        if snap is None or now >= _held.full_at:
+            parts = set(ALL_PARTS)
+            _held.full_at = now + _setting("ADMISSION_SNAPSHOT_TTL_S", SAFETY_NET_S)
+        parts |= _changed_parts(_held.stamp, stamp)
+        if "catalogue" in parts:
+            parts |= {"entitlements", "supply"}
+        t = timezone.now()
+        if "entitlements" in parts:
+            _held.rows = snapshot_reads.entitlement_rows(t)
+        if "supply" in parts:
+            _held.bases = snapshot_reads.pool_rows()
+        if "supply" in parts or "health" in parts:
+            _held.health = snapshot_reads.health_rows([b.pool_id for b in _held.bases])
+    except DatabaseError:
+        if snap is None:
+            raise
+        # The database is away: keep serving what we have, try again at the next check.
+        log.warning("admission snapshot: database read failed; serving version %s", snap.version, exc_info=True)
+        _dirty |= parts
+        _next_check = now + _setting("ADMISSION_SNAPSHOT_CHECK_S", CHECK_S)
+        return snap
+    _held.stamp = stamp
+    _next_check = now + _setting("ADMISSION_SNAPSHOT_CHECK_S", CHECK_S)
+    if not parts and snap is not None and now < snap.valid_until:
+        return snap  # nothing moved: same snapshot, its plans kept
+    if parts - {"supply", "health"} or _held.derived is None or snap is None or now >= snap.valid_until:
+        _held.derived = derive_scopes(_held.rows, t)
+    d = _held.derived
+    until = _held.full_at
+    if d.next_boundary is not None:
+        until = min(until, now + max(0.0, (d.next_boundary - t).total_seconds()))
+    placements = frozenset((b.model, b.region) for b in _held.bases)
+    _version += 1
+    _current = Snapshot(d.scopes, derive_pools(_held.bases, _held.health, d), placements, until, _version)
+    return _current
 
 
 def current() -> Snapshot:
-    """The live snapshot. When stale, one thread rebuilds it while the others keep serving the
-    previous one (only the very first build, or one after `invalidate()`, makes callers wait)."""
-    global _current, _version
+    """The live snapshot. When a check is due, one thread reads the counters (and what moved) while
+    the others keep serving the previous snapshot (only the first build waits)."""
     snap = _current
-    if snap is not None and time.monotonic() < snap.valid_until:
-        return snap
+    if snap is not None:
+        now = time.monotonic()
+        if now < _next_check and now < snap.valid_until:
+            return snap
     if not _lock.acquire(blocking=snap is None):
-        return snap  # type: ignore[return-value]  # someone else is rebuilding: serve the previous one
+        return snap  # type: ignore[return-value]  # someone else is refreshing: serve the previous one
     try:
-        fresh = _current
-        if fresh is None or time.monotonic() >= fresh.valid_until:
-            _version += 1
-            fresh = _current = build(version=_version)
-        return fresh
+        snap = _current
+        now = time.monotonic()
+        if snap is None or now >= _next_check or now >= snap.valid_until:
+            snap = _refresh(snap, now)
+        return snap
     finally:
         _lock.release()
 
 
+def build(now: datetime | None = None, version: int = 0) -> Snapshot:
+    """A whole snapshot read afresh, outside the process's cache (bench/scale.py times this)."""
+    t = now or timezone.now()
+    bases = snapshot_reads.pool_rows()
+    d = derive_scopes(snapshot_reads.entitlement_rows(t), t)
+    pools = derive_pools(bases, snapshot_reads.health_rows([b.pool_id for b in bases]), d)
+    return Snapshot(d.scopes, pools, frozenset((b.model, b.region) for b in bases), float("inf"), version)
+
+
+def changed(sender: Any = None, **_: Any) -> None:
+    """Signal receiver: an ORM save in this process changed its model's part; the next call
+    re-reads that part (other processes see it through the counters within one check)."""
+    global _next_check
+    table = getattr(getattr(sender, "_meta", None), "db_table", "")
+    _dirty.add(snapshot_triggers.TABLES.get(table, "catalogue"))
+    _next_check = 0.0
+
+
 def invalidate(*_: Any, **__: Any) -> None:
-    """Drop the snapshot in this process (signal receiver, tests, the health API)."""
+    """Drop the snapshot in this process: the next call rebuilds every part (tests, the health API)."""
     global _current
     _current = None
 

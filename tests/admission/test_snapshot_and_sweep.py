@@ -22,7 +22,8 @@ def reserve(b: dict):
     return services.reserve(services.parse_reserve(b))
 
 
-def test_reserve_does_not_query_the_database_once_the_snapshot_is_warm(w, django_assert_num_queries):
+def test_reserve_does_not_query_the_database_once_the_snapshot_is_warm(w, settings, django_assert_num_queries):
+    settings.ADMISSION_SNAPSHOT_CHECK_S = 3600  # between counter checks (test_snapshot_follows_writes: the check)
     reserve(body("acme", "reserved", "warm"))
     with django_assert_num_queries(0):
         for i in range(20):
