@@ -224,6 +224,26 @@ def _pick_op(spec: PoolSpec, model: ServedModel, acc: Accelerator) -> OperatingP
     return op
 
 
+# Assumptions, not measurements: an operator replaces them with their own contracts. USD per
+# accelerator-hour. Owned hardware pays its host share (CPU, memory, chassis, rack); a cloud
+# instance price includes the host, so it carries only what the instance price leaves out.
+OVERHEAD_BASIS = "demo assumption: host, network, storage and software figures are placeholders an operator sets"
+OWNED_OVERHEADS = {
+    "host_cost_per_hour": 0.35,
+    "network_cost_per_hour": 0.08,
+    "storage_cost_per_hour": 0.03,
+    "software_cost_per_hour": 0.10,
+    "overhead_basis": OVERHEAD_BASIS,
+}
+CLOUD_OVERHEADS = {
+    "host_cost_per_hour": 0.0,
+    "network_cost_per_hour": 0.05,
+    "storage_cost_per_hour": 0.03,
+    "software_cost_per_hour": 0.10,
+    "overhead_basis": OVERHEAD_BASIS,
+}
+
+
 def _load_catalogue(rows: list[OperatingPointRow]) -> None:
     for slug, m in MODELS.items():
         ServedModel.objects.update_or_create(
@@ -253,6 +273,7 @@ def _load_catalogue(rows: list[OperatingPointRow]) -> None:
                 "cloud_on_demand_per_hour": od,
                 "cloud_reserved_per_hour": rsv,
                 "lead_time_weeks": lead,
+                **(OWNED_OVERHEADS if price > 0 else CLOUD_OVERHEADS),
             },
         )
     models = {m.slug: m for m in ServedModel.objects.all()}

@@ -5,10 +5,16 @@ contributes the useful (SLO-met) output tokens it actually produced. The curve-w
 Σ cost ÷ Σ useful tokens, so busy hours weigh by their traffic and quiet hours by their time.
 Marginal cost is reported beside it as a separate figure of another basis (capacity.cost refuses
 to compare the two).
+
+Fully loaded means the chip (capital or cloud rate), power, and the catalogue's host, network,
+storage and software per accelerator-hour. Useful tokens count the SLO-met share measured from
+settled requests; sizing's assumed share stands in only for hours without any, and each pool says
+which it used. Usage is placed in the pools holding each tenant's entitlements, as demand is.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,9 +32,11 @@ from capacity.cost import (
     pool_cost,
 )
 from entitlements.models import Pool
-from forecasting import history
+from forecasting import history, placement
 
 PER_M = "per 1M output tokens"
+# Sizing's assumed SLO-met share: used only for hours whose requests have no SLO counts.
+ASSUMED_SLO_MET = CostInputs().slo_met_fraction
 
 
 def _accelerator(acc: Any) -> PurchasedAccelerator | CloudAccelerator:
@@ -49,12 +57,16 @@ def _accelerator(acc: Any) -> PurchasedAccelerator | CloudAccelerator:
     return CloudAccelerator(on_demand_per_hour=acc.cloud_on_demand_per_hour)
 
 
-def _inputs(acc: Any, slo_met_fraction: float = 1.0) -> CostInputs:
+def _inputs(acc: Any, accelerators_per_replica: int, slo_met_fraction: float = 1.0) -> CostInputs:
     # Electricity, PUE and idle draw are not catalogue fields; a cloud rate already includes power.
     owned = acc.purchase_price_usd > 0
     busy_kw = acc.power_watts / 1000.0 if owned else 0.0
     return CostInputs(
-        host_per_accelerator_hour=acc.host_cost_per_hour,
+        # The network fabric share is a fixed charge per accelerator-hour, like the host's;
+        # capacity.cost's network_per_gb prices traffic, which the catalogue does not.
+        host_per_accelerator_hour=acc.host_cost_per_hour + acc.network_cost_per_hour,
+        software_per_accelerator_hour=acc.software_cost_per_hour,
+        storage_per_replica_hour=acc.storage_cost_per_hour * accelerators_per_replica,
         power_kw_busy_per_accelerator=busy_kw,
         power_kw_idle_per_accelerator=busy_kw * getattr(settings, "COST_IDLE_POWER_SHARE", 0.3),
         pue=getattr(settings, "COST_PUE", 1.3),
@@ -68,7 +80,7 @@ def _pool_hour(pool: Pool, *, load: float, out_tps: float, slo: float, replicas:
     n = pool.replicas if replicas is None else replicas
     return pool_cost(
         accelerator=_accelerator(acc),
-        inputs=_inputs(acc, slo),
+        inputs=_inputs(acc, pool.accelerators_per_replica, slo),
         # The catalogue counts and prices a TPU slice as one accelerator, so a pool's accelerators are
         # already whole slices (as in entitlements.sizing_specs).
         accelerators=accelerators_for(n, pool.accelerators_per_replica, 1),
@@ -87,20 +99,46 @@ def replica_hour_cost(pool: Pool) -> float:
     return float(_pool_hour(pool, load=0.0, out_tps=0.0, slo=1.0, replicas=1).per_hour.value)
 
 
+def _pool_hours(usage: list[history.HourlyUsage], placed: dict) -> dict[int, dict[datetime, list[float]]]:
+    """Per pool and hour: [output tokens, SLO met, SLO total, arrived wt], each tenant's usage in
+    the pools holding its entitlements (forecasting.placement), as the supply gap places demand."""
+    out: dict[int, dict[datetime, list[float]]] = defaultdict(lambda: defaultdict(lambda: [0.0, 0.0, 0.0, 0.0]))
+    for u in usage:
+        for pool_id, share in placed.get((u.tenant, u.model, u.region), []):
+            a = out[pool_id][u.hour]
+            a[0] += u.output_tokens * share
+            a[1] += u.slo_met * share
+            a[2] += u.slo_total * share
+            a[3] += u.arrived_wt * share
+    return out
+
+
+def _slo_basis(met: float, total: float) -> tuple[float, str]:
+    if total > 0:
+        return round(met / total, 4), f"measured: {round(total):,} settled requests in the window"
+    return ASSUMED_SLO_MET, "assumed: sizing's default, no settled request in the window"
+
+
 def pool_cost_report(*, days: int = 7, end: datetime | None = None) -> list[dict[str, Any]]:
     end = history.floor_hour(end or timezone.now())
     usage = history.hourly_usage(start=end - timedelta(days=days), end=end)
+    by_pool = _pool_hours(usage, placement.pools_by_series(end))
+    pools = Pool.objects.select_related("model", "region", "accelerator", "operating_point__model").prefetch_related(
+        "zones"
+    )
     out = []
-    shares = [(pool, share) for rows in history.pool_shares().values() for pool, share in rows]
-    for pool, share in sorted(shares, key=lambda ps: ps[0].slug):
+    for pool in pools:
         physical = pool.breakdown().physical
-        cost = useful = idle = 0.0
+        r = pool.model.r_wt_per_s
+        cost = useful = idle = met = total = 0.0
         busiest: tuple[float, Any] | None = None
-        hours = [u for u in usage if (u.model, u.region) == (pool.model.slug, pool.region.slug)]
-        for u in hours:
-            out_tps = u.output_tokens * share / 3600.0
-            load = (u.arrived_wt * share / 3600.0 / pool.model.r_wt_per_s) / physical if physical > 0 else 0.0
-            slo = u.slo_met / u.slo_total if u.slo_total else 1.0
+        hours = by_pool.get(pool.pk, {})
+        for output, slo_met, slo_total, arrived_wt in hours.values():
+            out_tps = output / 3600.0
+            load = arrived_wt / 3600.0 / r / physical if physical > 0 else 0.0
+            # Measured where the hour has settled requests; sizing's assumption only where it has none.
+            slo = slo_met / slo_total if slo_total else ASSUMED_SLO_MET
+            met, total = met + slo_met, total + slo_total
             pc = _pool_hour(pool, load=min(load, 1.0), out_tps=out_tps, slo=slo)
             cost += pc.per_hour.value
             useful += pc.useful_output_tokens_per_hour
@@ -114,6 +152,8 @@ def pool_cost_report(*, days: int = 7, end: datetime | None = None) -> list[dict
             cost += quiet * pc0.per_hour.value
             idle += quiet * pc0.idle_reserve_per_hour
         marginal = busiest[1] if busiest else _pool_hour(pool, load=0.0, out_tps=0.0, slo=1.0)
+        share, basis = _slo_basis(met, total)
+        acc = pool.accelerator
         out.append(
             {
                 "pool": pool.slug,
@@ -121,6 +161,15 @@ def pool_cost_report(*, days: int = 7, end: datetime | None = None) -> list[dict
                 "cost_usd": round(cost, 2),
                 "idle_reserve_share": round(idle / cost, 4) if cost else None,
                 "useful_output_tokens": round(useful),
+                "slo_met_share": share,
+                "slo_met_basis": basis,
+                "overheads_per_accelerator_hour": {
+                    "host": acc.host_cost_per_hour,
+                    "network": acc.network_cost_per_hour,
+                    "storage": acc.storage_cost_per_hour,
+                    "software": acc.software_cost_per_hour,
+                    "basis": acc.overhead_basis,
+                },
                 "fully_loaded": CostFigure(per_million(cost, useful), PER_M, "fully_loaded"),
                 "fully_loaded_at_busiest_hour": busiest[1].per_million_useful_output_tokens if busiest else None,
                 "marginal": marginal.marginal_per_million_output_tokens,

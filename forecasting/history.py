@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 from django.db.models import Sum
 
-from entitlements.models import Pool, ServedModel
+from entitlements.models import ServedModel
 from telemetry.models import HourRollup
 
 HOUR = timedelta(hours=1)
@@ -36,8 +36,9 @@ class DemandSeries:
 
 @dataclass(frozen=True)
 class HourlyUsage:
-    """Per (model, region) hour: what was served and how much of it met the SLO."""
+    """Per (tenant, model, region) hour: what was served and how much of it met the SLO."""
 
+    tenant: str
     model: str
     region: str
     hour: datetime
@@ -92,13 +93,13 @@ def hourly_usage(*, start: datetime, end: datetime) -> list[HourlyUsage]:
     """Served output tokens and SLO counts (from settled reservations) plus arrived wt per hour."""
     rows = (
         HourRollup.objects.filter(bucket__gte=floor_hour(start), bucket__lt=floor_hour(end))
-        .values("model", "region", "bucket", "decision")
+        .values("tenant", "model", "region", "bucket", "decision")
         .annotate(out=Sum("output_tokens"), met=Sum("slo_met"), total=Sum("slo_total"), wt=Sum("estimated_wt"))
         .order_by()
     )
-    acc: dict[tuple[str, str, datetime], list[float]] = defaultdict(lambda: [0, 0, 0, 0.0])
+    acc: dict[tuple[str, str, str, datetime], list[float]] = defaultdict(lambda: [0, 0, 0, 0.0])
     for row in rows:
-        a = acc[(row["model"], row["region"], floor_hour(row["bucket"]))]
+        a = acc[(row["tenant"], row["model"], row["region"], floor_hour(row["bucket"]))]
         if row["decision"] == "complete":
             a[0] += int(row["out"] or 0)
             a[1] += int(row["met"] or 0)
@@ -106,20 +107,6 @@ def hourly_usage(*, start: datetime, end: datetime) -> list[HourlyUsage]:
         elif row["decision"] in ARRIVED:
             a[3] += float(row["wt"] or 0.0)
     return [
-        HourlyUsage(m, reg, h, int(a[0]), int(a[1]), int(a[2]), float(a[3])) for (m, reg, h), a in sorted(acc.items())
+        HourlyUsage(t, m, reg, h, int(a[0]), int(a[1]), int(a[2]), float(a[3]))
+        for (t, m, reg, h), a in sorted(acc.items())
     ]
-
-
-def pool_shares() -> dict[tuple[str, str], list[tuple[Pool, float]]]:
-    """Demand for (model, region) splits over its pools by their share of deliverable capacity."""
-    pools = Pool.objects.select_related("model", "region", "accelerator", "operating_point__model").prefetch_related(
-        "zones"
-    )
-    grouped: dict[tuple[str, str], list[tuple[Pool, float]]] = {}
-    for p in pools:
-        grouped.setdefault((p.model.slug, p.region.slug), []).append((p, p.breakdown().deliverable))
-    out = {}
-    for key, rows in grouped.items():
-        total = sum(d for _, d in rows)
-        out[key] = [(p, d / total if total > 0 else 1.0 / len(rows)) for p, d in rows]
-    return out

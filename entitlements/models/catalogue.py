@@ -78,6 +78,13 @@ class Accelerator(models.Model):
     reserved_term_months = models.PositiveIntegerField(default=12)
     min_billing_minutes = models.PositiveIntegerField(default=1)
     host_cost_per_hour = models.FloatField(default=0, help_text="host share per accelerator, USD/h")
+    # The rest of "fully loaded", per accelerator-hour, so cost per token is not just the chip.
+    network_cost_per_hour = models.FloatField(default=0, help_text="network fabric share per accelerator, USD/h")
+    storage_cost_per_hour = models.FloatField(default=0, help_text="storage (weights, logs) per accelerator, USD/h")
+    software_cost_per_hour = models.FloatField(default=0, help_text="licences and support per accelerator, USD/h")
+    overhead_basis = models.CharField(
+        max_length=200, blank=True, default="", help_text="where the four figures above come from (e.g. an assumption)"
+    )
     lead_time_weeks = models.PositiveIntegerField(default=12)
 
     class Meta:

@@ -7,8 +7,10 @@ from datetime import timedelta
 import pytest
 
 from capacity.cost import CostBasisError, compare_costs
+from entitlements.services import entitlement_grant
 from forecasting import cost_report
 from telemetry.models import HourRollup
+from tests.factories import grant_kwargs
 from tests.forecasting.helpers import END
 
 
@@ -23,7 +25,14 @@ def owned(fleet, settings):
     acc.save()
     hour = END - timedelta(hours=1)
     common = {"bucket": hour, "tenant": "acme", "model": "llama-test", "region": "us-test", "traffic_class": "reserved"}
-    # One busy hour; both pools serve llama-test in us-test and are equal, so each gets half.
+    # acme holds equal entitlements in both pools (reserved in pool-a, shared in pool-b), so each pool
+    # carries half of its usage. One busy hour.
+    for pool, cls in ((fleet.pool_a, "reserved"), (fleet.pool_b, "shared")):
+        entitlement_grant(
+            actor=fleet.operator,
+            reason="t",
+            **grant_kwargs(pool, fleet.acme, "10", traffic_class=cls, start=hour, days=30),
+        )
     HourRollup.objects.bulk_create(
         [
             HourRollup(decision="complete", output_tokens=7_200_000, slo_met=9, slo_total=10, **common),
@@ -61,3 +70,39 @@ def test_fully_loaded_and_marginal_refuse_to_be_compared(owned):
 
 def test_a_replica_hour_is_priced_fully_loaded(owned):
     assert cost_report.replica_hour_cost(owned.pool_a) == pytest.approx(8 * 1.5 + 8 * 0.3 * 0.10)
+
+
+def test_slo_met_share_is_measured_where_telemetry_has_it(owned):
+    row = next(r for r in cost_report.pool_cost_report(days=1, end=END) if r["pool"] == "pool-a")
+    assert (row["slo_met_share"], row["slo_met_basis"]) == (0.9, "measured: 5 settled requests in the window")
+
+
+def test_hours_without_slo_counts_use_sizing_s_assumed_share_and_say_so(owned):
+    HourRollup.objects.filter(decision="complete").update(slo_met=0, slo_total=0)
+    row = next(r for r in cost_report.pool_cost_report(days=1, end=END) if r["pool"] == "pool-a")
+    assert row["useful_output_tokens"] == 3_600_000 * 0.99
+    assert (row["slo_met_share"], row["slo_met_basis"]) == (
+        0.99,
+        "assumed: sizing's default, no settled request in the window",
+    )
+
+
+def test_fully_loaded_carries_network_storage_and_software(owned):
+    acc = owned.pool_a.accelerator
+    acc.network_cost_per_hour, acc.storage_cost_per_hour, acc.software_cost_per_hour = 0.2, 0.1, 0.25
+    acc.overhead_basis = "assumption"
+    acc.save()
+    owned.pool_a.refresh_from_db()
+    # 8 accelerators × (1.00 capital + 0.50 host + 0.20 network + 0.25 software) + 8 × 0.10 storage
+    # (per replica: its 8 accelerators) + 8 × 0.3 kW idle × 0.10 USD/kWh
+    assert cost_report.replica_hour_cost(owned.pool_a) == pytest.approx(8 * 1.95 + 0.8 + 0.24)
+    row = next(r for r in cost_report.pool_cost_report(days=1, end=END) if r["pool"] == "pool-a")
+    assert row["overheads_per_accelerator_hour"] == {
+        "host": 0.5,
+        "network": 0.2,
+        "storage": 0.1,
+        "software": 0.25,
+        "basis": "assumption",
+    }
+    # 24 hours × 4 replicas × (8 × 0.45 network + software, + 0.8 storage) more than without them
+    assert row["cost_usd"] == pytest.approx(round(49.52 + 23 * 48.96 + 24 * 4 * (8 * 0.45 + 0.8), 2))
