@@ -17,7 +17,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from admission import events, ids, params, plans
+from admission import events, ids, params, plans, sweeper
 from admission.backends import get_backend
 from admission.backends.base import BEST_EFFORT, CompleteOp, Lost, ReserveOp, StoreUnavailable
 from admission.isotime import iso_utc, now_iso
@@ -178,6 +178,7 @@ def _refuse(
 
 
 def reserve(req: ReserveRequest) -> Decision:
+    sweeper.ensure_started()
     snap = params.current()
     if (req.model, req.region) not in snap.placements:
         return _refuse(req, reasons.PLACEMENT)

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import takewhile
 
 from admission.backends.base import (
     Answer,
@@ -93,12 +94,13 @@ class MemoryBackend:
                 r = self._s.res.get(rid)
                 return Answer(raw=prev[0], replay=True, expired_metas=[], settled=r is not None and r.state != "open")
             scope = self._s.inflight.setdefault(s.inflight_key, {})
-            expired: list[str] = []
+            # Expire on access: up to 16 of this scope's reservations past their TTL (at the cap, all).
+            # Insertion order is expiry order (one TTL per scope), so the scan stops at the first live one.
+            at_cap = len(scope) >= s.max_concurrency
+            due = list(takewhile(lambda kv: kv[1] <= now, scope.items()))
+            expired = [m for r, _ in (due if at_cap else due[:16]) if (m := self._expire_one(r))]
             if len(scope) >= s.max_concurrency:
-                # At the cap, first settle this scope's reservations past their TTL (the sweep does the rest).
-                expired = [m for r, exp in list(scope.items()) if exp <= now and (m := self._expire_one(r))]
-                if len(scope) >= s.max_concurrency:
-                    return self._throttle(op, "CONCURRENCY_LIMIT", 0.0, now, expired)
+                return self._throttle(op, "CONCURRENCY_LIMIT", 0.0, now, expired)
             own_l = self._level(s.own.key, s.own.rate, s.own.depth, now)
             pool_l = self._level(s.pool.key, s.pool.rate, s.pool.depth, now)
             b = s.borrow

@@ -35,6 +35,13 @@ def redis_backend(**kw):
     return RedisBackend(REDIS_TEST_URL, prefix=f"t{uuid.uuid4().hex[:8]}:", **kw)
 
 
+@pytest.fixture(autouse=True)
+def _no_background_sweep(settings):
+    """The in-process sweeper (admission.sweeper) would settle a test's reservations behind its
+    back; tests/admission/test_expiry.py switches it on where it is the subject."""
+    settings.ADMISSION_SWEEP_IN_PROCESS = False
+
+
 @pytest.fixture
 def sink():
     collector = Collector()

@@ -34,15 +34,18 @@ local function quota(deficit, rate)
   return throttle('QUOTA_EXCEEDED', math.max(1, math.min(3600, math.ceil(w))))
 end
 
+-- Expire on access: every reserve first settles up to 16 of this scope's reservations past their
+-- TTL (at the cap, all of them), so a scope with traffic needs no beat to free its slots.
+local cap = tonumber(ARGV[6])
 local n = redis.call('ZCARD', KEYS[5])
-if n >= tonumber(ARGV[6]) then
-  -- At the cap, first settle this scope's reservations past their TTL (the sweep does the rest).
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now_str)) do
-    local m = expire_one(ARGV[1], KEYS[5], id)
-    if m then out[#out + 1] = m end
-  end
-  if redis.call('ZCARD', KEYS[5]) >= tonumber(ARGV[6]) then return throttle('CONCURRENCY_LIMIT', ARGV[18]) end
+local due
+if n >= cap then due = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now_str)
+else due = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now_str, 'LIMIT', 0, 16) end
+for _, id in ipairs(due) do
+  local m = expire_one(ARGV[1], KEYS[5], id)  -- always leaves the zset
+  if m then out[#out + 1] = m end
 end
+if n - #due >= cap then return throttle('CONCURRENCY_LIMIT', ARGV[18]) end
 
 local own_r, own_d = tonumber(ARGV[7]), tonumber(ARGV[8])
 local pool_r, pool_d = tonumber(ARGV[9]), tonumber(ARGV[10])
