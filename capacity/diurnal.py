@@ -41,11 +41,14 @@ def size_day(
     cost and the peak hour's sizing. `floor_replicas` defaults to the peak hour's failure and
     startup reserve, which stays provisioned at night."""
     rates = hourly_rates(inp.arrival_rate_rps, hourly_multipliers=hourly_multipliers, hourly_rps=hourly_rps)
-    by_rate: dict[float, SizingResult] = {}
+    # The peak hour picks the operating point (the pool's replica shape); the other hours scale
+    # replicas of that shape: a pool does not change accelerator type by the hour.
+    peak = size(replace(inp, arrival_rate_rps=max(rates), sim_requests=sim_requests))
+    pinned = replace(inp, operating_points=(peak.operating_point_used,), accelerator=None, sim_requests=sim_requests)
+    by_rate: dict[float, SizingResult] = {max(rates): peak}
     for rate in rates:
         if rate not in by_rate:
-            by_rate[rate] = size(replace(inp, arrival_rate_rps=rate, sim_requests=sim_requests))
-    peak = by_rate[max(rates)]
+            by_rate[rate] = size(replace(pinned, arrival_rate_rps=rate))
     floor = peak.replicas.total - peak.replicas.steady if floor_replicas is None else floor_replicas
     acc = next(a for a in inp.accelerators if a.slug == peak.accelerator)
     hours = [
@@ -62,7 +65,7 @@ def size_day(
     day = day_cost(
         hours,
         accelerator=acc.cost,
-        inputs=inp.cost_inputs,
+        inputs=acc.cost_inputs or inp.cost_inputs,
         accelerators_per_replica=peak.operating_point_used.accelerators_per_replica,
         chips_per_slice=acc.chips_per_slice,
         goodput_wt_per_replica=peak.goodput_wt_per_s_per_replica,

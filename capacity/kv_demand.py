@@ -38,11 +38,15 @@ CLOSED_FORM_MIN_CONCURRENCY = 1000.0
 
 @dataclass(frozen=True, eq=False)
 class KvDemand:
+    """`context_exceeded` of `requests` simulated requests needed more than the context (prompt + output)."""
+
     sim: KvSimulation
     assumptions: tuple[str, ...]
+    context_exceeded: int = 0
+    requests: int = 0
 
 
-def _paired(inp: SizingInput) -> bool:
+def paired(inp: SizingInput) -> bool:
     p, o = inp.prompt_tokens, inp.output_tokens
     return isinstance(p, LengthSamples) and isinstance(o, LengthSamples) and len(p.values) == len(o.values)
 
@@ -83,12 +87,12 @@ def simulate_class(inp: SizingInput, ttft_s: float, tpot_s: float) -> KvDemand:
         )
         n = MAX_SIM_REQUESTS
     rng = {k: np.random.default_rng([inp.seed, k]) for k in (_ARRIVALS, _PROMPT, _OUTPUT, _CANCEL)}
-    if _paired(inp) and order is None:
+    if paired(inp) and order is None:
         assert isinstance(inp.prompt_tokens, LengthSamples)
         order = cycled_indices(rng[_PROMPT], len(inp.prompt_tokens.values), n)
     prompt = _lengths(inp.prompt_tokens, rng[_PROMPT], n, order)
     output = _lengths(inp.output_tokens, rng[_OUTPUT], n, order)
-    if _paired(inp):
+    if paired(inp):
         notes.append("lengths: prompt and output samples are paired by request (their joint distribution is kept)")
     else:
         notes.append("lengths: prompt and output drawn independently (no paired samples given)")
@@ -106,6 +110,7 @@ def simulate_class(inp: SizingInput, ttft_s: float, tpot_s: float) -> KvDemand:
                 f"were capped at it"
             )
     ctx = float(inp.model.context_length)
+    exceeded = int(np.count_nonzero(prompt + output > ctx))
     prompt = np.minimum(prompt, ctx)
     output = np.minimum(output, ctx)
     if inp.cancellation_ratio > 0:
@@ -138,7 +143,7 @@ def simulate_class(inp: SizingInput, ttft_s: float, tpot_s: float) -> KvDemand:
         "KV: a request holds prompt + generated output tokens for its whole residence (an upper bound: real KV "
         "grows from the prompt during decode), so kv_tokens_p99 is conservative; the p99 is over time"
     )
-    return KvDemand(sim, tuple(notes))
+    return KvDemand(sim, tuple(notes), exceeded, n)
 
 
 def mean_lengths(inp: SizingInput) -> tuple[float, float]:

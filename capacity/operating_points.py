@@ -39,6 +39,8 @@ class OperatingPoint:
     measured_tpot_p99_s: float | None = None
     is_ceiling: bool = False
     source: str = ""
+    # Copies of the weights one replica holds (e.g. 8 single-GPU instances of an 8B model on 8 GPUs).
+    instances_per_replica: int = 1
 
     @property
     def ttft_s(self) -> float | None:
@@ -81,25 +83,19 @@ def describe_point(point: OperatingPoint) -> str:
     return f"{point.label} (TTFT p99 {_latency(point.ttft_s)}, TPOT p99 {_latency(point.tpot_s)})"
 
 
-@dataclass(frozen=True)
-class Choice:
-    point: OperatingPoint
-    assumptions: tuple[str, ...]
-
-
-def choose_operating_point(
+def feasible_points(
     points: Sequence[OperatingPoint],
     slo: Slo,
     *,
     model: str,
-    w_out: float,
     accelerator: str | None = None,
     allow_ceiling: bool = False,
-) -> Choice:
-    """The measured point with the highest goodput per accelerator among those meeting `slo`.
+) -> tuple[list[OperatingPoint], str]:
+    """Every measured point meeting `slo` (on `accelerator`, if pinned), and what they are.
 
-    Ties go to the earlier point in `points`. With `allow_ceiling`, a ceiling is used only when
-    no measured point fits, and an assumption says the SLO is then unverified.
+    With `allow_ceiling`, ceilings stand in only when no measured point fits, and the note says
+    the SLO is then unverified. Raises SizingInputError("slo") naming the tightest measured point
+    when nothing fits. Sizing then picks the cheapest of them (capacity.sizing).
     """
     validate_slo(slo)
     validate_points(points)
@@ -110,21 +106,16 @@ def choose_operating_point(
         raise SizingInputError("operating_points", f"no operating points of {model}{where}")
     fitting = [p for p in points if meets_slo(p, slo)]
     if fitting:
-        best = max(fitting, key=lambda p: goodput_wt_per_accelerator(p, w_out))
-        why = (
-            f"operating point {describe_point(best)}: highest goodput per accelerator of {len(fitting)} measured "
-            f"point(s) within TTFT p99 ≤ {num(slo.ttft_p99_s)} s and TPOT p99 ≤ {num(slo.tpot_p99_s)} s"
+        return fitting, (
+            f"{len(fitting)} measured point(s) of {model} within TTFT p99 ≤ {num(slo.ttft_p99_s)} s and "
+            f"TPOT p99 ≤ {num(slo.tpot_p99_s)} s"
         )
-        return Choice(best, (why,))
     ceilings = [p for p in points if not p.bounded]
     if allow_ceiling and ceilings:
-        best = max(ceilings, key=lambda p: goodput_wt_per_accelerator(p, w_out))
-        why = (
-            f"operating point {best.label} is a throughput ceiling with no latency bound, used because "
-            f"allow_ceiling was set and no measured point meets the SLO: the SLO is not verified and "
-            f"this sizing is optimistic"
+        return ceilings, (
+            f"{len(ceilings)} throughput ceiling(s) with no latency bound, used because allow_ceiling was set and "
+            f"no measured point meets the SLO: the SLO is not verified and this sizing is optimistic"
         )
-        return Choice(best, (why,))
     measured = [p for p in points if p.bounded]
     head = (
         f"no measured operating point of {model} meets TTFT p99 ≤ {num(slo.ttft_p99_s)} s "
@@ -162,6 +153,8 @@ def validate_points(points: Sequence[OperatingPoint]) -> None:
             raise SizingInputError(f"operating_points[{i}].out_tps_per_replica", "must be > 0")
         if p.accelerators_per_replica < 1:
             raise SizingInputError(f"operating_points[{i}].accelerators_per_replica", "must be ≥ 1")
+        if p.instances_per_replica < 1:
+            raise SizingInputError(f"operating_points[{i}].instances_per_replica", "must be ≥ 1")
         for name in ("ttft_limit_s", "tpot_limit_s", "measured_ttft_p99_s", "measured_tpot_p99_s"):
             x = getattr(p, name)
             if x is not None and not x > 0:

@@ -6,18 +6,25 @@ repeats the actual numbers, so a page can show the whole derivation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from capacity.cost import accelerators_for, pool_cost
 from capacity.failure import FailurePolicy, replicas_for_failure
 from capacity.input_errors import SizingInputError
-from capacity.kv_demand import mean_lengths, simulate_class
+from capacity.kv_demand import mean_lengths, paired, simulate_class
 from capacity.kvsim import KvSimulation
 from capacity.lengths import LengthQuantiles, LengthSamples, LengthSpec
-from capacity.operating_points import OperatingPoint, Slo, choose_operating_point, latencies_used
+from capacity.operating_points import OperatingPoint, Slo, describe_point, feasible_points, latencies_used
+from capacity.sizing_checks import (
+    PrefillBound,
+    context_warning,
+    implausible_warnings,
+    prefill_bound,
+    prefill_warning,
+)
 from capacity.sizing_inputs import AcceleratorSpec, ModelSpec, NetworkModel, SizingInput, validate
-from capacity.sizing_result import Replicas, SizingResult
+from capacity.sizing_result import Alternative, Replicas, SizingResult
 from capacity.steps import Step, ceil_whole, num
 from capacity.units import replica_goodput_wt_per_s
 
@@ -29,6 +36,7 @@ __all__ = [
     "ModelSpec",
     "NetworkModel",
     "OperatingPoint",
+    "Alternative",
     "Replicas",
     "SizingInput",
     "SizingInputError",
@@ -47,31 +55,96 @@ def _accelerator_for(inp: SizingInput, point: OperatingPoint) -> AcceleratorSpec
     raise SizingInputError("accelerator", f"no catalogue entry for accelerator '{point.accelerator}' of {point.label}")
 
 
-def kv_capacity_tokens(model: ModelSpec, acc: AcceleratorSpec, accelerators_per_replica: int) -> float:
-    """KV tokens one replica can hold: its memory less one copy of the weights (GB = 1e9 bytes)."""
-    free_gb = acc.memory_gb * accelerators_per_replica - model.weights_gb
+def kv_capacity_tokens(
+    model: ModelSpec, acc: AcceleratorSpec, accelerators_per_replica: int, instances: int = 1
+) -> float:
+    """KV tokens one replica can hold: its memory less one copy of the weights per instance it
+    runs (GB = 1e9 bytes)."""
+    free_gb = acc.memory_gb * accelerators_per_replica - instances * model.weights_gb
     if free_gb <= 0:
+        copies = f"{instances} copies of " if instances > 1 else ""
         raise SizingInputError(
             "model.weights_gb",
-            f"weights {num(model.weights_gb)} GB do not fit in {accelerators_per_replica} × "
+            f"{copies}weights {num(model.weights_gb)} GB do not fit in {accelerators_per_replica} × "
             f"{num(acc.memory_gb)} GB of {acc.slug}",
         )
     return float(int(free_gb * GB // model.kv_bytes_per_token))
 
 
 def size(inp: SizingInput) -> SizingResult:
-    """Size one request class. Raises SizingInputError naming the first bad field."""
+    """Size one request class at the cheapest feasible operating point (and so replica shape).
+
+    Every point meeting the SLO is sized in full (its own latencies, KV room and replica shape) and
+    the one with the lowest fully loaded cost per hour wins — replicas.total × accelerators per
+    replica × price, failure and startup reserve included; ties go to fewer accelerators, then to
+    the earlier point. The runners-up come back in `alternatives` with their cost. Raises
+    SizingInputError naming the first bad field.
+    """
     policy = validate(inp)
-    m, lam = inp.model, inp.arrival_rate_rps
-    choice = choose_operating_point(
-        inp.operating_points,
-        inp.slo,
-        model=m.slug,
-        w_out=m.w_out,
-        accelerator=inp.accelerator,
-        allow_ceiling=inp.allow_ceiling,
+    m = inp.model
+    points, what = feasible_points(
+        inp.operating_points, inp.slo, model=m.slug, accelerator=inp.accelerator, allow_ceiling=inp.allow_ceiling
     )
-    op = choice.point
+    priced = {a.slug for a in inp.accelerators}
+    unpriced = sorted({p.accelerator for p in points if p.accelerator not in priced})
+    points = [p for p in points if p.accelerator in priced]
+    if not points:
+        raise SizingInputError("accelerator", f"no catalogue entry (or price) for accelerator(s) {', '.join(unpriced)}")
+    results, misfits = [], []
+    for p in points:
+        try:
+            results.append(_size_at(inp, policy, p))
+        except SizingInputError as e:
+            # A shape whose accelerators cannot hold the weights is not feasible; anything else is bad input.
+            if e.field != "model.weights_gb":
+                raise
+            misfits.append(e)
+    if not results:
+        raise misfits[0]
+    order = sorted(range(len(results)), key=lambda i: (results[i].cost.per_hour.value, results[i].accelerators, i))
+    best = results[order[0]]
+    alternatives = tuple(_alternative(results[i], best) for i in order[1:])
+    why = _why(best, alternatives, what)
+    notes = [why]
+    if unpriced:
+        notes.append(f"left out: points on {', '.join(unpriced)}, which has no price under this pricing")
+    notes.extend(f"left out: {e.message}" for e in misfits)
+    return replace(best, assumptions=(*notes, *best.assumptions), alternatives=alternatives, why_chosen=why)
+
+
+def _alternative(r: SizingResult, best: SizingResult) -> Alternative:
+    op = r.operating_point_used
+    return Alternative(
+        label=op.label,
+        accelerator=op.accelerator,
+        accelerators_per_replica=op.accelerators_per_replica,
+        replicas_total=r.replicas.total,
+        accelerators=r.accelerators,
+        cost_per_hour=r.cost.per_hour.value,
+        extra_cost_per_hour=r.cost.per_hour.value - best.cost.per_hour.value,
+    )
+
+
+def _why(best: SizingResult, alternatives: tuple[Alternative, ...], what: str) -> str:
+    op = best.operating_point_used
+    head = (
+        f"operating point {describe_point(op)}: the cheapest of {len(alternatives) + 1} feasible ({what}) at "
+        f"{num(best.cost.per_hour.value)}/h fully loaded for {best.replicas.total} replicas × "
+        f"{op.accelerators_per_replica} {op.accelerator}"
+    )
+    if not alternatives:
+        return head
+    runner = alternatives[0]
+    return (
+        f"{head}; the runner-up, {runner.label}, needs {runner.replicas_total} replicas × "
+        f"{runner.accelerators_per_replica} = {runner.accelerators} accelerators at {num(runner.cost_per_hour)}/h "
+        f"(+{num(runner.extra_cost_per_hour)}/h)"
+    )
+
+
+def _size_at(inp: SizingInput, policy: FailurePolicy, op: OperatingPoint) -> SizingResult:
+    """The whole sizing on one operating point."""
+    m, lam = inp.model, inp.arrival_rate_rps
     acc = _accelerator_for(inp, op)
     apr = op.accelerators_per_replica
     ttft, tpot, latency_source = latencies_used(op, inp.slo)
@@ -125,7 +198,16 @@ def size(inp: SizingInput) -> SizingResult:
         f"{num(lam * residence)} = {num(lam)} req/s × {num(residence)} s",
     )
     demand = _kv_and_load(inp, op, acc, ttft, tpot, uncached, in_tps * h, out_tps, out_eff, mean_p, step)
-    replicas = _replicas(inp, policy, demand, step)
+    prefill = prefill_bound(
+        accelerators_per_replica=apr,
+        dense_tflops=acc.dense_tflops,
+        active_params_b=m.active_params_b,
+        mfu=inp.prefill_mfu,
+        uncached_prompt_tps=uncached,
+        utilization=inp.utilization_target,
+        lb_unevenness=inp.lb_unevenness,
+    )
+    replicas = _replicas(inp, policy, demand, prefill, step)
     accelerators = accelerators_for(replicas.total, apr, acc.chips_per_slice)
     step(
         "accelerators",
@@ -136,7 +218,7 @@ def size(inp: SizingInput) -> SizingResult:
     capacity = replicas.total * demand.goodput_wt
     cost = pool_cost(
         accelerator=acc.cost,
-        inputs=inp.cost_inputs,
+        inputs=acc.cost_inputs or inp.cost_inputs,
         accelerators=accelerators,
         accelerators_per_replica=apr,
         replicas_total=replicas.total,
@@ -148,7 +230,6 @@ def size(inp: SizingInput) -> SizingResult:
     )
     steps.extend(cost.steps)
     assumptions = (
-        *choice.assumptions,
         f"residence = TTFT + output × TPOT with {latency_source}; p99 latencies make residence and concurrency "
         f"upper bounds",
         f"cancellation: {num(c)} of requests are cancelled and generate on average half their output",
@@ -159,7 +240,27 @@ def size(inp: SizingInput) -> SizingResult:
         *_fit_warnings(demand),
     )
     steady = replicas.steady
+    warnings = [
+        w
+        for w in (
+            context_warning(demand.context_exceeded, demand.simulated, m.context_length, paired(inp)),
+            prefill_warning(prefill, replicas.for_load) if prefill is not None else None,
+        )
+        if w is not None
+    ]
+    warnings += implausible_warnings(
+        residence_s=residence,
+        accelerators=accelerators,
+        accelerator=acc.slug,
+        fleet_accelerators=(inp.fleet_accelerators or {}).get(acc.slug),
+    )
+    prefill_note = (
+        f"prefill: at most {prefill.formula.split(';')[0]}"
+        if prefill is not None
+        else f"prefill: no compute bound (the catalogue lacks {acc.slug}'s dense FLOP/s or {m.slug}'s active parameters)"
+    )
     return SizingResult(
+        warnings=tuple(warnings),
         input_tokens_per_s=in_tps,
         uncached_input_tokens_per_s=uncached,
         output_tokens_per_s=out_tps,
@@ -172,13 +273,14 @@ def size(inp: SizingInput) -> SizingResult:
         replicas=replicas,
         accelerators=accelerators,
         cost=cost,
-        assumptions=assumptions,
+        assumptions=(*assumptions, prefill_note),
         operating_point_used=op,
         steps=tuple(steps),
         kv=demand.kv,
         kv_capacity_tokens_per_replica=demand.kv_cap,
         kv_tokens_p99_per_replica=demand.kv_need / steady if steady else 0.0,
-        kv_fits=demand.kv_need <= steady * demand.kv_cap and demand.kv.largest_request_kv_tokens <= demand.kv_cap,
+        kv_fits=demand.kv_need <= steady * demand.kv_cap
+        and demand.kv.largest_request_kv_tokens <= demand.kv_cap_instance,
         ttft_s=ttft,
         tpot_s=tpot,
         prefill_concurrency=lam * ttft,
@@ -194,8 +296,11 @@ def size(inp: SizingInput) -> SizingResult:
 @dataclass(frozen=True, eq=False)
 class _Demand:
     kv: KvSimulation
+    context_exceeded: int
+    simulated: int
     kv_need: float
     kv_cap: float
+    kv_cap_instance: float
     demand_wt: float
     wt_per_request: float
     goodput_wt: float
@@ -242,12 +347,14 @@ def _kv_and_load(
         "bytes",
         f"{num(kv.kv_tokens_p99 * m.kv_bytes_per_token)} = {num(kv.kv_tokens_p99)} tokens × {num(m.kv_bytes_per_token)} bytes/token",
     )
-    kv_cap = kv_capacity_tokens(m, acc, op.accelerators_per_replica)
+    inst = op.instances_per_replica
+    kv_cap = kv_capacity_tokens(m, acc, op.accelerators_per_replica, inst)
+    weights = f"{inst} × weights {num(m.weights_gb)} GB" if inst > 1 else f"weights {num(m.weights_gb)} GB"
     step(
         "KV capacity per replica",
         kv_cap,
         "tokens",
-        f"{num(kv_cap)} = ({op.accelerators_per_replica} × {num(acc.memory_gb)} GB − weights {num(m.weights_gb)} GB) "
+        f"{num(kv_cap)} = ({op.accelerators_per_replica} × {num(acc.memory_gb)} GB − {weights}) "
         f"× 1e9 ÷ {num(m.kv_bytes_per_token)} bytes/token",
     )
     net = inp.network
@@ -288,8 +395,11 @@ def _kv_and_load(
     wt_per_request = (1 - inp.cache_hit_ratio) * mean_p + m.w_cached * inp.cache_hit_ratio * mean_p + m.w_out * out_eff
     return _Demand(
         kv=kv,
+        context_exceeded=kv_demand.context_exceeded,
+        simulated=kv_demand.requests,
         kv_need=kv.kv_tokens_p99 * inp.lb_unevenness,
         kv_cap=kv_cap,
+        kv_cap_instance=kv_cap / inst,
         demand_wt=demand_wt,
         wt_per_request=wt_per_request,
         goodput_wt=goodput,
@@ -298,7 +408,9 @@ def _kv_and_load(
     )
 
 
-def _replicas(inp: SizingInput, policy: FailurePolicy, d: _Demand, step: _StepFn) -> Replicas:
+def _replicas(
+    inp: SizingInput, policy: FailurePolicy, d: _Demand, prefill: PrefillBound | None, step: _StepFn
+) -> Replicas:
     u, lb = inp.utilization_target, inp.lb_unevenness
     per_replica = d.goodput_wt * u
     for_load = ceil_whole(d.demand_wt / per_replica * lb)
@@ -316,7 +428,17 @@ def _replicas(inp: SizingInput, policy: FailurePolicy, d: _Demand, step: _StepFn
         f"{for_kv} = ⌈{num(d.kv.kv_tokens_p99)} KV tokens p99 × unevenness {num(lb)} ÷ {num(d.kv_cap)} tokens per replica⌉",
     )
     steady = max(for_load, for_kv)
-    step("steady replicas", steady, "replicas", f"{steady} = max({for_load} for load, {for_kv} for KV memory)")
+    if prefill is None:
+        step("steady replicas", steady, "replicas", f"{steady} = max({for_load} for load, {for_kv} for KV memory)")
+    else:
+        step("replicas for prefill", prefill.replicas, "replicas", prefill.formula)
+        steady = max(steady, prefill.replicas)
+        step(
+            "steady replicas",
+            steady,
+            "replicas",
+            f"{steady} = max({for_load} for load, {for_kv} for KV memory, {prefill.replicas} for prefill)",
+        )
     with_failure = replicas_for_failure(steady, policy, inp.zones)
     rule = {
         "zone": f"⌈{steady} × {inp.zones} ÷ ({inp.zones} − 1)⌉",
@@ -358,9 +480,9 @@ def _fixed_assumptions(inp: SizingInput, op: OperatingPoint) -> list[str]:
 
 def _fit_warnings(d: _Demand) -> list[str]:
     largest = d.kv.largest_request_kv_tokens
-    if largest <= d.kv_cap:
+    if largest <= d.kv_cap_instance:
         return []
     return [
-        f"WARNING: the largest simulated request needs {num(largest)} KV tokens, more than one replica holds "
-        f"({num(d.kv_cap)}); such requests cannot be served on this operating point"
+        f"WARNING: the largest simulated request needs {num(largest)} KV tokens, more than one model instance "
+        f"holds ({num(d.kv_cap_instance)}); such requests cannot be served on this operating point"
     ]

@@ -29,6 +29,8 @@ class ModelSpec:
     r_wt_per_s: float
     w_out: float = 4.0
     w_cached: float = 0.0
+    # For the prefill bound (FLOPs per token = 2 × active parameters); None = no bound known.
+    active_params_b: float | None = None
 
     @property
     def weights(self) -> TokenWeights:
@@ -41,6 +43,10 @@ class AcceleratorSpec:
     memory_gb: float
     cost: AcceleratorCost = field(default_factory=lambda: PurchasedAccelerator(price=0.0, depreciation_years=1.0))
     chips_per_slice: int = 1
+    # Host, power and the like of this accelerator type; None = SizingInput.cost_inputs.
+    cost_inputs: CostInputs | None = None
+    # Dense (no sparsity) BF16 TFLOP/s of one accelerator as catalogued (a whole slice for a TPU).
+    dense_tflops: float | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,8 @@ class SizingInput:
     sim_requests: int = 20_000
     # Model FLOP utilisation of prefill: the share of dense peak a replica sustains on prompts.
     prefill_mfu: float = 0.5
+    # Accelerators of each type in the whole catalogue fleet: more than that is IMPLAUSIBLE.
+    fleet_accelerators: dict[str, int] | None = None
 
 
 def _finite(name: str, x: object, *, low: float = 0.0, high: float = math.inf, low_open: bool = False) -> float:
@@ -142,6 +150,8 @@ def validate(inp: SizingInput) -> FailurePolicy:
         if acc.chips_per_slice < 1:
             raise SizingInputError(f"accelerators[{i}].chips_per_slice", "must be ≥ 1")
         acc.cost.validate(f"accelerators[{i}].cost")
+        if acc.cost_inputs is not None:
+            acc.cost_inputs.validate(f"accelerators[{i}].cost_inputs")
     inp.cost_inputs.validate()
     for name in ("bytes_per_token", "overhead_bytes_per_request", "stream_bytes_per_output_token"):
         _finite(f"network.{name}", getattr(inp.network, name))

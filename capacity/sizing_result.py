@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from capacity.cost import PoolCost
 from capacity.kvsim import KvSimulation
 from capacity.operating_points import OperatingPoint
+from capacity.sizing_checks import SizingWarning
 from capacity.steps import Step, finite_or_none
 
 
@@ -29,6 +30,30 @@ class Replicas:
             "total": self.total,
             "for_load": self.for_load,
             "for_kv": self.for_kv,
+        }
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """A feasible operating point that lost on cost, with what it would have cost."""
+
+    label: str
+    accelerator: str
+    accelerators_per_replica: int
+    replicas_total: int
+    accelerators: int
+    cost_per_hour: float
+    extra_cost_per_hour: float
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "label": self.label,
+            "accelerator": self.accelerator,
+            "accelerators_per_replica": self.accelerators_per_replica,
+            "replicas_total": self.replicas_total,
+            "accelerators": self.accelerators,
+            "cost_per_hour": self.cost_per_hour,
+            "extra_cost_per_hour": self.extra_cost_per_hour,
         }
 
 
@@ -67,6 +92,9 @@ class SizingResult:
     goodput_cu_per_replica: float
     accelerator: str
     failure_policy: str
+    alternatives: tuple[Alternative, ...] = ()
+    why_chosen: str = ""
+    warnings: tuple[SizingWarning, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         """CONTRACT §3 output names, plus the extras a page needs; JSON-ready (no infinities)."""
@@ -97,6 +125,7 @@ class SizingResult:
                 "measured_ttft_p99_s": op.measured_ttft_p99_s,
                 "measured_tpot_p99_s": op.measured_tpot_p99_s,
                 "is_ceiling": op.is_ceiling,
+                "instances_per_replica": op.instances_per_replica,
                 "source": op.source,
             },
             "steps": [s.to_dict() for s in self.steps],
@@ -113,4 +142,7 @@ class SizingResult:
             "goodput_cu_per_replica": self.goodput_cu_per_replica,
             "accelerator": self.accelerator,
             "failure_policy": self.failure_policy,
+            "alternatives": [a.to_dict() for a in self.alternatives],
+            "why_chosen": self.why_chosen,
+            "warnings": [w.to_dict() for w in self.warnings],
         }

@@ -20,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from entitlements import services
+from entitlements.compute_specs import load_compute_specs
 from entitlements.loaders import OperatingPointRow, load_operating_points
 from entitlements.models import (
     Accelerator,
@@ -128,16 +129,24 @@ POOLS = [
     ),
 ]
 
-# (host pool, protected pool or None, protected zone or None, CU, note)
+# (host pool, protected pool, protected zone or None for the whole pool, CU, note). A reserve
+# re-lands traffic of its own model only, and a zone reserve is held on host replicas outside
+# that zone (the B200 pool has replicas in us-east-a too: only its b and c replicas hold this).
 RESERVES = [
     (
         "llama-2-70b-us-east-b200",
         "llama-2-70b-us-east-h200",
-        None,
-        100,
-        "covers one lost us-east zone of the H200 pool (3 replicas ≈ 102 CU)",
+        "us-east-a",
+        102,
+        "covers the H200 pool's 3 replicas in us-east-a (≈ 102 CU) on B200 replicas in us-east-b and -c",
     ),
-    ("llama-3.1-8b-us-east-h100", None, "us-east-a", 8, "re-lands us-east-a's 8B traffic if that zone fails"),
+    (
+        "llama-3.1-8b-us-east-h100",
+        "llama-3.1-8b-eu-west-h200",
+        None,
+        8,
+        "re-lands 8 CU of eu-west's 8B traffic in us-east if that pool fails",
+    ),
 ]
 
 TENANTS = {
@@ -336,7 +345,7 @@ def _load_pools() -> None:
     for host, protected_pool, protected_zone, cu, note in RESERVES:
         services.reserve_set(
             host_pool=Pool.objects.get(slug=host),
-            protected_pool=Pool.objects.get(slug=protected_pool) if protected_pool else None,
+            protected_pool=Pool.objects.get(slug=protected_pool),
             protected_zone=Zone.objects.get(slug=protected_zone) if protected_zone else None,
             cu=cu,
             note=note,
@@ -433,6 +442,7 @@ def load_demo() -> list[str]:
     """Load (or re-load, changing nothing) the demo fleet; returns summary lines."""
     result = load_operating_points()
     _load_catalogue(result.rows)
+    load_compute_specs()  # the prefill bound's figures (issue 15.3)
     _load_regions()
     _load_pools()
     users = _load_people()

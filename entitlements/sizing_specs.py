@@ -11,7 +11,7 @@ the slice's whole memory and `chips_per_slice = 1`: rounding to whole slices alr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.conf import settings
@@ -19,10 +19,10 @@ from django.conf import settings
 from capacity.cost import AcceleratorCost, CloudAccelerator, CostInputs, PurchasedAccelerator
 from capacity.input_errors import SizingInputError
 from capacity.operating_points import OperatingPoint as PointSpec
-from capacity.operating_points import Slo, choose_operating_point
+from capacity.operating_points import Slo
 from capacity.sizing_inputs import AcceleratorSpec, ModelSpec
 from capacity.units import ReferenceMix
-from entitlements.models import Accelerator, OperatingPoint, ServedModel
+from entitlements.models import Accelerator, OperatingPoint, PoolZone, ServedModel
 
 PRICING = {
     "on_demand": "cloud, on-demand",
@@ -58,6 +58,7 @@ def model_spec(m: ServedModel) -> ModelSpec:
         r_wt_per_s=float(m.r_wt_per_s),
         w_out=float(m.w_out),
         w_cached=float(m.w_cached),
+        active_params_b=float(m.active_params_b) if m.active_params_b else None,
     )
 
 
@@ -83,6 +84,7 @@ def point_spec(op: OperatingPoint) -> PointSpec:
         measured_tpot_p99_s=_s(op.measured_tpot_p99_ms),
         is_ceiling=bool(op.is_ceiling),
         source=op.source,
+        instances_per_replica=int(op.instances_per_replica),
     )
 
 
@@ -119,6 +121,7 @@ def accelerator_spec(acc: Accelerator, pricing: str) -> AcceleratorSpec:
         memory_gb=float(acc.memory_gb) * acc.chips_per_slice,
         cost=accelerator_cost(acc, pricing),
         chips_per_slice=1,
+        dense_tflops=float(acc.dense_tflops_per_chip) * acc.chips_per_slice if acc.dense_tflops_per_chip else None,
     )
 
 
@@ -143,6 +146,7 @@ def cost_inputs(acc: Accelerator, opts: CostOptions) -> CostInputs:
 class CatalogueInputs:
     """What `SizingInput` needs from the catalogue, plus the row behind each point spec."""
 
+    fleet: dict[str, int]
     model: ModelSpec
     points: tuple[PointSpec, ...]
     accelerators: tuple[AcceleratorSpec, ...]
@@ -153,14 +157,26 @@ class CatalogueInputs:
         return self.rows[point]
 
 
+def fleet_accelerators() -> dict[str, int]:
+    """Accelerators of each type over every pool (replicas × accelerators per replica): the catalogue
+    fleet a sizing is IMPLAUSIBLE beyond."""
+    fleet: dict[str, int] = {}
+    for slug, apr, replicas in PoolZone.objects.values_list(
+        "pool__accelerator__slug", "pool__accelerators_per_replica", "replicas"
+    ):
+        fleet[slug] = fleet.get(slug, 0) + apr * replicas
+    return fleet
+
+
 def catalogue_inputs(
     *, model: Any, accelerator: Any, slo: Slo, cost: CostOptions, allow_ceiling: bool = False
 ) -> CatalogueInputs:
-    """Resolve slugs and pick the accelerator the sizing will run on.
+    """Resolve slugs and price every accelerator the model's points run on.
 
-    Host and power costs differ per accelerator type, so the operating point is chosen here first
-    (with the same rule `size()` applies) and only that accelerator is priced; `size()` then makes
-    the same choice again. Errors name `model`, `accelerator`, `slo` or `cost.*`.
+    `size()` then sizes each feasible point and keeps the cheapest, so each accelerator carries its
+    own host and power costs. An accelerator without a price under the chosen pricing is left out
+    (sizing says so); if none is priced, the error names `cost.pricing`. Errors name `model`,
+    `accelerator` or `cost.*`. `allow_ceiling` is taken for the signature's sake: the choice is size()'s.
     """
     if not isinstance(model, str) or not model:
         raise SizingInputError("model", "required: a model slug from the catalogue")
@@ -177,15 +193,21 @@ def catalogue_inputs(
     if not rows:
         raise SizingInputError("model", f"no operating point of {m.slug} is in the catalogue")
     specs = {point_spec(r): r for r in rows}
-    spec_m = model_spec(m)
-    chosen = choose_operating_point(
-        list(specs), slo, model=m.slug, w_out=spec_m.w_out, accelerator=None, allow_ceiling=allow_ceiling
-    ).point
-    acc = specs[chosen].accelerator
+    priced: list[AcceleratorSpec] = []
+    first_error: SizingInputError | None = None
+    for acc in {r.accelerator.slug: r.accelerator for r in rows}.values():
+        try:
+            priced.append(replace(accelerator_spec(acc, cost.pricing), cost_inputs=cost_inputs(acc, cost)))
+        except SizingInputError as e:
+            first_error = first_error or e
+    if not priced:
+        assert first_error is not None
+        raise first_error
     return CatalogueInputs(
-        model=spec_m,
+        fleet=fleet_accelerators(),
+        model=model_spec(m),
         points=tuple(specs),
-        accelerators=(accelerator_spec(acc, cost.pricing),),
-        cost_inputs=cost_inputs(acc, cost),
+        accelerators=tuple(priced),
+        cost_inputs=priced[0].cost_inputs or CostInputs(),
         rows=specs,
     )

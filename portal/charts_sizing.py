@@ -164,3 +164,75 @@ def day_cost_figure(rows: Sequence[dict[str, Any]], *, currency: str) -> dict[st
         },
     }
     return {"data": data, "layout": layout}
+
+
+def minute_rate_figure(
+    *, window_rates: Sequence[float], rates: dict[str, float], used: str, bins: int = 40
+) -> dict[str, Any]:
+    """How often the trace ran at each one-minute rate (sliding windows), with the four planning
+    rates marked and the one sized for drawn solid."""
+    top = max([*window_rates, *rates.values(), 1e-9])
+    width = top / bins
+    counts = [0] * bins
+    for x in window_rates:
+        counts[min(int(x / width), bins - 1)] += 1
+    total = max(len(window_rates), 1)
+    data = [
+        {
+            "type": "bar",
+            "name": "share of minutes",
+            "x": [width * (i + 0.5) for i in range(bins)],
+            "y": [round(c / total * 100, 4) for c in counts],
+            "width": [width] * bins,
+            "marker": {"color": KV_COLOUR},
+            "hovertemplate": "%{x:.3g} req/s: %{y:.2f} % of minutes<extra></extra>",
+        }
+    ]
+    shapes, notes = [], []
+    for i, (basis, rate) in enumerate(rates.items()):
+        shape, note = _vline(
+            rate, P99_COLOUR if basis == used else NEEDED_COLOUR, f"{basis} {rate:.3g}", 0.97 - i * 0.08
+        )
+        if basis != used:
+            shape["line"] = {**shape["line"], "width": 1, "dash": "dot"}
+        else:
+            shape["line"] = {**shape["line"], "dash": "solid"}
+        shapes.append(shape)
+        notes.append(note)
+    layout = {
+        **_BASE_LAYOUT,
+        "height": 260,
+        "margin": {"l": 55, "r": 15, "t": 20, "b": 45},
+        "bargap": 0,
+        "showlegend": False,
+        "xaxis": {"title": {"text": "requests/s over one minute"}, "range": [0, top * 1.05]},
+        "yaxis": {"title": {"text": "% of minutes"}, "ticksuffix": " %"},
+        "shapes": shapes,
+        "annotations": notes,
+    }
+    return {"data": data, "layout": layout}
+
+
+def basis_cost_figure(*, costs: dict[str, float], used: str, currency: str) -> dict[str, Any]:
+    """Fully loaded cost per hour of sizing for each planning rate, side by side."""
+    names = list(costs)
+    data = [
+        {
+            "type": "bar",
+            "x": names,
+            "y": [round(costs[b], 2) for b in names],
+            "marker": {"color": [P99_COLOUR if b == used else PROVISIONED_COLOUR for b in names]},
+            "text": [f"{costs[b]:,.2f}" for b in names],
+            "textposition": "outside",
+            "hovertemplate": "%{x}: %{y:,.2f} " + currency + "/h<extra></extra>",
+        }
+    ]
+    layout = {
+        **_BASE_LAYOUT,
+        "height": 240,
+        "margin": {"l": 55, "r": 15, "t": 20, "b": 40},
+        "showlegend": False,
+        "xaxis": {"title": {"text": "planning rate"}},
+        "yaxis": {"title": {"text": f"{currency}/h"}, "rangemode": "tozero"},
+    }
+    return {"data": data, "layout": layout}

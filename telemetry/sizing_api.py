@@ -28,8 +28,8 @@ from capacity.input_errors import SizingInputError
 from capacity.lengths import LengthQuantiles, LengthSamples, LengthSpec
 from capacity.operating_points import Slo
 from capacity.ranges import in_range
+from capacity.rate_basis import BASES, DEFAULT_TRACE_BASIS, MinuteRates, describe_basis, minute_rates
 from capacity.sizing import SizingInput, SizingResult, size
-from capacity.steps import num
 from capacity.traces import TraceParseError
 from entitlements.permissions import IsPerson
 from entitlements.sizing_specs import CatalogueInputs, CostOptions, catalogue_inputs
@@ -53,7 +53,7 @@ NUMBERS = (
     "ramp_rps_per_minute",
 )
 OTHER_KEYS = ("model", "accelerator", "arrival_rate_rps", "prompt_tokens", "output_tokens", "slo", "failure_policy")
-KEYS = frozenset(NUMBERS + OTHER_KEYS + ("zones", "cost", "allow_ceiling"))
+KEYS = frozenset(NUMBERS + OTHER_KEYS + ("zones", "cost", "allow_ceiling", "arrival_rate_basis"))
 QUANTILES = ("mean", "p50", "p95", "p99")
 COST_KEYS = frozenset(f.name for f in fields(CostOptions))
 MAX_SAMPLES = 1_000_000
@@ -62,10 +62,15 @@ SHOWN_TRACE_ERRORS = 100
 
 @dataclass(frozen=True, eq=False)
 class PreparedSizing:
+    """`basis` is how the rate was chosen: one of rate_basis.BASES, or "explicit" (arrival_rate_rps);
+    `minute_rates` is the trace's one-minute rate distribution when the lengths came from one."""
+
     inp: SizingInput
     catalogue: CatalogueInputs
     notes: tuple[str, ...]
     trace: Trace | None
+    basis: str = "explicit"
+    minute_rates: MinuteRates | None = None
 
 
 def _number(field: str, value: Any) -> float:
@@ -154,12 +159,9 @@ def prepare_sizing(payload: Any, user: Any) -> PreparedSizing:
     output, output_trace = _lengths("output_tokens", payload.get("output_tokens"), user)
     paired = prompt_trace if prompt_trace is not None and prompt_trace == output_trace else None
     notes: list[str] = []
-    rate = payload.get("arrival_rate_rps")
-    if rate is None and paired is not None:
-        rate = float(paired.characterisation["mean_rps"])
-        notes.append(f"arrival rate: the trace's mean rate {num(rate)} req/s (none was given)")
-    elif rate is None:
-        raise SizingInputError("arrival_rate_rps", "required (it may be left out only when both lengths use one trace)")
+    rate, basis, rates = _planning_rate(payload, paired)
+    if rates is not None and basis != "explicit":
+        notes.append(describe_basis(basis, rates))
     if paired is not None:
         notes.append(
             f"trace '{paired.name}' ({paired.requests:,} requests): prompt and output lengths paired by request"
@@ -193,9 +195,33 @@ def prepare_sizing(payload: Any, user: Any) -> PreparedSizing:
         allow_ceiling=allow_ceiling,
         arrival_times_s=trace_arrays(paired).arrival_s if paired is not None else None,
         cost_inputs=cat.cost_inputs,
+        fleet_accelerators=cat.fleet,
+        prefill_mfu=float(getattr(settings, "SIZING_PREFILL_MFU", 0.5)),
         **extra,
     )
-    return PreparedSizing(inp, cat, tuple(notes), paired)
+    return PreparedSizing(inp, cat, tuple(notes), paired, basis, rates)
+
+
+def _planning_rate(payload: Mapping[str, Any], paired: Trace | None) -> tuple[Any, str, MinuteRates | None]:
+    """(rate, basis, the trace's minute rates): an explicit `arrival_rate_rps`, or a basis of the
+    paired trace's one-minute rates (default `peak_1m`: size for the busy minute, not the mean)."""
+    rate, basis = payload.get("arrival_rate_rps"), payload.get("arrival_rate_basis")
+    rates = minute_rates(trace_arrays(paired).arrival_s) if paired is not None else None
+    if basis is not None:
+        if not isinstance(basis, str) or basis not in BASES:
+            raise SizingInputError(
+                "arrival_rate_basis", f"expected one of {', '.join(BASES)} (got {str(basis)[:32]!r})"
+            )
+        if rate is not None:
+            raise SizingInputError("arrival_rate_basis", "give arrival_rate_rps or arrival_rate_basis, not both")
+        if rates is None:
+            raise SizingInputError("arrival_rate_basis", "needs both lengths from one trace (its arrival times)")
+        return rates.rate(basis), basis, rates
+    if rate is not None:
+        return rate, "explicit", rates
+    if rates is None:
+        raise SizingInputError("arrival_rate_rps", "required (it may be left out only when both lengths use one trace)")
+    return rates.rate(DEFAULT_TRACE_BASIS), DEFAULT_TRACE_BASIS, rates
 
 
 def api_field(field: str) -> str:
@@ -224,6 +250,8 @@ def sizing_response(prepared: PreparedSizing, result: SizingResult) -> dict[str,
     )
     body["operating_point_used"] = op
     body["assumptions"] = [*prepared.notes, *body["assumptions"]]  # type: ignore[misc]
+    body["arrival_rate_used_rps"] = prepared.inp.arrival_rate_rps
+    body["arrival_rate_basis"] = prepared.basis
     if prepared.trace is not None:
         body["trace"] = {"id": str(prepared.trace.pk), "name": prepared.trace.name}
     return body
@@ -244,6 +272,9 @@ class SizingView(APIView):
                 "model": serializers.CharField(),
                 "accelerator": serializers.CharField(required=False),
                 "arrival_rate_rps": serializers.FloatField(required=False),
+                "arrival_rate_basis": serializers.ChoiceField(
+                    choices=list(BASES), required=False, help_text="with a trace: which one-minute rate to size for"
+                ),
                 "prompt_tokens": serializers.JSONField(
                     help_text='{"mean","p50","p95","p99"}, {"samples"} or {"trace"}'
                 ),

@@ -20,6 +20,9 @@ class ServedModel(models.Model):
     kv_bytes_per_token = models.PositiveIntegerField(help_text="KV-cache bytes per token (all layers)")
     context_length = models.PositiveIntegerField()
     weights_gb = models.FloatField(help_text="memory taken by the weights of one replica, GB")
+    active_params_b = models.FloatField(
+        null=True, blank=True, help_text="parameters active per token, billions (prefill FLOPs = 2 × this per token)"
+    )
 
     class Meta:
         ordering = ["slug"]
@@ -66,6 +69,9 @@ class Accelerator(models.Model):
     kind = models.CharField(max_length=8, choices=Kind.choices)
     memory_gb = models.FloatField(help_text="memory per chip, GB")
     chips_per_slice = models.PositiveIntegerField(default=1, help_text="1 for a GPU; chips in one TPU slice")
+    dense_tflops_per_chip = models.FloatField(
+        null=True, blank=True, help_text="dense (no sparsity) BF16 TFLOP/s per chip: the prefill compute bound"
+    )
     # Purchased hardware
     purchase_price_usd = models.FloatField(default=0)
     depreciation_years = models.FloatField(default=4)
@@ -114,6 +120,9 @@ class OperatingPoint(models.Model):
     measured_ttft_p99_ms = models.FloatField(null=True, blank=True)
     measured_tpot_p99_ms = models.FloatField(null=True, blank=True)
     out_tps_per_replica = models.FloatField(help_text="output tokens/s of one replica at this point")
+    instances_per_replica = models.PositiveIntegerField(
+        default=1, help_text="copies of the weights one replica holds (each takes weights_gb of its memory)"
+    )
     ref_mean_prompt = models.FloatField(help_text="reference mix: mean prompt tokens per request")
     ref_mean_output = models.FloatField(help_text="reference mix: mean output tokens per request")
     ref_mix_source = models.CharField(max_length=300, help_text="where the reference mix comes from")

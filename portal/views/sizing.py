@@ -19,6 +19,8 @@ from django.shortcuts import render
 from capacity.daycost import HOURS, DayCost
 from capacity.diurnal import size_day
 from capacity.input_errors import SizingInputError
+from capacity.rate_basis import BASES
+from capacity.sizing import size
 from capacity.sizing_result import SizingResult
 from capacity.steps import num
 from entitlements import roles
@@ -26,10 +28,11 @@ from entitlements.models import Accelerator, OperatingPoint, ServedModel
 from entitlements.sizing_specs import PRICING
 from portal import charts_sizing
 from portal.views.live import figure_tag
-from telemetry.sizing_api import run_sizing, sizing_response
+from telemetry.sizing_api import PreparedSizing, run_sizing, sizing_response
 from telemetry.trace_import import TraceNotFound, traces_visible_to
 
 TEMPLATE = "portal/sizing/calculator.html"
+BASIS_LABELS = {"mean": "mean", "p95_1m": "p95 minute", "p99_1m": "p99 minute", "peak_1m": "busiest minute"}
 # An interactive service's day: a trough of about a third of the peak before dawn, a climb through
 # the morning, the peak early afternoon, a slow evening decline. Multiplies the arrival rate.
 DEFAULT_DIURNAL = (
@@ -83,7 +86,15 @@ def _num(label: str, *, required: bool = True, step: str = "any", help_text: str
 class SizingForm(forms.Form):
     model = forms.ChoiceField()
     accelerator = forms.ChoiceField(required=False)
-    arrival_rate_rps = _num("Arrival rate (req/s)", required=False, help_text="blank with a trace: its mean rate")
+    arrival_rate_rps = _num(
+        "Arrival rate (req/s)", required=False, help_text="with a trace and a planning rate chosen, ignored"
+    )
+    arrival_rate_basis = forms.ChoiceField(
+        label="Planning rate (trace)",
+        required=False,
+        choices=[("", "the rate above (blank: busiest minute)"), *((b, BASIS_LABELS[b]) for b in BASES)],
+        help_text="one-minute windows sliding every second",
+    )
     lengths = forms.ChoiceField(
         choices=[("quantiles", "stated quantiles"), ("trace", "a trace")], widget=forms.RadioSelect
     )
@@ -120,7 +131,7 @@ class SizingForm(forms.Form):
         models = ServedModel.objects.filter(operating_points__isnull=False).distinct().order_by("slug")
         self.fields["model"].choices = [(m.slug, m.name) for m in models]
         accs = Accelerator.objects.filter(operating_points__isnull=False).distinct().order_by("slug")
-        self.fields["accelerator"].choices = [("", "best measured point")] + [(a.slug, a.name) for a in accs]
+        self.fields["accelerator"].choices = [("", "cheapest feasible point")] + [(a.slug, a.name) for a in accs]
         self.traces = list(traces_visible_to(user))
         self.fields["trace"].choices = [("", "—")] + [
             (str(t.pk), f"{t.name} ({t.requests:,} requests{'' if t.tenant_id else ', platform'})") for t in self.traces
@@ -152,6 +163,9 @@ class SizingForm(forms.Form):
         }
         if d["lengths"] == "trace":
             body["prompt_tokens"] = body["output_tokens"] = {"trace": d["trace"]}
+            if d["arrival_rate_basis"]:
+                body["arrival_rate_basis"] = d["arrival_rate_basis"]
+                body.pop("arrival_rate_rps")
         else:
             for side in ("prompt", "output"):
                 body[f"{side}_tokens"] = {q: d[f"{side}_{q}"] for q in QUANTILES}
@@ -219,6 +233,42 @@ def _results(form: SizingForm, user: Any) -> dict[str, Any]:
             "day-chart", charts_sizing.day_cost_figure(day.to_dict()["rows"], currency=day.cost_per_day.currency)
         ),
         "extra_errors": extra,
+        **_basis_charts(prepared, result, user),
+    }
+
+
+def _basis_charts(prepared: PreparedSizing, result: SizingResult, user: Any) -> dict[str, Any]:
+    """With a trace: its one-minute rate distribution with the basis marked, and what sizing for each
+    basis would cost per hour, side by side (one sizing per basis, same inputs otherwise)."""
+    rates = prepared.minute_rates
+    if rates is None:
+        return {}
+    currency = result.cost.per_hour.currency
+    costs: dict[str, float] = {}
+    for basis in BASES:
+        if basis == prepared.basis:
+            costs[basis] = result.cost.per_hour.value
+            continue
+        try:
+            costs[basis] = size(replace(prepared.inp, arrival_rate_rps=rates.rate(basis))).cost.per_hour.value
+        except SizingInputError:
+            continue
+    used = prepared.basis if prepared.basis in BASES else "explicit"
+    shown = dict(rates.rates)
+    if used == "explicit":
+        shown["explicit"] = prepared.inp.arrival_rate_rps
+        costs["explicit"] = result.cost.per_hour.value
+    return {
+        "basis_costs": [(b, num(c)) for b, c in costs.items()],
+        "rate_chart": figure_tag(
+            "rate-chart",
+            charts_sizing.minute_rate_figure(
+                window_rates=[float(x) for x in rates.window_rates], rates=shown, used=used
+            ),
+        ),
+        "basis_cost_chart": figure_tag(
+            "basis-cost-chart", charts_sizing.basis_cost_figure(costs=costs, used=used, currency=currency)
+        ),
     }
 
 

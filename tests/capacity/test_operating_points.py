@@ -1,4 +1,5 @@
-"""capacity.operating_points: which measured point a class's SLO accepts."""
+"""capacity.operating_points: which measured points a class's SLO accepts (sizing then takes the
+cheapest of them: tests/capacity/test_point_choice.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from capacity.input_errors import SizingInputError
 from capacity.operating_points import (
     OperatingPoint,
     Slo,
-    choose_operating_point,
+    feasible_points,
     latencies_used,
     meets_slo,
 )
@@ -22,17 +23,14 @@ OFFLINE = OperatingPoint("offline", "h200", 8, 35000, MIX, is_ceiling=True)
 SMALL = OperatingPoint("one-gpu", "h100", 1, 5000, MIX, 2.0, 0.1, None, None)
 
 
-def test_prefers_highest_goodput_that_meets_the_slo():
-    choice = choose_operating_point([INTERACTIVE, SERVER, OFFLINE], Slo(2.0, 0.2), model="m", w_out=4)
-    assert choice.point is SERVER
-    assert choice.assumptions == (
-        "operating point server (TTFT p99 1.717 s, TPOT p99 0.1956 s): highest goodput per accelerator of 2 "
-        "measured point(s) within TTFT p99 ≤ 2 s and TPOT p99 ≤ 0.2 s",
-    )
+def test_every_measured_point_within_the_slo_is_feasible_and_no_ceiling():
+    points, what = feasible_points([INTERACTIVE, SERVER, OFFLINE], Slo(2.0, 0.2), model="m")
+    assert points == [INTERACTIVE, SERVER]
+    assert what == "2 measured point(s) of m within TTFT p99 ≤ 2 s and TPOT p99 ≤ 0.2 s"
 
 
-def test_tight_slo_gets_the_interactive_point():
-    assert choose_operating_point([SERVER, INTERACTIVE], Slo(0.5, 0.05), model="m", w_out=4).point is INTERACTIVE
+def test_tight_slo_keeps_only_the_interactive_point():
+    assert feasible_points([SERVER, INTERACTIVE], Slo(0.5, 0.05), model="m")[0] == [INTERACTIVE]
 
 
 def test_measured_p99_can_qualify_a_point_whose_limit_is_looser():
@@ -46,23 +44,16 @@ def test_limit_alone_qualifies_when_nothing_was_measured():
     assert not meets_slo(SMALL, Slo(2.0, 0.09))
 
 
-def test_ranks_per_accelerator():
-    # SMALL: 5,000 tok/s on 1 GPU beats SERVER's 34,000 on 8 (4,250 per GPU)
-    assert choose_operating_point([SERVER, SMALL], Slo(2.0, 0.2), model="m", w_out=4).point is SMALL
-
-
 def test_accelerator_filter():
-    assert (
-        choose_operating_point([SERVER, SMALL], Slo(2.0, 0.2), model="m", w_out=4, accelerator="h200").point is SERVER
-    )
+    assert feasible_points([SERVER, SMALL], Slo(2.0, 0.2), model="m", accelerator="h200")[0] == [SERVER]
     with pytest.raises(SizingInputError) as e:
-        choose_operating_point([SERVER], Slo(2.0, 0.2), model="m", w_out=4, accelerator="tpu")
+        feasible_points([SERVER], Slo(2.0, 0.2), model="m", accelerator="tpu")
     assert (e.value.field, e.value.message) == ("operating_points", "no operating points of m on tpu")
 
 
 def test_ceiling_is_never_chosen_silently():
     with pytest.raises(SizingInputError) as e:
-        choose_operating_point([SERVER, INTERACTIVE, OFFLINE], Slo(0.3, 0.03), model="llama", w_out=4)
+        feasible_points([SERVER, INTERACTIVE, OFFLINE], Slo(0.3, 0.03), model="llama")
     assert e.value.field == "slo"
     assert e.value.message == (
         "no measured operating point of llama meets TTFT p99 ≤ 0.3 s and TPOT p99 ≤ 0.03 s; "
@@ -72,20 +63,19 @@ def test_ceiling_is_never_chosen_silently():
 
 def test_only_ceilings():
     with pytest.raises(SizingInputError) as e:
-        choose_operating_point([OFFLINE], Slo(2, 0.2), model="m", w_out=4)
+        feasible_points([OFFLINE], Slo(2, 0.2), model="m")
     assert e.value.message.endswith("there are only throughput ceilings with no latency bound")
 
 
 def test_allow_ceiling_says_so():
-    choice = choose_operating_point([INTERACTIVE, OFFLINE], Slo(0.3, 0.03), model="m", w_out=4, allow_ceiling=True)
-    assert choice.point is OFFLINE
-    assert "throughput ceiling with no latency bound" in choice.assumptions[0]
-    assert "the SLO is not verified" in choice.assumptions[0]
+    points, what = feasible_points([INTERACTIVE, OFFLINE], Slo(0.3, 0.03), model="m", allow_ceiling=True)
+    assert points == [OFFLINE]
+    assert "throughput ceiling(s) with no latency bound" in what
+    assert "the SLO is not verified" in what
 
 
 def test_allow_ceiling_still_prefers_a_measured_point():
-    choice = choose_operating_point([SERVER, OFFLINE], Slo(2, 0.2), model="m", w_out=4, allow_ceiling=True)
-    assert choice.point is SERVER
+    assert feasible_points([SERVER, OFFLINE], Slo(2, 0.2), model="m", allow_ceiling=True)[0] == [SERVER]
 
 
 def test_latencies_used():
@@ -108,12 +98,12 @@ def test_latencies_used():
 )
 def test_bad_points(point, field):
     with pytest.raises(SizingInputError) as e:
-        choose_operating_point([point], Slo(2, 0.2), model="m", w_out=4)
+        feasible_points([point], Slo(2, 0.2), model="m")
     assert e.value.field == field
 
 
 @pytest.mark.parametrize(("slo", "field"), [(Slo(0, 0.2), "slo.ttft_p99_s"), (Slo(2, -1), "slo.tpot_p99_s")])
 def test_bad_slo(slo, field):
     with pytest.raises(SizingInputError) as e:
-        choose_operating_point([SERVER], slo, model="m", w_out=4)
+        feasible_points([SERVER], slo, model="m")
     assert e.value.field == field

@@ -41,7 +41,7 @@ def assert_not_lower(small: SizingResult, big: SizingResult) -> None:
 
 
 quantiles = st.tuples(st.floats(1, 5000), st.floats(1, 6), st.floats(1, 4), st.floats(0.5, 3)).map(
-    lambda t: LengthQuantiles(mean=t[0] * t[3], p50=t[0], p95=t[0] * t[1], p99=t[0] * t[1] * t[2])
+    lambda t: LengthQuantiles(mean=max(1.0, t[0] * t[3]), p50=t[0], p95=t[0] * t[1], p99=t[0] * t[1] * t[2])
 )
 classes = st.fixed_dictionaries(
     {
