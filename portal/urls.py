@@ -8,4 +8,5 @@ urlpatterns = [
     path("sizing/", include("portal.urls_sizing")),
     path("", include("portal.urls_live")),
     path("planning/", include("portal.urls_planning")),
+    path("tokens/", include("portal.urls_tokens")),
 ]

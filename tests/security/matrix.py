@@ -82,6 +82,8 @@ MATRIX: dict[str, dict[str, int]] = {
     'planning/status/':                                  row(302, 403, 403, 200, 200, 403, 403),
     'planning/runs/':                                    row(405, 405, 405, 405, 405, 405, 405),
     'planning/mine/':                                    row(302, 200, 200, 403, 403, 403, 200),
+    'tokens/':                                           row(302, 200, 200, 200, 200, 403, 200),
+    'tokens/revoke':                                     row(302, 405, 405, 405, 405, 405, 405),
     'api/v1/alerts':                                     row(401, 200, 200, 200, 200, 403, 200),
     'api/v1/alerts/<uuid:rule>':                         row(401, 200, 200, 200, 200, 403, 404),
     'api/v1/webhooks':                                   row(401, 200, 200, 200, 200, 403, 200),
@@ -127,6 +129,8 @@ POST_PROBES: dict[str, dict[str, int]] = {
     'launch/new':                                        row(302, 403, 302, 403, 403, 403, 302),
     'logout/':                                           row(302, 302, 302, 302, 302, 302, 302),
     'planning/runs/':                                    row(302, 403, 403, 403, 302, 403, 403),
+    'tokens/':                                           row(302, 400, 400, 400, 400, 403, 400),
+    'tokens/revoke':                                     row(302, 404, 404, 404, 404, 403, 404),
     # alerts: the note is the viewer's; the rule and the endpoint are acme's (a requester toggles
     # the rule off, the operator on again); an empty form is a 400 for whoever may add one
     'alerts/<uuid:note>/read':                           row(302, 302, 404, 404, 404, 404, 404),
