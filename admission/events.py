@@ -3,14 +3,27 @@
 `emit()` appends to a bounded in-process buffer; a daemon thread flushes every FLUSH_S, and
 whole batches as soon as BATCH events wait, calling `telemetry.services.ingest_events(source="admission", …)`.
 A failing sink keeps the events at the front of the buffer and is retried with exponential
-backoff; only what overflows the bound is lost, and it is counted (`stats()["dropped"]`).
+backoff, MAX_ATTEMPTS times for one batch: then the batch is dead-lettered
+(`telemetry.deadletter.dead_letter`, stage "admission.events": an operator sees and can replay
+it) and the rest goes on, so one poison batch never stalls the pipeline. Only what overflows the
+bound is lost, and it is counted (`stats()["dropped"]`).
+
+Shutdown (issue 12.4): the buffer is not handed off durably per event (a database or broker write
+before each answer would cost more than the reserve itself); instead it is flushed when the
+process exits, for at most ADMISSION_EVENT_SHUTDOWN_S (10 s). gunicorn and Celery turn SIGTERM
+into a normal exit, which runs the flush (atexit); in a process where SIGTERM would kill outright
+(runserver, management commands), `install_shutdown_flush` makes it a normal exit first. What the
+sink still refuses at the bound is dead-lettered as one batch, so nothing is lost silently.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import signal
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +32,16 @@ log = logging.getLogger(__name__)
 
 Sink = Callable[[list[dict[str, Any]]], Any]
 THREAD_NAME = "admission-events"
+MAX_ATTEMPTS = 5  # per batch, with exponential backoff between them; then the batch is dead-lettered
+STAGE = "admission.events"
+
+
+def dead_letter_batch(batch: list[dict[str, Any]], error: str) -> None:
+    """Quarantine a batch the sink gave up on (raises when the database is down too)."""
+    from telemetry.deadletter import dead_letter
+
+    first = batch[0].get("event_id") if batch and isinstance(batch[0], dict) else None
+    dead_letter(stage=STAGE, key=f"{first}+{len(batch) - 1}", payload=batch, error=error)
 
 
 def default_sink(events: list[dict[str, Any]]) -> Any:
@@ -52,7 +75,8 @@ def telemetry_sink(events: list[dict[str, Any]]) -> Any:
 class EventBuffer:
     def __init__(
         self, sink: Sink = default_sink, *, bound: int = 100_000, batch: int = 500, flush_s: float = 1.0,
-        max_backoff_s: float = 30.0, autostart: bool = True,
+        max_backoff_s: float = 30.0, autostart: bool = True, max_attempts: int = MAX_ATTEMPTS,
+        dead_letter: Callable[[list[dict[str, Any]], str], Any] = dead_letter_batch,
     ) -> None:  # fmt: skip
         self.sink = sink
         self.bound, self.batch, self.flush_s, self.max_backoff_s = bound, batch, flush_s, max_backoff_s
@@ -65,7 +89,10 @@ class EventBuffer:
         self._pid = 0
         self.autostart = autostart  # False: only explicit flush() sends (tests, one-shot commands)
         self._backoff = 0.0
-        self.counts = {"emitted": 0, "flushed": 0, "dropped": 0, "rejected": 0, "sink_failures": 0}
+        self.max_attempts, self.dead_letter = max_attempts, dead_letter
+        self._attempts = 0  # failures of the batch at the front of the buffer
+        self.counts = {"emitted": 0, "flushed": 0, "dropped": 0, "rejected": 0, "sink_failures": 0,
+                       "dead_lettered": 0}  # fmt: skip
 
     def emit(self, event: dict[str, Any]) -> None:
         with self._lock:
@@ -116,11 +143,15 @@ class EventBuffer:
                 return sent
             try:
                 result = self.sink(batch)
-            except Exception:
+            except Exception as exc:
                 log.warning("admission events: sink failed; %d events kept for retry", len(self._q), exc_info=True)
                 self.counts["sink_failures"] += 1
-                self._backoff = min(self.max_backoff_s, max(self.flush_s, self._backoff * 2 or self.flush_s))
-                return sent
+                self._attempts += 1
+                if self._attempts < self.max_attempts or not self._quarantine(batch, exc):
+                    self._backoff = min(self.max_backoff_s, max(self.flush_s, self._backoff * 2 or self.flush_s))
+                    return sent
+                continue  # the batch is quarantined: go on with the rest
+            self._attempts = 0
             with self._lock:
                 for _ in batch:
                     self._q.popleft()
@@ -128,6 +159,48 @@ class EventBuffer:
                 self.counts["rejected"] += len(errors or [])
                 self.counts["flushed"] += len(batch)
             sent += len(batch)
+
+    def _quarantine(self, batch: list[dict[str, Any]], exc: Exception) -> bool:
+        """Dead-letter the front batch after its last attempt; False (keep it) if that fails too."""
+        try:
+            self.dead_letter(batch, f"{type(exc).__name__}: {exc} (after {self._attempts} attempts)")
+        except Exception:
+            log.error("admission events: dead letter failed too; %d events kept", len(batch), exc_info=True)
+            return False
+        with self._lock:
+            for _ in batch:
+                self._q.popleft()
+            self.counts["dead_lettered"] += len(batch)
+        self._attempts = 0
+        return True
+
+    def shutdown(self, bound_s: float) -> int:
+        """Process exit: stop the flusher, send what is buffered for at most `bound_s` (a sink that
+        refuses three times in a row is not waited for), then dead-letter what is left.
+        → events left unrecorded (both the sink and the dead letter failed)."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(bound_s)
+        self._pid = 0
+        deadline, refusals = time.monotonic() + bound_s, 0
+        while self.pending() and time.monotonic() < deadline and refusals < 3:
+            before = self.pending()
+            self.flush()
+            if self.pending() >= before:  # the sink refused: a short wait, three times at most
+                refusals += 1
+                time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+        left = [self._q.popleft() for _ in range(self.pending())]
+        if left:
+            try:
+                self.dead_letter(left, f"sink still failing at shutdown after {bound_s} s")
+                self.counts["dead_lettered"] += len(left)
+                return 0
+            except Exception:
+                log.error("admission events: %d events lost at shutdown", len(left), exc_info=True)
+                self.counts["dropped"] += len(left)
+                return len(left)
+        return 0
 
     def stop(self, *, flush: bool = True) -> None:
         self._stop.set()
@@ -157,6 +230,7 @@ def buffer() -> EventBuffer:
             if _buffer is None:
                 from django.conf import settings
 
+                install_shutdown_flush()
                 _buffer = EventBuffer(
                     bound=int(getattr(settings, "ADMISSION_EVENT_BUFFER", 100_000)),
                     batch=int(getattr(settings, "ADMISSION_EVENT_BATCH", 500)),
@@ -174,6 +248,34 @@ def set_buffer(buf: EventBuffer | None) -> EventBuffer | None:
 
 def emit(event: dict[str, Any]) -> None:
     buffer().emit(event)
+
+
+_installed = False
+
+
+def _flush_at_exit() -> None:
+    from django.conf import settings
+
+    buf = _buffer
+    if buf is not None and (buf.pending() or buf._thread is not None):
+        buf.shutdown(float(getattr(settings, "ADMISSION_EVENT_SHUTDOWN_S", 10.0)))
+
+
+def _sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)  # a normal exit: atexit handlers (the flush) run
+
+
+def install_shutdown_flush() -> None:
+    """Flush the buffer at process exit (atexit), and make SIGTERM an exit where it would kill
+    outright. Servers that handle SIGTERM themselves (gunicorn, Celery) keep their handler: their
+    graceful stop ends in a normal exit, which flushes."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    atexit.register(_flush_at_exit)
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _sigterm)
 
 
 def stats() -> dict[str, int]:

@@ -22,10 +22,18 @@ def sweep_expired(limit: int = 1000) -> int:
     return n
 
 
-@shared_task(
-    name="admission.tasks.ingest_events_batch", ignore_result=True, autoretry_for=(Exception,),
-    retry_backoff=True, retry_backoff_max=60, max_retries=None,
-)  # fmt: skip
-def ingest_events_batch(events_: list[dict[str, Any]]) -> None:
-    """Admission events handed over by a web process; ingest dedups, so a retry is harmless."""
-    events.telemetry_sink(events_)
+INGEST_MAX_RETRIES = 5  # with exponential backoff (2, 4, … 32 s, capped at 60 s); then dead-lettered
+
+
+@shared_task(name="admission.tasks.ingest_events_batch", bind=True, ignore_result=True, acks_late=True,
+             max_retries=INGEST_MAX_RETRIES)  # fmt: skip
+def ingest_events_batch(self: Any, events_: list[dict[str, Any]]) -> None:
+    """Admission events handed over by a web process; ingest dedups, so a retry is harmless. A batch
+    that still fails after its retries is dead-lettered (never retried forever: issue 11.2)."""
+    try:
+        events.telemetry_sink(events_)
+    except Exception as exc:
+        if self.request.retries >= INGEST_MAX_RETRIES:
+            events.dead_letter_batch(events_, f"{type(exc).__name__}: {exc} (after {self.request.retries} retries)")
+            return
+        raise self.retry(exc=exc, countdown=min(60, 2 ** (self.request.retries + 1))) from exc

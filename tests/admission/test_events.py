@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from admission.events import EventBuffer
 from tests.admission.conftest import Collector
 
@@ -42,6 +44,7 @@ def test_no_event_lost_while_the_sink_is_briefly_unavailable():
         "dropped": 0,
         "rejected": 0,
         "sink_failures": 2,
+        "dead_lettered": 0,
         "pending": 0,
         "bound": 100_000,
     }
@@ -50,7 +53,7 @@ def test_no_event_lost_while_the_sink_is_briefly_unavailable():
 
 
 def test_backoff_doubles_up_to_its_cap():
-    buf = EventBuffer(FlakySink(failures=99), flush_s=1, max_backoff_s=8, autostart=False)
+    buf = EventBuffer(FlakySink(failures=99), flush_s=1, max_backoff_s=8, autostart=False, max_attempts=99)
     buf.emit(ev(0))
     seen = []
     for _ in range(5):
@@ -95,3 +98,56 @@ def test_background_thread_flushes_a_full_batch():
     assert got.wait(30)  # a hang guard, not a timing assertion
     assert [e["event_id"] for e in sink.events] == ["e0", "e1", "e2"]
     buf.stop()
+
+
+class PoisonSink(Collector):
+    """Raises on any batch holding a poison event (as PostgreSQL did on a NUL byte), takes the rest."""
+
+    def __call__(self, batch):
+        if any(e["event_id"].startswith("poison") for e in batch):
+            raise ValueError("A string literal cannot contain NUL (0x00) characters.")
+        return super().__call__(batch)
+
+
+@pytest.mark.django_db
+def test_a_batch_the_sink_keeps_refusing_is_dead_lettered_after_its_attempts_and_the_rest_goes_on():
+    from telemetry.models import DeadLetter
+
+    sink = PoisonSink()
+    buf = EventBuffer(sink, batch=2, flush_s=0.001, max_backoff_s=0.001, autostart=False, max_attempts=3)
+    for e in [ev(0), {"event_id": "poison-1", "decision": "admit"}, ev(2), ev(3)]:
+        buf.emit(e)
+    sent = [buf.flush() for _ in range(3)]
+    assert sent == [0, 0, 2]  # two attempts back off; the third quarantines the batch and goes on
+    assert [e["event_id"] for e in sink.events] == ["e2", "e3"]
+    row = DeadLetter.objects.get(stage="admission.events")
+    assert (row.key, [e["event_id"] for e in row.payload]) == ("e0+1", ["e0", "poison-1"])
+    assert "NUL" in row.error and buf.stats()["dead_lettered"] == 2
+
+
+def test_a_batch_is_kept_when_its_dead_letter_fails_too():
+    def down(batch, error):
+        raise ConnectionError("database down as well")
+
+    buf = EventBuffer(PoisonSink(), batch=2, flush_s=3600, autostart=False, max_attempts=1, dead_letter=down)
+    buf.emit({"event_id": "poison-1", "decision": "admit"})
+    assert (buf.flush(), buf.pending(), buf.stats()["dead_lettered"]) == (0, 1, 0)
+
+
+def test_shutdown_sends_what_is_buffered_within_its_bound():
+    sink = FlakySink(failures=1)
+    buf = EventBuffer(sink, batch=4, flush_s=3600, autostart=False)
+    for i in range(10):
+        buf.emit(ev(i))
+    assert buf.shutdown(5.0) == 0
+    assert [e["event_id"] for e in sink.events] == [f"e{i}" for i in range(10)]
+
+
+def test_shutdown_dead_letters_what_the_sink_still_refuses_at_the_bound():
+    quarantined = []
+    buf = EventBuffer(FlakySink(failures=10**6), flush_s=3600, autostart=False, max_attempts=10**6,
+                      dead_letter=lambda batch, error: quarantined.append((len(batch), error)))  # fmt: skip
+    for i in range(3):
+        buf.emit(ev(i))
+    assert buf.shutdown(5.0) == 0  # three refusals, not the whole bound
+    assert quarantined == [(3, "sink still failing at shutdown after 5.0 s")]
