@@ -28,9 +28,23 @@ _lock = threading.Lock()
 MAX_KEYS = 10_000
 
 
+_epoch_seen: list[float] = [0.0, -1.0]  # (read at, epoch): ADMISSION_REVOCATION_POLL_S memo
+
+
+def _epoch() -> int:
+    """The shared revocation epoch: read on every request by default (exact: a revocation is refused
+    on the next request in every process), or at most every ADMISSION_REVOCATION_POLL_S seconds for a
+    deployment that trades that bound for one cache round trip less per request."""
+    poll = float(getattr(settings, "ADMISSION_REVOCATION_POLL_S", 0.0))
+    now = time.monotonic()
+    if poll <= 0 or now - _epoch_seen[0] > poll:
+        _epoch_seen[:] = [now, float(revocation_epoch())]
+    return int(_epoch_seen[1])
+
+
 def _hit(key: str) -> tuple[Any, Any] | None:
     hit = _cache.get(hash_key(key))
-    if hit is None or hit[0] <= time.monotonic() or hit[1] != revocation_epoch():
+    if hit is None or hit[0] <= time.monotonic() or hit[1] != _epoch():
         return None
     token = hit[3]
     if token.expires_at is not None and token.expires_at <= timezone.now():
@@ -51,7 +65,7 @@ class CachedGatewayTokenAuthentication(ApiTokenAuthentication):
         if got is not None:
             check_scope(got[1], request.method, (getattr(request, "parser_context", None) or {}).get("view"))
             return got
-        epoch = revocation_epoch()  # read before verifying: a revocation after this makes the entry stale
+        epoch = _epoch()  # read before verifying: a revocation after this makes the entry stale
         got = super().authenticate(request)  # raises on a bad, expired or revoked key: never cached
         if got is not None:
             roles.roles_of(got[0])  # computed once, kept on the cached user object
@@ -83,3 +97,4 @@ def forget() -> None:
     """Drop every cached key in this process (tests; revocations use the shared epoch instead)."""
     with _lock:
         _cache.clear()
+        _epoch_seen[:] = [0.0, -1.0]
