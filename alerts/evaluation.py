@@ -22,8 +22,15 @@ from alerts.models import AlertEpisode, AlertRule
 log = logging.getLogger(__name__)
 
 
-def _link(rule: AlertRule) -> str:
-    return "/alerts/"
+def _link(ep: AlertEpisode) -> str:
+    """Where a person looks next: the entitlement's live page, the planning page, or the inbox."""
+    if "entitlement" in ep.detail:
+        return f"/entitlements/{ep.detail['entitlement']}/"
+    if ep.rule.kind in (AlertRule.Kind.SUPPLY_GAP_ORDER_BY, AlertRule.Kind.FORECAST_RUN_FAILED):
+        return "/planning/"
+    if ep.tenant_id is not None:
+        return "/usage/"
+    return "/fleet/"
 
 
 def episode_open(*, rule: AlertRule, key: str, finding: Finding, now: datetime) -> AlertEpisode | None:
@@ -58,7 +65,7 @@ def _announce(rule: AlertRule, ep: AlertEpisode, kind: str, title: str) -> None:
             "detail": ep.detail,
         },
     }
-    message = Message(kind=kind, title=title, body=ep.summary, link=_link(rule), data=data)
+    message = Message(kind=kind, title=title, body=ep.summary, link=_link(ep), data=data)
     if kind == "alert.resolved":
         # Machines close their incident; people are not paged again for good news.
         people = people.none()

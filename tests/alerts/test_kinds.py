@@ -117,3 +117,19 @@ def test_supply_gap_order_by_date_late(fleet, people):
     assert key == "pool:pool-a"
     assert summary.startswith("pool-a: the order-by date for") and summary.endswith("is late")
     assert AlertEpisode.objects.get().detail["order_by"] == (start.date() - timedelta(weeks=12)).isoformat()
+
+
+def test_alert_links_point_where_a_person_looks_next(fleet, people):
+    from alerts.models import Notification
+
+    ent = _grant(fleet)
+    rule(scope="tenant", tenant=fleet.acme, kind="use_over_bought", threshold=1, channels=[])
+    rule(name="throttles", scope="tenant", tenant=fleet.acme, kind="tenant_throttles_over", threshold=1, channels=[])
+    t = now()
+    _completes(t - minutes(2), 1, ent=ent, actual_wt=100_000, prompt_tokens=10)
+    traffic(t - minutes(2), admits=1, throttles=1)
+    alert_rules_evaluate(now=t)
+    assert sorted(Notification.objects.filter(user=people.viewer).values_list("link", flat=True)) == [
+        f"/entitlements/{ent.uuid}/",
+        "/usage/",
+    ]
