@@ -9,11 +9,12 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from capacity.units import TokenWeights
 from entitlements import roles
 from entitlements.models import Entitlement, Pool, Region
 from entitlements.selectors import Window, overlapping, pool_sold_peak, sold_entitlements, sold_steps_in
 from portal.models import SCENARIOS, LaunchRequest, LaunchRequestEvent
-from portal.services.conversion import replicas_for, scenario_cu
+from portal.services.conversion import launch_shape, replicas_for, scenario_cu
 from portal.services.pool_fit import PoolFit, committed_fit
 
 Q3 = Decimal("0.001")
@@ -64,11 +65,12 @@ def _committed_rps(req: LaunchRequest) -> float | None:
     """Requests per second of the committed scenario; a wt/min figure is turned back into requests
     with the envelope's typical request, as the CU conversion does."""
     basis, value = req.scenario("committed")
-    if value is None or req.model is None or req.prompt_p50 is None or req.output_p50 is None:
+    shape = launch_shape(req)
+    if value is None or req.model is None or shape is None:
         return None
     if basis == "rps":
         return float(value)
-    per_request = req.prompt_p50 + req.model.w_out * req.output_p50
+    per_request = shape.wt_per_request(TokenWeights(req.model.w_out, req.model.w_cached))
     return float(value) / 60.0 / per_request if per_request else None
 
 
@@ -103,7 +105,7 @@ def size_request(req: LaunchRequest, regions: list[Region]) -> Sizing:
     cu: dict[str, Decimal | None] = {}
     for name in SCENARIOS:
         basis, value = req.scenario(name)
-        needs_shape = basis == "rps" and (req.prompt_p50 is None or req.output_p50 is None)
+        needs_shape = basis == "rps" and launch_shape(req) is None
         if value is None or req.model is None or needs_shape:
             cu[name] = None
             continue
@@ -111,8 +113,7 @@ def size_request(req: LaunchRequest, regions: list[Region]) -> Sizing:
             scenario_cu(
                 basis=basis,
                 value=value,
-                prompt_p50=req.prompt_p50 or 0,
-                output_p50=req.output_p50 or 0,
+                shape=launch_shape(req),
                 w_out=req.model.w_out,
                 w_cached=req.model.w_cached,
                 r_wt_per_s=req.model.r_wt_per_s,

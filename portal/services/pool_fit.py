@@ -2,7 +2,7 @@
 
 The CU arithmetic (conversion.py) says how much; this says whether the pool's operating point meets
 the request's latency SLO at all, how many replicas its failure policy needs, and whether the KV
-tail fits in memory, from the envelope's p50 / p95 / max lengths.
+tail fits in memory, from the same envelope lengths the CU uses (conversion.launch_shape).
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from capacity.input_errors import SizingInputError
-from capacity.lengths import LengthQuantiles
 from capacity.operating_points import Slo
 from capacity.sizing import AcceleratorSpec, SizingInput, size
 from entitlements.models import Pool
 from entitlements.sizing_specs import model_spec, point_spec
+from portal.services.conversion import launch_shape
 
 
 @dataclass(frozen=True)
@@ -27,17 +27,15 @@ class PoolFit:
     error: str = ""
 
 
-def _lengths(p50: int, p95: int, top: int) -> LengthQuantiles:
-    # The CU figure uses p50 as the mean; the tail reaches the envelope's maximum at p99.
-    return LengthQuantiles(mean=p50, p50=p50, p95=p95, p99=max(top, p95))
-
-
 def committed_fit(*, pool: Pool, rps: float, req: Any) -> PoolFit:
     needed = ("prompt_p50", "prompt_p95", "max_prompt_tokens", "output_p50", "output_p95", "max_output_tokens",
               "ttft_p99_ms", "tpot_p99_ms")  # fmt: skip
     if rps <= 0 or any(getattr(req, n) is None for n in needed):
         return PoolFit(error="fill in the envelope and a committed rate")
     acc = pool.accelerator
+    shape = launch_shape(req)
+    if shape is None:
+        return PoolFit(error="fill in the envelope and a committed rate")
     try:
         result = size(
             SizingInput(
@@ -45,8 +43,8 @@ def committed_fit(*, pool: Pool, rps: float, req: Any) -> PoolFit:
                 operating_points=(point_spec(pool.operating_point),),
                 accelerators=(AcceleratorSpec(slug=acc.slug, memory_gb=float(acc.memory_gb) * acc.chips_per_slice),),
                 arrival_rate_rps=rps,
-                prompt_tokens=_lengths(req.prompt_p50, req.prompt_p95, req.max_prompt_tokens),
-                output_tokens=_lengths(req.output_p50, req.output_p95, req.max_output_tokens),
+                prompt_tokens=shape.prompt,
+                output_tokens=shape.output,
                 slo=Slo(ttft_p99_s=req.ttft_p99_ms / 1000.0, tpot_p99_s=req.tpot_p99_ms / 1000.0),
                 failure_policy=pool.failure_policy,
                 zones=max(1, len(pool.replicas_per_zone())),

@@ -2,8 +2,9 @@
 
 Fleet (tests.factories.build_fleet): model llama-test (R 1000 wt/s, w_out 4), region us-test with
 pool-a and pool-b (280 CU each). Here we add region eu-test with pool-eu (280 CU).
-A complete request asks for 10 req/s committed at prompt p50 1000 / output p50 200:
-10 × (1000 + 4 × 200) = 18,000 wt/s = 18 CU per region.
+A complete request asks for 10 req/s committed with prompt p50/p95/max 1000/4000/6000 and output
+200/800/2000: the envelope's capped-lognormal means are 1,384.69 and 283.18 tokens (capacity.envelope),
+so 10 × (1,384.69 + 4 × 283.18) = 25,174 wt/s = 25.175 CU per region (rounded up to 0.001).
 """
 
 from __future__ import annotations

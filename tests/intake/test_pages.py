@@ -126,12 +126,12 @@ def test_review_page_has_chart_commitments_and_gap(fleet, people, submitted):
     assert [t["name"] for t in fig["data"]][:3] == ["already sold", "this request", "deliverable"]
     # The window starts at midnight, the globex grants two hours later: sold steps 0 → 270 inside it.
     assert fig["data"][0]["y"][:2] == [0.0, 270.0]
-    assert set(fig["data"][1]["y"]) == {18.0} and set(fig["data"][2]["y"]) == {280.0}
+    assert set(fig["data"][1]["y"]) == {25.175} and set(fig["data"][2]["y"]) == {280.0}
     assert '<div id="chart-pool-a" class="chart"></div>' in body
     assert body.count("<td>globex</td>") == 2  # the two commitments
-    # pool-a has 10 CU, pool-b 15 CU: 18 CU is 8 and 3 short; the region is 3 CU short.
-    assert '<td class="num gap">8.000</td>' in body and '<td class="num gap">3.000</td>' in body
-    assert "Supply gap in us-test: 3.000 CU short in the best pool." in body
+    # pool-a has 10 CU, pool-b 15 CU: 25.175 CU is 15.175 and 10.175 short; the region is 10.175 CU short.
+    assert '<td class="num gap">15.175</td>' in body and '<td class="num gap">10.175</td>' in body
+    assert "Supply gap in us-test: 10.175 CU short in the best pool." in body
     assert 'id="approve"' in body
 
 
