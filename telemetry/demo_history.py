@@ -4,11 +4,11 @@ Each active entitlement gets `days` (default 56: eight weeks, enough for three o
 origins with two weekly seasons before the first) of traffic: a daily and weekly shape around a
 per-entitlement mean utilisation, a slow trend on every other entitlement, and seeded noise.
 
-Requests and tokens agree with the envelope: every 10-minute sample carries n requests of the
-envelope's mean shape (the mean of a lognormal through its p50 and p95, for prompt and output), so
-weighted tokens per request is the envelope's mean weighted tokens, whatever the level. Samples go
-into the hour and day rollups only (a 10-minute sample in a minute chart would read as a 10×
-spike). No raw events are stored: this is rollup history, labelled as demo data by its source.
+Requests and tokens agree with the envelope: every hour's sample carries n requests (summed over
+six 10-minute steps) of the envelope's mean shape (the mean of a lognormal through its p50 and
+p95, for prompt and output), so weighted tokens per request is the envelope's mean weighted
+tokens, whatever the level. Samples go into the hour and day rollups only (an hour's sample in a
+minute chart would read as a 60× spike). No raw events are stored: this is rollup history.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from telemetry.models import ROLLUP_ADDITIVE, HourRollup
 from telemetry.rollups import add_deltas, minute_deltas
 
 STEP = timedelta(minutes=10)
+HOUR = timedelta(hours=1)
 Z95 = 1.6449  # standard normal 95th percentile
 # Counters that count requests (one per sample row as written) and must count n per sample.
 _PER_REQUEST = [
@@ -77,7 +78,7 @@ def seed_history(*, days: int = 56, seed: int = 11, now: datetime | None = None)
         return 0
     rng = np.random.default_rng(seed)
     ents = list(active_at(Entitlement.objects.all(), end).select_related("tenant", "project", "model", "region"))
-    steps = int((end - start) / STEP)
+    hours = int((end - start) / HOUR)
     written = 0
     for k, ent in enumerate(ents):
         rate = float(ent.cu) * ent.model.r_wt_per_s
@@ -88,23 +89,27 @@ def seed_history(*, days: int = 56, seed: int = 11, now: datetime | None = None)
         rows: list[dict[str, Any]] = []
         n: dict[Any, int] = {}
         slo: dict[Any, float] = {}
-        for i in range(steps):
-            ts = start + i * STEP
-            growth = 1.0 + trend * (i * STEP - (end - start)) / timedelta(weeks=1)
-            util = min(level * growth * diurnal(ts.hour + ts.minute / 60, ts.weekday()) * rng.lognormal(0, 0.08), 1.0)
-            requests = max(1, round(rate * util * STEP.total_seconds() / wt_per_request))
-            minute = ts.replace(second=0)
-            n[(minute, "admit")] = n[(minute, "complete")] = requests
-            slo[(minute, "complete")] = float(rng.uniform(0.97, 1.0))
+        for h in range(hours):
+            hour = start + h * HOUR
+            # Ten-minute steps inside the hour, summed into one sample row per hour: only hour and
+            # day rollups are written, and six rows an hour cost six times the work for nothing.
+            requests = 0
+            for ts in (hour + j * STEP for j in range(int(HOUR / STEP))):
+                growth = 1.0 + trend * (ts - end) / timedelta(weeks=1)
+                shape = diurnal(ts.hour + ts.minute / 60, ts.weekday())
+                util = min(level * growth * shape * rng.lognormal(0, 0.08), 1.0)
+                requests += max(1, round(rate * util * STEP.total_seconds() / wt_per_request))
+            n[(hour, "admit")] = n[(hour, "complete")] = requests
+            slo[(hour, "complete")] = float(rng.uniform(0.97, 1.0))
             base = {
-                "ts": ts, "tenant": ent.tenant.slug, "project": ent.project.slug if ent.project else "",
+                "ts": hour, "tenant": ent.tenant.slug, "project": ent.project.slug if ent.project else "",
                 "model": ent.model.slug, "region": ent.region.slug, "traffic_class": ent.traffic_class_id,
                 "entitlement": ent.uuid, "reason": "", "cached_prompt_tokens": 0,
             }  # fmt: skip
             rows.append({**base, "decision": "admit", "estimated_wt": requests * wt_per_request, "actual_wt": None,
                          "prompt_tokens": round(requests * prompt), "output_tokens": 0,
                          "slo_met": None, "ttft_ms": None, "e2e_ms": None})  # fmt: skip
-            rows.append({**base, "ts": ts + timedelta(seconds=30), "decision": "complete", "estimated_wt": 0.0,
+            rows.append({**base, "ts": hour + timedelta(seconds=30), "decision": "complete", "estimated_wt": 0.0,
                          "actual_wt": requests * wt_per_request, "prompt_tokens": 0,
                          "output_tokens": round(requests * output), "slo_met": True,
                          "ttft_ms": float(rng.uniform(150, 900)), "e2e_ms": float(rng.uniform(4000, 15000))})  # fmt: skip
