@@ -35,7 +35,7 @@ _THROTTLE = inline_serializer(
         "decision": serializers.CharField(),
         "reason": serializers.CharField(),
         "responsible": serializers.CharField(),
-        "retry_after_s": serializers.IntegerField(),
+        "retry_after_s": serializers.IntegerField(allow_null=True),
     },
 )
 
@@ -90,7 +90,8 @@ class _GatewayFastPath:
 
 def _reserve(parsed: services.ReserveRequest) -> tuple[int, dict[str, Any], dict[str, str]]:
     d = services.reserve(parsed)
-    return d.status, d.body, ({"Retry-After": str(d.body["retry_after_s"])} if d.status == 429 else {})
+    ra = d.body.get("retry_after_s") if d.status == 429 else None
+    return d.status, d.body, ({} if ra is None else {"Retry-After": str(ra)})  # OUTSIDE_ENVELOPE: no retry
 
 
 def _complete(parsed: services.CompleteRequest) -> tuple[int, dict[str, Any], dict[str, str]]:

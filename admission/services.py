@@ -17,7 +17,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from admission import events, ids, params, plans, sweeper
+from admission import events, ids, params, plans, reclaims, sweeper
 from admission.backends import get_backend
 from admission.backends.base import BEST_EFFORT, CompleteOp, Lost, ReserveOp, StoreUnavailable
 from admission.isotime import iso_utc, now_iso
@@ -153,9 +153,16 @@ def reservation_id(rid_key: bytes, tenant: str, request_id: str) -> str:
     return blake2b(f"{tenant}\n{request_id}".encode(), digest_size=16, key=rid_key).hexdigest()
 
 
+# Throttles that no retry can pass (the request itself is outside what was bought): no advice to
+# retry at all (CONTRACT §4: retry_after_s null, no Retry-After header).
+NEVER_PASSES = frozenset({reasons.OUTSIDE_ENVELOPE})
+
+
 def throttle(reason: str, retry_after: int | None = None) -> Decision:
     r = reasons.REASONS[reason]
     ra = r.default_retry_after_s if retry_after is None else retry_after
+    if reason in NEVER_PASSES:
+        ra = None
     return Decision(429, {"decision": "throttle", "reason": reason, "responsible": r.responsible, "retry_after_s": ra})
 
 
@@ -207,11 +214,26 @@ def reserve(req: ReserveRequest) -> Decision:
     if parts[0] == "A":
         if not ans.replay or ans.retried:  # a retried call may have admitted unseen: telemetry dedups by id
             events.emit(_event(req, "admit", cost, plan.event_head, source_kind=parts[3]))
+            _watch_reclaims(backend, sp, parts[3])
         return _admitted(req, sp, parts[2], parts[3], parts[4], settled=ans.settled)
     _, reason, ra = parts
     if not ans.replay or ans.retried:
         events.emit(_event(req, "throttle", cost, plan.event_head, reason=reason))
+        if reason == reasons.RECLAIMED:
+            reclaims.reclaimed(sp.pool_id, _now(backend))
     return throttle(reason, int(ra))
+
+
+def _now(backend: Any) -> float:
+    clock = getattr(backend, "clock", None)  # the in-process backend's clock (tests inject theirs)
+    return clock() if clock is not None else time.time()
+
+
+def _watch_reclaims(backend: Any, sp: Any, source: str) -> None:
+    if source == "borrowed":
+        reclaims.borrowed(sp.pool_id, _now(backend))
+    elif sp.traffic_class != BEST_EFFORT:
+        reclaims.lender_admitted(sp.pool_id, _now(backend))
 
 
 def _admitted(req: ReserveRequest, sp: Any, wt: str, source: str, expires: str, *, settled: bool = False) -> Decision:
