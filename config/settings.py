@@ -159,6 +159,8 @@ AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one locks: per ac
 AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "entitlements.throttles.client_address"
 INVALID_TOKEN_RATE = os.environ.get("INVALID_TOKEN_RATE", "20/min")
+# /metrics without a token: these addresses or CIDR blocks only (portal/views/metrics.py).
+METRICS_ALLOWED_IPS = os.environ.get("METRICS_ALLOWED_IPS", "127.0.0.1,::1")
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"

@@ -2,12 +2,12 @@
 
 from django.urls import path
 
-from portal.views import live
+from portal.views import live, metrics
 
 urlpatterns = [
     path("fleet/", live.fleet, name="live-fleet"),
     path("entitlements/<uuid:uuid>/", live.entitlement, name="live-entitlement"),
     path("usage/", live.usage, name="live-usage"),
     path("usage/export.csv", live.usage_export, name="live-usage-export"),
-    path("metrics", live.metrics, name="metrics"),
+    path("metrics", metrics.MetricsView.as_view(), name="metrics"),
 ]

@@ -1,4 +1,4 @@
-"""Live pages: operator fleet, one entitlement, customer usage (+ CSV), and the portal's /metrics.
+"""Live pages: operator fleet, one entitlement, customer usage (+ CSV). (/metrics: portal/views/metrics.py.)
 
 Every page has one `{% partialdef panels %}` that htmx polls; an htmx request gets that partial alone.
 Anyone who may not see a page gets 404, never 403, so a page's existence does not leak either.
@@ -17,14 +17,12 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from entitlements import roles
 from entitlements.models import Tenant
 from entitlements.reasons import REASONS
 from entitlements.selectors import entitlements_visible_to, pools_with_totals
 from portal import charts_live
-from telemetry.collectors import DB_REGISTRY
 from telemetry.deadletter import quarantined_by_stage
 from telemetry.selectors import entitlement_series, fleet_series, latest_samples, usage_series
 
@@ -264,12 +262,3 @@ def usage_export(request: HttpRequest) -> StreamingHttpResponse:
     name = f"usage-{slug or 'all'}-{key}.csv"
     resp["Content-Disposition"] = f'attachment; filename="{name}"'
     return resp
-
-
-def metrics(request: HttpRequest) -> HttpResponse:
-    """Prometheus exposition: in-process metrics (ingest lag, task durations) plus database-derived ones.
-
-    No tenant labels here, so the endpoint leaks nothing tenant-specific to a scraper.
-    """
-    body = generate_latest(REGISTRY) + generate_latest(DB_REGISTRY)
-    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
