@@ -115,7 +115,8 @@ class Notification(models.Model):
     title = models.CharField(max_length=200)
     body = models.TextField(blank=True)
     link = models.CharField(max_length=300, blank=True)
-    episode = models.ForeignKey(AlertEpisode, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
+    # SET_NULL: sweeping an old episode must not take an unread inbox row with it
+    episode = models.ForeignKey(AlertEpisode, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     read_at = models.DateTimeField(null=True, blank=True)
     emailed_at = models.DateTimeField(null=True, blank=True)

@@ -7,7 +7,7 @@ from datetime import datetime
 from celery import shared_task
 from django.utils.dateparse import parse_datetime
 
-from alerts import emails, evaluation, webhooks
+from alerts import emails, evaluation, retention, webhooks
 
 
 @shared_task(acks_late=True)
@@ -37,3 +37,9 @@ def deliver_due_webhooks() -> int:
     for pk in due:
         deliver_webhook.delay(pk)
     return len(due)
+
+
+@shared_task(acks_late=True)
+def sweep_alerts() -> dict[str, int]:
+    """Target of the daily beat schedule: delivery log and read inbox rows past retention."""
+    return retention.alerts_sweep()
