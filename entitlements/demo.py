@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from decimal import ROUND_FLOOR, Decimal
+from types import SimpleNamespace
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -21,6 +22,7 @@ from django.utils import timezone
 
 from entitlements import services
 from entitlements.compute_specs import load_compute_specs
+from entitlements.concurrency import derive_max_concurrency
 from entitlements.loaders import OperatingPointRow, load_operating_points
 from entitlements.models import (
     Accelerator,
@@ -380,15 +382,15 @@ def _whole_cu(value: float) -> Decimal:
     return Decimal(str(value)).quantize(Decimal("0.1"), rounding=ROUND_FLOOR)
 
 
-def _envelope(model: ServedModel, op: OperatingPoint, cu: Decimal) -> services.Envelope:
-    max_p, max_o, p50, p95, o50, o95, conc = ENVELOPES[model.slug]
-    # The cap must let the entitlement reach its own rate: Little's law on the typical request,
-    # rps = rate ÷ weighted tokens per request, in flight = rps × (TTFT + output × TPOT), doubled for bursts.
-    wt_per_request = p50 + model.w_out * o50
-    residence_s = (op.measured_ttft_p99_ms or op.ttft_p99_limit_ms or 2000) / 1000 + o50 * (
-        op.measured_tpot_p99_ms or op.tpot_p99_limit_ms or 200
-    ) / 1000
-    conc = max(conc, math.ceil(2 * float(cu) * model.r_wt_per_s / wt_per_request * residence_s))
+def _envelope(pool: Pool, cu: Decimal) -> services.Envelope:
+    model, op = pool.model, pool.operating_point
+    max_p, max_o, p50, p95, o50, o95, _ = ENVELOPES[model.slug]
+    # The cap is derived (issue 15.5): Little's law on the envelope's mean request × a burst factor,
+    # never above this entitlement's share of the pool's KV memory (entitlements.concurrency).
+    shape = SimpleNamespace(
+        prompt_p50=p50, prompt_p95=p95, max_prompt_tokens=max_p, output_p50=o50, output_p95=o95, max_output_tokens=max_o
+    )
+    conc = derive_max_concurrency(pool=pool, cu=float(cu), envelope=shape).value
     return services.Envelope(
         max_prompt_tokens=max_p,
         max_output_tokens=max_o,
@@ -429,7 +431,7 @@ def _load_grants(actor: Any) -> int:
             cu=cu,
             starts_at=starts,
             ends_at=starts + timedelta(days=g.ends_after_days) if g.ends_after_days else None,
-            envelope=_envelope(pool.model, pool.operating_point, cu),
+            envelope=_envelope(pool, cu),
             overage=g.overage,
             borrowing_limit_cu=_whole_cu(float(cu) * g.borrow_share),
         )

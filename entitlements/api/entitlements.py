@@ -8,6 +8,7 @@ from typing import Any
 
 from django.utils import timezone
 from django_filters import rest_framework as filters
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -17,6 +18,7 @@ from rest_framework.response import Response
 
 from entitlements import roles, services
 from entitlements.api.history import history_for
+from entitlements.concurrency import max_concurrency_derivation
 from entitlements.models import Entitlement, Pool, Project, Region, ServedModel, Tenant, TrafficClass
 from entitlements.selectors import active_at, entitlements_visible_to
 from entitlements.services import ENVELOPE_FIELDS
@@ -68,19 +70,26 @@ class EntitlementSerializer(serializers.ModelSerializer):
     rate_wt_per_s = serializers.FloatField(read_only=True)
     active = serializers.SerializerMethodField()
     history = serializers.SerializerMethodField()
+    max_concurrency_derivation = serializers.SerializerMethodField()
 
     class Meta:
         model = Entitlement
         fields = [
             "id", "tenant", "project", "model", "region", "pool", "traffic_class", "cu", "rate_wt_per_s",
-            "starts_at", "ends_at", *ENVELOPE_FIELDS, "overage", "borrowing_limit_cu", "version", "active",
-            "revoked_at", "created_at", "updated_at", "history",
+            "starts_at", "ends_at", *ENVELOPE_FIELDS, "max_concurrency_derivation", "overage", "borrowing_limit_cu",
+            "version", "active", "revoked_at", "created_at", "updated_at", "history",
         ]  # fmt: skip
         read_only_fields = fields
 
     def get_active(self, obj: Entitlement) -> bool:
         now = self.context.get("now") or timezone.now()
         return obj.revoked_at is None and obj.starts_at <= now and (obj.ends_at is None or obj.ends_at > now)
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_max_concurrency_derivation(self, obj: Entitlement) -> dict[str, object] | None:
+        """Issue 15.5: the derived default cap (Little's law × burst, capped by the KV share) beside the
+        stored one; `overridden` when an operator set another (entitlement_amend, with a reason)."""
+        return max_concurrency_derivation(obj, self.context.setdefault("pools_for_caps", {}))
 
     @extend_schema_field(HistoryEntrySerializer(many=True))
     def get_history(self, obj: Entitlement) -> Any:
