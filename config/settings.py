@@ -140,6 +140,8 @@ COST_ELECTRICITY_PER_KWH = float(os.environ.get("COST_ELECTRICITY_PER_KWH", "0.1
 COST_IDLE_POWER_SHARE = float(os.environ.get("COST_IDLE_POWER_SHARE", "0.3"))
 # Sizing's prefill bound: the share of dense peak FLOP/s a replica sustains on prompts (issue 15.3).
 SIZING_PREFILL_MFU = float(os.environ.get("SIZING_PREFILL_MFU", "0.5"))
+# Default concurrency caps: Little's law × this burst factor, capped by the KV share (issue 15.5).
+CONCURRENCY_BURST_FACTOR = float(os.environ.get("CONCURRENCY_BURST_FACTOR", "2.0"))
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 # Schedules live in django-celery-beat's tables (each app's data migration), edited in the admin.
