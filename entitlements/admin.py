@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from entitlements import admin_access, services  # noqa: F401 - admin_access registers people and access
+from entitlements import admin_access, reserve_rules, services  # noqa: F401 - admin_access registers people and access
 from entitlements.models import (
     Accelerator,
     Entitlement,
@@ -156,6 +157,11 @@ class PoolAdmin(admin.ModelAdmin):
             services.lock_pools({form.instance.pk})
             pool = services.pool_refresh(form.instance)
             # Supply can shrink for real (lost hardware), so the change is kept, but said out loud.
+            try:
+                reserve_rules.check_all_zone_rooms(pool, "zones")
+            except ValidationError as exc:
+                # A zone reserve held here counts only replicas outside its zone (issue 12.8).
+                self.message_user(request, "; ".join(exc.messages), level=messages.WARNING)
             sold = pool_sold_peak(pool, Window(timezone.now(), None))
             if sold > pool.deliverable_cu:
                 self.message_user(

@@ -10,3 +10,9 @@ class EntitlementsConfig(AppConfig):
         from entitlements.history_triggers import reinstall_after_migrate
 
         post_migrate.connect(reinstall_after_migrate, sender=self, dispatch_uid="entitlements-audit-triggers")
+        # SQLite drops a table's triggers when a migration rebuilds it: put the reserve checks back.
+        from entitlements import reserve_triggers
+
+        post_migrate.connect(
+            reserve_triggers.reinstall_after_migrate, sender=self, dispatch_uid="entitlements-reserve-triggers"
+        )

@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from entitlements import reserve_rules
 from entitlements.models import Pool, PoolZone, Zone
 from entitlements.models.supply import as_cu, validate_failure_policy
 from entitlements.selectors import Window, pool_sold_peak
@@ -53,6 +54,8 @@ def pool_update(*, pool: Pool, zones: list[tuple[Zone, int]] | None = None, **ch
             raise ValidationError({"zones": f"zone {zone.slug}: replicas must be ≥ 0"})
         PoolZone.objects.update_or_create(pool=locked, zone=zone, defaults={"replicas": replicas})
     field = next(iter(changes), "zones")
+    # A zone reserve held here counts only replicas outside its zone: fewer of them must still hold it.
+    reserve_rules.check_all_zone_rooms(locked, "zones")
     # Reserves held here must still fit in the new physical size; say so before the
     # database's check constraint refuses the refresh with an IntegrityError.
     probe = Pool.objects.select_related("operating_point__model").get(pk=locked.pk)

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import F, Q, Sum
 from django.utils import timezone
 
+from entitlements import reserve_rules
 from entitlements.history import history_context
 from entitlements.models import Entitlement, FailoverReserve, Pool, Region, ServedModel, TrafficClass
 from entitlements.models.grants import BORROWING_CLASS
@@ -292,20 +293,22 @@ def reserve_set(
     protected_zone: Any = None,
     note: str = "",
 ) -> FailoverReserve | None:
-    """Create, resize or (cu = 0) remove the reserve `host_pool` holds for one scope.
+    """Create, resize or (cu = 0) remove the reserve `host_pool` holds for one pool, or for one
+    pool's replicas in `protected_zone` (a zone alone names the pool when only one fits).
 
-    Refused when the host's deliverable capacity would fall below what it has already sold.
+    Refused when the pool serves another model, when a zone reserve would need host replicas in
+    the zone it protects, or when the host's deliverable would fall below what it has sold.
     """
-    if (protected_pool is None) == (protected_zone is None):
-        raise ValidationError({"protected_pool": "a reserve protects exactly one pool or one zone"})
     cu_d = as_cu(cu)
     if cu_d < 0:
         raise ValidationError({"cu": "must be ≥ 0"})
-    ids = {host_pool.pk} | ({protected_pool.pk} if protected_pool else set())
-    locked = lock_pools(ids)
+    protected_pool = reserve_rules.resolve_protected_pool(host_pool, protected_pool, protected_zone)
+    locked = lock_pools({host_pool.pk, protected_pool.pk})
     host = pool_refresh(locked[host_pool.pk])
-    scope = {"protected_pool": protected_pool} if protected_pool else {"protected_zone": protected_zone}
+    scope = {"protected_pool": protected_pool, "protected_zone": protected_zone}
     existing = FailoverReserve.objects.filter(host_pool=host, **scope).first()
+    if protected_zone is not None and cu_d > 0:
+        reserve_rules.check_zone_room(host, protected_zone, replacing=existing, adding=cu_d)
     delta = cu_d - (existing.cu if existing else Decimal(0))
     new_held = host.reserve_held_cu + delta
     if new_held > host.physical_cu:

@@ -24,41 +24,22 @@ NUM = {"max_digits": 14, "decimal_places": 3, "coerce_to_string": False, "read_o
 
 
 def _protects(res: FailoverReserve) -> dict[str, str]:
-    if res.protected_pool_id:
-        return {"pool": res.protected_pool.slug}
-    return {"zone": res.protected_zone.slug}
+    out = {"pool": res.protected_pool.slug}
+    if res.protected_zone_id:
+        out["zone"] = res.protected_zone.slug
+    return out
 
 
 def protecting_map() -> dict[int, list[dict[str, Any]]]:
-    """Reserves held elsewhere for each pool, in one query.
-
-    A reserve protects a pool when it names the pool, or names a zone the pool has replicas in
-    (and is held by another pool serving the same model: capacity of one model cannot stand in
-    for another's): losing that zone is what the reserve stands in for.
-    """
+    """Reserves held elsewhere for each pool, in one query. Every reserve names the one pool it
+    stands for (a zone reserve: that pool's replicas in the zone), so each is listed once."""
     out: dict[int, list[dict[str, Any]]] = defaultdict(list)
     rows = FailoverReserve.objects.order_by("pk").values_list(
-        "id",
-        "cu",
-        "host_pool_id",
-        "host_pool__slug",
-        "host_pool__model_id",
-        "protected_pool_id",
-        "protected_pool__slug",
-        "protected_zone__slug",
-        "protected_zone__pool_zones__pool_id",
-        "protected_zone__pool_zones__replicas",
-        "protected_zone__pool_zones__pool__model_id",
+        "id", "cu", "host_pool__slug", "protected_pool_id", "protected_pool__slug", "protected_zone__slug"
     )
-    for row in rows:
-        rid, cu, host_id, host_slug, host_model, pool_id, pool_slug, zone_slug, zone_pool_id, replicas, model = row
-        if pool_id is not None:
-            target, protects = pool_id, {"pool": pool_slug}
-        elif zone_pool_id is not None and replicas and zone_pool_id != host_id and model == host_model:
-            target, protects = zone_pool_id, {"zone": zone_slug}
-        else:
-            continue
-        out[target].append({"id": rid, "host_pool": host_slug, "protects": protects, "cu": cu})
+    for rid, cu, host_slug, pool_id, pool_slug, zone_slug in rows:
+        protects = {"pool": pool_slug} if zone_slug is None else {"pool": pool_slug, "zone": zone_slug}
+        out[pool_id].append({"id": rid, "host_pool": host_slug, "protects": protects, "cu": cu})
     return out
 
 
@@ -161,11 +142,6 @@ class ReserveInSerializer(serializers.Serializer):
     cu = serializers.DecimalField(max_digits=14, decimal_places=3, min_value=0)
     note = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
 
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if (attrs.get("protected_pool") is None) == (attrs.get("protected_zone") is None):
-            raise serializers.ValidationError({"protected_pool": "give exactly one of protected_pool, protected_zone"})
-        return attrs
-
 
 class ScopeMoveSerializer(serializers.Serializer):
     """One admission scope; its model and region are the target pool's."""
@@ -228,7 +204,8 @@ class PoolViewSet(viewsets.GenericViewSet):
     @extend_schema(request=ReserveInSerializer, responses=PoolSerializer)
     @action(detail=True, methods=["post"])
     def reserves(self, request: Request, slug: str) -> Response:
-        """Create, resize or (cu 0) remove the reserve this pool holds for one pool or zone."""
+        """Create, resize or (cu 0) remove the reserve this pool holds for one pool of its model, or for
+        that pool's replicas in one zone (a zone alone names the pool when only one fits)."""
         pool = self.get_object()
         inp = ReserveInSerializer(data=request.data)
         inp.is_valid(raise_exception=True)

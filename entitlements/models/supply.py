@@ -130,19 +130,26 @@ class PoolZone(models.Model):
 
 
 class FailoverReserve(models.Model):
-    """Capacity held idle in `host_pool` to protect exactly one other pool or one zone.
+    """Capacity held idle in `host_pool` to stand in for one other pool of the same model: for the
+    whole of it, or (with `protected_zone`) for the part of it in one zone.
 
-    The check constraint makes a row protect exactly one scope; the unique constraints stop the
-    same host from holding two reserves for one scope; `Pool.pool_reserve_within_physical` stops
-    the sum from exceeding the host.
+    A zone reserve names its pool, so one reserve never stands for two pools and is listed once.
+    The database keeps a reserve to its host's model and a zone to its pool's region (triggers,
+    migration 0009); the unique constraints stop one host holding two reserves for one scope;
+    `Pool.pool_reserve_within_physical` stops the sum from exceeding the host. That a zone reserve
+    is held by host replicas outside the zone it protects is checked by the services, which see
+    every change to the host's zones.
     """
 
     host_pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="reserves_held")
-    protected_pool = models.ForeignKey(
-        Pool, on_delete=models.PROTECT, null=True, blank=True, related_name="reserves_protecting"
-    )
+    protected_pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="reserves_protecting")
     protected_zone = models.ForeignKey(
-        Zone, on_delete=models.PROTECT, null=True, blank=True, related_name="reserves_protecting"
+        Zone,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="reserves_protecting",
+        help_text="empty: the whole pool; set: the protected pool's replicas in this zone",
     )
     cu = models.DecimalField(**CU)
     note = models.CharField(max_length=200, blank=True)
@@ -150,20 +157,15 @@ class FailoverReserve(models.Model):
     class Meta:
         ordering = ["host_pool__slug", "pk"]
         constraints = [
-            models.CheckConstraint(
-                condition=(Q(protected_pool__isnull=False) & Q(protected_zone__isnull=True))
-                | (Q(protected_pool__isnull=True) & Q(protected_zone__isnull=False)),
-                name="reserve_protects_exactly_one_scope",
-            ),
             models.CheckConstraint(condition=~Q(protected_pool=F("host_pool")), name="reserve_not_self"),
             models.CheckConstraint(condition=Q(cu__gt=0), name="reserve_cu_positive"),
             models.UniqueConstraint(
                 fields=["host_pool", "protected_pool"],
-                condition=Q(protected_pool__isnull=False),
+                condition=Q(protected_zone__isnull=True),
                 name="reserve_unique_pool_scope",
             ),
             models.UniqueConstraint(
-                fields=["host_pool", "protected_zone"],
+                fields=["host_pool", "protected_pool", "protected_zone"],
                 condition=Q(protected_zone__isnull=False),
                 name="reserve_unique_zone_scope",
             ),
@@ -171,7 +173,8 @@ class FailoverReserve(models.Model):
 
     @property
     def scope(self) -> str:
-        return f"pool {self.protected_pool.slug}" if self.protected_pool_id else f"zone {self.protected_zone.slug}"
+        pool = f"pool {self.protected_pool.slug}"
+        return f"{pool} in zone {self.protected_zone.slug}" if self.protected_zone_id else pool
 
     def __str__(self) -> str:
         return f"{self.cu} CU in {self.host_pool.slug} for {self.scope}"

@@ -77,23 +77,21 @@ def home(request: HtmxHttpRequest) -> HttpResponse:
     raise PermissionDenied("no page for this role")
 
 
-def _reserve_notes() -> tuple[dict[int, list[str]], dict[int, list[str]], dict[int, list[tuple[int, str]]]]:
-    """Per pool: reserves it holds; reserves protecting it; per zone: (host pool, note) protecting the zone."""
+def _reserve_notes() -> tuple[dict[int, list[str]], dict[int, list[str]]]:
+    """Per pool: reserves it holds; reserves protecting it."""
     held: dict[int, list[str]] = defaultdict(list)
     for_pool: dict[int, list[str]] = defaultdict(list)
-    for_zone: dict[int, list[tuple[int, str]]] = defaultdict(list)
     for r in FailoverReserve.objects.select_related("host_pool", "protected_pool", "protected_zone"):
         held[r.host_pool_id].append(f"{cu(r.cu)} CU for {r.scope}" + (f" — {r.note}" if r.note else ""))
-        if r.protected_pool_id:
-            for_pool[r.protected_pool_id].append(f"{cu(r.cu)} CU held in {r.host_pool.slug}")
-        elif r.protected_zone is not None:
-            zone = r.protected_zone
-            for_zone[zone.pk].append((r.host_pool_id, f"zone {zone.slug}: {cu(r.cu)} CU held in {r.host_pool.slug}"))
-    return held, for_pool, for_zone
+        # Every reserve names the one pool it stands for (a zone reserve: its replicas in that zone),
+        # so it is listed once, under that pool.
+        where = f"zone {r.protected_zone.slug}: " if r.protected_zone is not None else ""
+        for_pool[r.protected_pool_id].append(f"{where}{cu(r.cu)} CU held in {r.host_pool.slug}")
+    return held, for_pool
 
 
 def operator_context(at: datetime | None = None) -> dict[str, Any]:
-    held, for_pool, for_zone = _reserve_notes()
+    held, for_pool = _reserve_notes()
     rows, bars = [], []
     for t in pools_with_totals(at):
         p, b = t["pool"], t["breakdown"]
@@ -142,9 +140,7 @@ def operator_context(at: datetime | None = None) -> dict[str, Any]:
                 "util_level": "hot" if util >= 90 else "warm" if util >= 70 else "ok",
                 "segments": [(s.name, cu(s.cu)) for s in segments],
                 "reserves_held": held.get(p.pk, []),
-                # A zone reserve protects every other pool in that zone, not the pool that holds it.
-                "protected_by": for_pool.get(p.pk, [])
-                + [n for z in zones for host, n in for_zone.get(z.zone_id, []) if host != p.pk],
+                "protected_by": for_pool.get(p.pk, []),
             }
         )
     figure = capacity_breakdown_figure(bars)

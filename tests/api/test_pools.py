@@ -144,30 +144,59 @@ def test_reserves_set_resize_and_remove(client_for, fleet):
     assert FailoverReserve.objects.count() == 0
 
 
-def test_zone_reserve_protects_the_other_pools_in_that_zone(client_for, fleet):
+def test_zone_reserve_names_its_pool_and_is_listed_once(client_for, fleet):
+    make_pool("pool-c", op=fleet.pool_a.operating_point)  # a third llama-test pool with replicas in us-test-a
     client = client_for("operator")
-    response = client.post("/api/v1/pools/pool-b/reserves", {"protected_zone": "us-test-a", "cu": "70"}, format="json")
+    # Two other pools have replicas in us-test-a: a zone alone does not say which one.
+    ambiguous = client.post("/api/v1/pools/pool-b/reserves", {"protected_zone": "us-test-a", "cu": "70"}, format="json")
+    assert (ambiguous.status_code, list(ambiguous.json()["error"]["fields"])) == (400, ["protected_pool"])
+    body = {"protected_pool": "pool-a", "protected_zone": "us-test-a", "cu": "70"}
+    response = client.post("/api/v1/pools/pool-b/reserves", body, format="json")
     assert response.status_code == 200
     res = FailoverReserve.objects.get()
-    a = client.get("/api/v1/pools/pool-a").json()
-    assert a["reserves"]["protecting_this"] == [
-        {"id": res.pk, "host_pool": "pool-b", "protects": {"zone": "us-test-a"}, "cu": 70.0}
-    ]
-    assert response.json()["reserves"]["protecting_this"] == []
+    entry = {"id": res.pk, "host_pool": "pool-b", "protects": {"pool": "pool-a", "zone": "us-test-a"}, "cu": 70.0}
+    assert response.json()["reserves"] == {"held": [entry], "protecting_this": []}
+    listed = [r["reserves"]["protecting_this"] for r in client.get("/api/v1/pools").json()["results"]]
+    assert listed == [[entry], [], []]  # pool-a, pool-b, pool-c: once, under the pool it stands for
 
 
-def test_a_zone_reserve_of_another_model_protects_nothing_here(client_for, fleet):
-    from tests.factories import OperatingPointFactory, ServedModelFactory, make_pool
+def test_a_reserve_for_a_pool_of_another_model_is_a_400_naming_the_field(client_for, fleet):
+    from tests.factories import OperatingPointFactory, ServedModelFactory
 
     other = OperatingPointFactory(model=ServedModelFactory(slug="other-model"))
     make_pool("pool-other", op=other, region=fleet.pool_a.region)
     client = client_for("operator")
-    response = client.post(
-        "/api/v1/pools/pool-other/reserves", {"protected_zone": "us-test-a", "cu": "10"}, format="json"
+    for body in ({"protected_pool": "pool-a"}, {"protected_pool": "pool-a", "protected_zone": "us-test-a"}):
+        response = client.post("/api/v1/pools/pool-other/reserves", {**body, "cu": "10"}, format="json")
+        assert response.status_code == 400
+        assert list(response.json()["error"]["fields"]) == ["protected_pool"]
+        assert "serves llama-test" in response.json()["error"]["message"]
+    # A zone alone finds no pool of other-model there.
+    alone = client.post("/api/v1/pools/pool-other/reserves", {"protected_zone": "us-test-a", "cu": "10"}, format="json")
+    assert (alone.status_code, list(alone.json()["error"]["fields"])) == (400, ["protected_pool"])
+    assert FailoverReserve.objects.count() == 0
+
+
+def test_a_zone_reserve_counts_only_host_replicas_outside_that_zone(client_for, fleet):
+    client = client_for("operator")
+    # pool-a: 2 replicas in us-test-a and 2 in us-test-b at 70 CU: 140 CU survive losing us-test-a.
+    body = {"protected_pool": "pool-b", "protected_zone": "us-test-a"}
+    over = client.post("/api/v1/pools/pool-a/reserves", {**body, "cu": "140.001"}, format="json")
+    assert over.status_code == 400
+    assert over.json()["error"]["message"] == (
+        "cu: pool pool-a has 140.000 CU on replicas outside zone us-test-a; reserves for that zone "
+        "would need 140.001 CU (its replicas in the zone fail with it)"
     )
-    assert response.status_code == 200
-    # Capacity of other-model cannot stand in for llama-test replicas lost with the zone.
-    assert client.get("/api/v1/pools/pool-a").json()["reserves"]["protecting_this"] == []
+    assert client.post("/api/v1/pools/pool-a/reserves", {**body, "cu": "140"}, format="json").status_code == 200
+    # Fewer replicas outside the zone can no longer hold it.
+    shrink = client.patch("/api/v1/pools/pool-a", {"zones": [{"zone": "us-test-b", "replicas": 1}]}, format="json")
+    assert (shrink.status_code, list(shrink.json()["error"]["fields"])) == (400, ["zones"])
+    assert Pool.objects.get(slug="pool-a").zones.get(zone__slug="us-test-b").replicas == 2
+    # More replicas inside the protected zone do not help either.
+    grow = client.patch("/api/v1/pools/pool-a", {"zones": [{"zone": "us-test-a", "replicas": 4}]}, format="json")
+    assert grow.status_code == 200
+    again = client.post("/api/v1/pools/pool-a/reserves", {**body, "cu": "140.001"}, format="json")
+    assert again.status_code == 400
 
 
 def test_reserve_that_would_oversell_the_host_is_refused(client_for, fleet):
@@ -176,12 +205,8 @@ def test_reserve_that_would_oversell_the_host_is_refused(client_for, fleet):
     response = client.post("/api/v1/pools/pool-a/reserves", {"protected_pool": "pool-b", "cu": "81"}, format="json")
     assert response.status_code == 400
     assert response.json()["error"]["message"].startswith("cu: pool pool-a has sold 200.000 CU")
-    both = client.post(
-        "/api/v1/pools/pool-a/reserves",
-        {"protected_pool": "pool-b", "protected_zone": "us-test-a", "cu": "1"},
-        format="json",
-    )
-    assert list(both.json()["error"]["fields"]) == ["protected_pool"]
+    neither = client.post("/api/v1/pools/pool-a/reserves", {"cu": "1"}, format="json")
+    assert list(neither.json()["error"]["fields"]) == ["protected_pool"]
     assert FailoverReserve.objects.count() == 0
 
 

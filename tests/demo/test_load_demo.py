@@ -75,9 +75,9 @@ def test_demo_fleet_has_the_promised_shape():
     assert list(m.Pool.objects.filter(operating_point__is_ceiling=True).values_list("slug", flat=True)) == [
         "llama-3-8b-ap-south-tpu-v5e"
     ]
-    assert m.FailoverReserve.objects.filter(protected_pool__isnull=False).count() == 1
+    assert m.FailoverReserve.objects.filter(protected_zone__isnull=True).count() == 1
     assert m.FailoverReserve.objects.filter(protected_zone__isnull=False).count() == 1
-    assert m.Pool.objects.get(slug="llama-2-70b-us-east-b200").reserve_held_cu == 100
+    assert m.Pool.objects.get(slug="llama-2-70b-us-east-b200").reserve_held_cu == 102
     assert sorted(m.Tenant.objects.values_list("slug", flat=True)) == ["acme", "globex", "initech", "umbrella"]
     assert set(m.Entitlement.objects.values_list("traffic_class", flat=True)) == {"reserved", "shared", "best_effort"}
 
@@ -124,3 +124,24 @@ def test_demo_grants_are_recorded_with_actor_and_reason():
     assert history.count() == 20
     assert set(history.values_list("actor_id", flat=True)) == {operator.pk}
     assert all(h.reason.startswith("demo fleet: ") for h in history)
+
+
+def test_demo_follows_the_reserve_scope_and_borrowing_rules():
+    load_demo()
+    for r in m.FailoverReserve.objects.select_related("host_pool", "protected_pool"):
+        assert r.host_pool.model_id == r.protected_pool.model_id, str(r)
+        if r.protected_zone_id:
+            # Only host replicas outside the protected zone hold the reserve.
+            outside = sum(z.replicas for z in r.host_pool.zones.exclude(zone_id=r.protected_zone_id))
+            assert r.cu <= outside * r.host_pool.cu_per_replica, str(r)
+    b200 = m.FailoverReserve.objects.get(host_pool__slug="llama-2-70b-us-east-b200")
+    assert (b200.protected_pool.slug, b200.protected_zone.slug) == ("llama-2-70b-us-east-h200", "us-east-a")
+    scopes = {}
+    for e in m.Entitlement.objects.filter(revoked_at__isnull=True):
+        scopes.setdefault((e.tenant_id, e.project_id, e.model_id, e.region_id, e.traffic_class_id), set()).add(
+            e.pool_id
+        )
+    assert all(len(pools) == 1 for pools in scopes.values())
+    borrowing = m.Entitlement.objects.exclude(borrowing_limit_cu=0)
+    assert set(borrowing.values_list("traffic_class", flat=True)) == {"best_effort"}
+    assert borrowing.count() == 3

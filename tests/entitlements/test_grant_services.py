@@ -72,10 +72,14 @@ def test_reserve_reduces_deliverable_once_and_cannot_strand_sold(fleet):
         entitlement_grant(actor=fleet.operator, reason="x", **grant_kwargs(fleet.pool_a, fleet.globex, "1"))
 
 
-def test_database_refuses_a_reserve_for_two_scopes_or_itself(fleet):
+def test_database_refuses_a_reserve_listed_twice_for_one_scope_or_for_itself(fleet):
     zone = fleet.pool_b.zones.first().zone
+    FailoverReserve.objects.create(host_pool=fleet.pool_a, protected_pool=fleet.pool_b, protected_zone=zone, cu=1)
     with pytest.raises(IntegrityError), transaction.atomic():
         FailoverReserve.objects.create(host_pool=fleet.pool_a, protected_pool=fleet.pool_b, protected_zone=zone, cu=1)
+    FailoverReserve.objects.create(host_pool=fleet.pool_a, protected_pool=fleet.pool_b, cu=1)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        FailoverReserve.objects.create(host_pool=fleet.pool_a, protected_pool=fleet.pool_b, cu=1)
     with pytest.raises(IntegrityError), transaction.atomic():
         FailoverReserve.objects.create(host_pool=fleet.pool_a, protected_pool=fleet.pool_a, cu=1)
     with pytest.raises(IntegrityError), transaction.atomic():
