@@ -19,7 +19,8 @@ from tests import factories as f
 from tests.forecasting.helpers import END, daily_cu, write_demand
 
 ROOT = Path(__file__).resolve().parents[2]
-BROKER = "redis://127.0.0.1:6379/5"
+# The run's own Redis database (REDIS_URL) when one is given: the test flushes its broker database.
+BROKER = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/5"
 N_SERIES = 6
 
 
@@ -49,9 +50,11 @@ def _start(args: list[str], log: Path) -> subprocess.Popen:
 
 
 def _worker(name: str, log: Path) -> subprocess.Popen:
+    # The pool production runs (prefork). With --pool=solo this test passed even with acks_late off.
     return _start(
-        ["worker", "--pool=solo", "-n", f"{name}@%h", "--without-mingle", "--without-gossip", "-l", "INFO"], log
-    )
+        ["worker", "--pool=prefork", "--concurrency=1", "-n", f"{name}@%h", "--without-mingle", "--without-gossip",
+         "-l", "INFO"], log,
+    )  # fmt: skip
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -111,6 +114,9 @@ def test_killed_worker_run_is_redelivered_and_written_once(transactional_db, tmp
         _kill(beat)
         w2 = _worker("w2", logs[2])
         _wait_for("the run to finish", lambda: ForecastRun.objects.get(pk=run.pk).is_done, logs)
+        # The run was claimed by w2's pool process (a child of w2), read while it is alive.
+        claimer = ForecastRun.objects.get(pk=run.pk).claimed_by.split(":")[1]
+        claimer_parent = Path(f"/proc/{claimer}/stat").read_text().rsplit(")", 1)[1].split()[1]
     finally:
         for p in (w1, beat, w2):
             if p is not None:
@@ -123,4 +129,9 @@ def test_killed_worker_run_is_redelivered_and_written_once(transactional_db, tmp
     assert run.series_count == N_SERIES
     assert ForecastSeries.objects.filter(run=run).count() == N_SERIES
     assert ForecastRun.objects.count() == 1
-    assert run.claimed_by.split(":")[1] == str(w2.pid)  # the solo worker runs tasks in its own process
+    assert claimer_parent == str(w2.pid)  # prefork: the task ran in a child of the second worker
+
+
+def test_a_dead_workers_task_is_redelivered_in_minutes_not_an_hour(settings):
+    # kombu's Redis transport redelivers an unacked message after the visibility timeout.
+    assert 60 <= settings.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] <= 600
