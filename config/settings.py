@@ -119,9 +119,11 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-# A task whose worker died is redelivered after this many seconds (Redis broker).
+# A task whose worker died is redelivered after this many seconds (Redis broker): minutes, not an
+# hour (issue 12.10). A redelivery of a run that is still alive does nothing: the run is claimed by
+# compare-and-swap and only taken over after FORECAST_RUN_STALE_AFTER_S without a checkpoint.
 CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "3600")),
+    "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "300")),
     # kombu looks for abandoned messages every interval × throttle seconds.
     "unacked_restore_interval": int(os.environ.get("CELERY_UNACKED_RESTORE_INTERVAL", "10")),
     "unacked_restore_throttle": int(os.environ.get("CELERY_UNACKED_RESTORE_THROTTLE", "10")),

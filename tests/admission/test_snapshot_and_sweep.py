@@ -10,6 +10,7 @@ import pytest
 
 from admission import events, params, services, tasks
 from admission.backends.memory import MemoryBackend
+from telemetry.services import ingest_events
 from tests.admission.world import body, build_world
 
 
@@ -81,8 +82,6 @@ def test_sweep_task_settles_abandoned_reservations_at_full_estimate(w, settings,
 
 
 def test_events_are_accepted_by_telemetry(w, fleet):
-    pytest.importorskip("telemetry.services")
-    from telemetry.services import ingest_events
 
     buf = events.EventBuffer(
         lambda batch: ingest_events(source="admission", events=batch), flush_s=3600, autostart=False
@@ -110,7 +109,6 @@ def test_memory_backend_is_the_embedded_default(settings):
 
 
 def test_default_sink_ingests_inline_without_a_broker(w, settings, sink):
-    pytest.importorskip("telemetry.services")
     settings.CELERY_TASK_ALWAYS_EAGER = True
     reserve(body("acme", "reserved", "inline-1"))
     events.buffer().flush()
