@@ -19,6 +19,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from entitlements import roles
+from entitlements.concurrency import max_concurrency_derivation
 from entitlements.models import Tenant
 from entitlements.reasons import REASONS
 from entitlements.selectors import entitlements_visible_to, pools_with_totals
@@ -149,6 +150,8 @@ def entitlement(request: HttpRequest, uuid: Any) -> HttpResponse:
         "tenant_fig": figure_tag("ent-tenant-throttles", tenant_fig),
         "platform_fig": figure_tag("ent-platform-throttles", platform_fig),
     }
+    if not getattr(request, "htmx", False):  # the polled panels do not show it: derive once per page
+        ctx["cap"] = max_concurrency_derivation(ent)
     return _page(request, "portal/live/entitlement.html", ctx)
 
 

@@ -43,3 +43,13 @@ def test_a_heavy_class_is_capped_by_its_kv_share(fleet):
     cap = derive_max_concurrency(pool=fleet.pool_a, cu=28, envelope=heavy)
     # 28 × 1,000 ÷ 16,000 = 1.75 req/s × (2 + 2,000 × 0.2 = 402 s) × 2 = 1,407; KV ⌊0.1 × 4 × 1,525,878 ÷ 10,000⌋ = 61.
     assert (cap.burst_cap, cap.kv_ceiling, cap.value, cap.binding) == (1407, 61, 61, "kv")
+
+
+def test_the_entitlement_page_shows_the_derivation(fleet):
+    from tests.clients import web_client
+
+    ent = entitlement_grant(actor=fleet.operator, reason="x", **grant_kwargs(fleet.pool_a, fleet.acme, "14"))
+    html = web_client(fleet.operator).get(f"/entitlements/{ent.uuid}/").content.decode()
+    derived = derive_max_concurrency(pool=fleet.pool_a, cu=14, envelope=ent).value
+    assert "At most 64 requests in flight, set by an operator" in html
+    assert f"(the derived default is {derived}: {derived} = max(1, min(" in html
