@@ -17,14 +17,15 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
 from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from admission import snapshot_reads, snapshot_triggers
+from admission import snapshot_reads as rd
 from admission.snapshot_reads import EntRow, PoolBase
 
 BUCKET_DEPTH_S = 60.0
@@ -94,62 +95,65 @@ def _setting(name: str, default: float) -> float:
 class _Derived:
     scopes: dict[tuple[str, str, str, str, str], ScopeParams]
     reserved_rate: dict[int, float]  # wt/s of active reserved entitlements per pool
-    sold: dict[int, Decimal]  # CU of active entitlements that count as sold, per pool
-    next_boundary: datetime | None  # the next instant some held entitlement starts or ends
+    sold: dict[int, float]  # CU of active entitlements that count as sold, per pool
+    next_boundary: float | None  # epoch s of the next instant some held entitlement starts or ends
 
 
-def derive_scopes(rows: list[EntRow], t: datetime) -> _Derived:
+def derive_scopes(rows: list[EntRow], t: float) -> _Derived:
     """Several active entitlements in one scope add up (rate, borrowing, concurrency); the envelope is
-    the widest; the scope names its lowest-pk entitlement (rows come by pk)."""
+    the widest; the scope names its lowest-pk entitlement (rows come by pk). `t`: epoch seconds.
+    A hot loop over every held row: tuple indices (snapshot_reads), floats, one dict lookup."""
     acc: dict[tuple[str, str, str, str, str], list[Any]] = {}
     reserved: dict[int, float] = {}
-    sold: dict[int, Decimal] = {}
-    nxt: datetime | None = None
+    sold: dict[int, float] = {}
+    nxt: float | None = None
     for e in rows:
-        if e.starts_at > t:
-            nxt = e.starts_at if nxt is None or e.starts_at < nxt else nxt
+        starts, ends = e[rd.STARTS], e[rd.ENDS]
+        if starts > t:
+            nxt = starts if nxt is None or starts < nxt else nxt
             continue
-        if e.ends_at is not None:
-            if e.ends_at <= t:
+        if ends is not None:
+            if ends <= t:
                 continue
-            nxt = e.ends_at if nxt is None or e.ends_at < nxt else nxt
-        rate = float(e.cu) * e.r_wt_per_s
-        if e.traffic_class == "reserved":
-            reserved[e.pool_id] = reserved.get(e.pool_id, 0.0) + rate
-        if e.counts_as_sold:
-            sold[e.pool_id] = sold.get(e.pool_id, Decimal(0)) + e.cu
-        borrow = float(e.borrowing_limit_cu) * e.r_wt_per_s if e.may_borrow and e.overage == "borrow" else 0.0
-        key = (e.tenant, e.project or "", e.model, e.region, e.traffic_class)
+            nxt = ends if nxt is None or ends < nxt else nxt
+        pool, r = e[rd.POOL], e[rd.R]
+        rate = e[rd.CU] * r
+        if e[rd.CLASS] == "reserved":
+            reserved[pool] = reserved.get(pool, 0.0) + rate
+        if e[rd.SOLD]:
+            sold[pool] = sold.get(pool, 0.0) + e[rd.CU]
+        borrow = e[rd.BORROW] * r if e[rd.MAY_BORROW] and e[rd.OVERAGE] == "borrow" else 0.0
+        key = (e[rd.TENANT], e[rd.PROJECT] or "", e[rd.MODEL], e[rd.REGION], e[rd.CLASS])
         a = acc.get(key)
         if a is None:
-            acc[key] = [e, rate, borrow, e.max_prompt_tokens, e.max_output_tokens, e.output_p95, e.max_concurrency,
-                        e.ttft_p99_ms, e.tpot_p99_ms]  # fmt: skip
+            acc[key] = [e, rate, borrow, e[rd.MAX_PROMPT], e[rd.MAX_OUTPUT], e[rd.OUT_P95], e[rd.MAX_CONC],
+                        e[rd.TTFT], e[rd.TPOT]]  # fmt: skip
             continue
         a[1] += rate
         a[2] += borrow
-        a[3] = max(a[3], e.max_prompt_tokens)
-        a[4] = max(a[4], e.max_output_tokens)
-        a[5] = max(a[5], e.output_p95)
-        a[6] += e.max_concurrency
-        a[7] = max(a[7], e.ttft_p99_ms)
-        a[8] = max(a[8], e.tpot_p99_ms)
+        a[3] = max(a[3], e[rd.MAX_PROMPT])
+        a[4] = max(a[4], e[rd.MAX_OUTPUT])
+        a[5] = max(a[5], e[rd.OUT_P95])
+        a[6] += e[rd.MAX_CONC]
+        a[7] = max(a[7], e[rd.TTFT])
+        a[8] = max(a[8], e[rd.TPOT])
     scopes = {
         k: ScopeParams(
-            key=":".join(k),
-            entitlement=str(a[0].uuid),
-            traffic_class=k[4],
-            rate=a[1],
-            borrow_rate=a[2],
-            max_prompt_tokens=a[3],
-            max_output_tokens=a[4],
-            output_p95=a[5],
-            max_concurrency=a[6],
-            ttft_p99_ms=a[7],
-            tpot_p99_ms=a[8],
-            w_out=a[0].w_out,
-            w_cached=a[0].w_cached,
-            pool_id=a[0].pool_id,
-        )  # fmt: skip
+            ":".join(k),
+            str(UUID(a[0][rd.UUID])),
+            k[4],
+            a[1],
+            a[2],
+            a[3],
+            a[4],
+            a[5],
+            a[6],
+            a[7],
+            a[8],
+            a[0][rd.W_OUT],
+            a[0][rd.W_CACHED],
+            a[0][rd.POOL],
+        )
         for k, a in acc.items()
     }
     return _Derived(scopes, reserved, sold, nxt)
@@ -167,7 +171,7 @@ def derive_pools(
         rate = b.deliverable_cu * b.r_wt_per_s * ratio
         pools[b.pool_id] = PoolParams(
             pool_id=b.pool_id, slug=b.slug, rate=rate, depth=rate * depth_s, margin=margin_frac * rate * depth_s,
-            degraded=rate < float(d.sold.get(b.pool_id, 0)) * b.r_wt_per_s,
+            degraded=rate < d.sold.get(b.pool_id, 0.0) * b.r_wt_per_s,
             reserved_floor=-d.reserved_rate.get(b.pool_id, 0.0) * depth_s, health=h,
         )  # fmt: skip
     return pools
@@ -236,11 +240,11 @@ def _refresh(snap: Snapshot | None, now: float) -> Snapshot:
     if not parts and snap is not None and now < snap.valid_until:
         return snap  # nothing moved: same snapshot, its plans kept
     if parts - {"supply", "health"} or _held.derived is None or snap is None or now >= snap.valid_until:
-        _held.derived = derive_scopes(_held.rows, t)
+        _held.derived = derive_scopes(_held.rows, t.timestamp())
     d = _held.derived
     until = _held.full_at
     if d.next_boundary is not None:
-        until = min(until, now + max(0.0, (d.next_boundary - t).total_seconds()))
+        until = min(until, now + max(0.0, d.next_boundary - t.timestamp()))
     placements = frozenset((b.model, b.region) for b in _held.bases)
     _version += 1
     _current = Snapshot(d.scopes, derive_pools(_held.bases, _held.health, d), placements, until, _version)
@@ -271,7 +275,7 @@ def build(now: datetime | None = None, version: int = 0) -> Snapshot:
     """A whole snapshot read afresh, outside the process's cache (bench/scale.py times this)."""
     t = now or timezone.now()
     bases = snapshot_reads.pool_rows()
-    d = derive_scopes(snapshot_reads.entitlement_rows(t), t)
+    d = derive_scopes(snapshot_reads.entitlement_rows(t), t.timestamp())
     pools = derive_pools(bases, snapshot_reads.health_rows([b.pool_id for b in bases]), d)
     return Snapshot(d.scopes, pools, frozenset((b.model, b.region) for b in bases), float("inf"), version)
 
