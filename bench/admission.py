@@ -5,7 +5,12 @@ Prints decisions/s, p50 and p99 for:
   2. reserve, and reserve + complete, through the Python service on the Redis backend,
   3. a plain Django JSON view under gunicorn (2 workers), and
   4. reserve through HTTP under the same gunicorn,
-and the ratios against the goals. Needs Redis (REDIS_URL, default redis://127.0.0.1:6379/3).
+and the ratios against the goals, with the load average beside them. Reserve and INCR are timed
+interleaved, call by call (one reserve, one INCR, ...), so a change in the machine's load hits both
+alike. Needs Redis: BENCH_REDIS_URL (default redis://127.0.0.1:6379/13, a db of its own: the bench's
+Celery queue is deleted at the end) and the gunicorn port BENCH_ADMISSION_PORT (default: a free one).
+Everything it made (keys under its own prefix, the queue, gunicorn, the work dir) is removed at the
+end, even after a Redis timeout.
 Run: .venv/bin/python bench/admission.py [--n 3000] [--clients 8]
 """
 
@@ -32,7 +37,7 @@ sys.path[0] = str(ROOT)  # not bench/: its admission.py would shadow the admissi
 TMP = Path(tempfile.mkdtemp(prefix="adm-bench-"))
 ENV = {
     "SQLITE_PATH": str(TMP / "bench.sqlite3"),
-    "REDIS_URL": os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/3"),
+    "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13"),
     "ADMISSION_BACKEND": "redis",
     "DJANGO_SETTINGS_MODULE": "bench.admission_site.settings",
     "DJANGO_DEBUG": "0",
@@ -97,6 +102,8 @@ def body(i: int, tag: str) -> dict:
 
 
 def free_port() -> int:
+    if os.environ.get("BENCH_ADMISSION_PORT"):
+        return int(os.environ["BENCH_ADMISSION_PORT"])
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -149,49 +156,93 @@ def http_load(port: int, path: str, headers: dict, make_body, n: int, clients: i
     return lat, time.perf_counter() - t0, bad[0]
 
 
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+def interleaved(a, b, n: int) -> tuple[list[float], list[float]]:
+    """a(i) and b(i) timed alternately, call by call: → (latencies of a, latencies of b)."""
+    la, lb = [], []
+    for i in range(n):
+        s = time.perf_counter()
+        a(i)
+        m = time.perf_counter()
+        b(i)
+        la.append(m - s)
+        lb.append(time.perf_counter() - m)
+    return la, lb
+
+
+def cleanup(r, backend, gun, incr_key: str) -> None:
+    """Each step on its own: a Redis that timed out must not stop gunicorn's or the work dir's removal."""
+    if gun is not None:
+        os.killpg(gun.pid, signal.SIGTERM)
+        gun.wait()
+    for what, step in (("admission keys", lambda: backend and backend.clear()),
+                       ("broker queue", lambda: print(f"  (event batches handed to the broker: "
+                                                       f"{r.llen('celery')}; deleted)") or r.delete(*CELERY_KEYS)),
+                       ("INCR key", lambda: r.delete(incr_key))):  # fmt: skip
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - report and go on: the rest must still be cleaned
+            print(f"  !! cleanup of {what} failed: {exc!r}")
+    shutil.rmtree(TMP, ignore_errors=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=3000)
     ap.add_argument("--clients", type=int, default=8)
     args = ap.parse_args()
     n = args.n
-    print(f"admission bench (n={n}, {args.clients} HTTP clients, Redis {ENV['REDIS_URL']}, work dir {TMP})")
-    token = setup_db()
+    os.environ["ADMISSION_KEY_PREFIX"] = f"bench-{uuid.uuid4().hex[:8]}:"
+    print(f"admission bench (n={n}, {args.clients} HTTP clients, Redis {ENV['REDIS_URL']}, work dir {TMP}); {load()}")
     import redis
 
-    from admission import services
-    from admission.backends import get_backend
-
+    r = redis.Redis.from_url(ENV["REDIS_URL"], socket_timeout=5)
+    incr_key = f"adm-bench:incr:{uuid.uuid4().hex[:8]}"
+    backend = gun = None
     rows = {}
-    r = redis.Redis.from_url(ENV["REDIS_URL"])
-    empty = r.register_script("return 1")
-    empty()
-    rows["evalsha"] = row("Redis round trip: EVALSHA of an empty script", *timed(lambda i: empty(), n))
-    rows["incr"] = row("Redis round trip: INCR", *timed(lambda i: r.incr("adm-bench:incr"), n))
-    r.delete("adm-bench:incr")
-
-    backend = get_backend()
-    services.reserve(services.parse_reserve(body(0, "warm")))  # snapshot + script load
-
-    def reserve(i: int) -> str:
-        d = services.reserve(services.parse_reserve(body(i, "py")))
-        assert d.status == 200, d.body
-        return d.body["reservation_id"]
-
-    rows["py_reserve"] = row("reserve (Python service, Redis backend)", *timed(reserve, n))
-    ids: list[str] = []
-
-    def reserve_complete(i: int) -> None:
-        rid = reserve(i)
-        services.complete(services.parse_complete({"reservation_id": rid, "prompt_tokens": 20, "output_tokens": 10,
-                                                   "status": "ok"}))  # fmt: skip
-        ids.append(rid)
-
-    rows["py_pair"] = row("reserve + complete (Python service)", *timed(reserve_complete, n))
-
-    port = free_port()
-    gun = start_gunicorn(port)
     try:
+        token = setup_db()
+        from django.conf import settings
+
+        from admission import params, services
+        from admission.backends import get_backend
+
+        settings.ADMISSION_KEY_PREFIX = os.environ["ADMISSION_KEY_PREFIX"]
+        params.invalidate()
+        empty = r.register_script("return 1")
+        empty()
+        rows["evalsha"] = row("Redis round trip: EVALSHA of an empty script", *timed(lambda i: empty(), n))
+        backend = get_backend()
+        services.reserve(services.parse_reserve(body(0, "warm")))  # snapshot + script load
+
+        def reserve(i: int) -> str:
+            d = services.reserve(services.parse_reserve(body(i, "py")))
+            assert d.status == 200, d.body
+            return d.body["reservation_id"]
+
+        t0 = time.perf_counter()
+        lat_res, lat_incr = interleaved(reserve, lambda i: r.incr(incr_key), n)
+        wall = time.perf_counter() - t0
+        rows["incr"] = row("Redis round trip: INCR (interleaved)", lat_incr, wall)
+        rows["py_reserve"] = row("reserve (Python service, Redis; interleaved)", lat_res, wall)
+        pair = sorted(a / b for a, b in zip(lat_res, lat_incr, strict=True))
+        rows["pair_ratio"] = pair[len(pair) // 2]
+        ids: list[str] = []
+
+        def reserve_complete(i: int) -> None:
+            rid = reserve(i)
+            services.complete(services.parse_complete({"reservation_id": rid, "prompt_tokens": 20,
+                                                       "output_tokens": 10, "status": "ok"}))  # fmt: skip
+            ids.append(rid)
+
+        rows["py_pair"] = row("reserve + complete (Python service)", *timed(reserve_complete, n))
+
+        port = free_port()
+        gun = start_gunicorn(port)
         hdr = {"Content-Type": "application/json"}
         auth = {**hdr, "Authorization": f"Token {token}"}
         http_load(port, "/bench/plain", hdr, lambda i: {}, 200, args.clients)  # warm-up
@@ -204,17 +255,13 @@ def main() -> int:
         if bad or bad_r:
             print(f"  !! non-200 answers: plain {bad}, reserve {bad_r}")
     finally:
-        os.killpg(gun.pid, signal.SIGTERM)
-        gun.wait()
-        backend.clear()
-        print(f"  (event batches handed to the broker: {r.llen('celery')}; deleted)")
-        r.delete(*CELERY_KEYS)
-        shutil.rmtree(TMP, ignore_errors=True)
+        cleanup(r, backend, gun, incr_key)
 
     ratio_py = rows["py_reserve"]["p50_ms"] / rows["incr"]["p50_ms"]
     ratio_http = rows["http"]["per_s"] / rows["plain"]["per_s"]
-    print("ratios (goal):")
-    print(f"  reserve (Python) p50 / INCR p50            {ratio_py:6.2f}   (≤ 1.5)")
+    print(f"ratios (goal); {load()}:")
+    print(f"  reserve (Python) p50 / INCR p50            {ratio_py:6.2f}   (≤ 1.5; interleaved call by call)")
+    print(f"  median of per-pair reserve / INCR          {rows['pair_ratio']:6.2f}")
     print(
         f"  reserve (Python) p50 / EVALSHA-empty p50   {rows['py_reserve']['p50_ms'] / rows['evalsha']['p50_ms']:6.2f}"
     )

@@ -214,6 +214,8 @@ def main() -> None:
     print(f"raw binary COPY      : {copy_s:8.2f} s  {copy_rate:12,.0f} events/s")
     print(f"ingest_events (+rollups): {service_s:8.2f} s  {service_rate:12,.0f} events/s")
     print(f"ratio service/COPY   : {service_rate / copy_rate:.2f}  (goal ≥ {GOAL})")
+    one, five, fifteen = os.getloadavg()
+    print(f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} on {os.cpu_count()} cores")
     print(f"hour/day-rollup requests: {hour_total:,} / {total:,} (must equal accepted)")
     restore()
     if total != accepted or hour_total != accepted or accepted != n:

@@ -102,6 +102,7 @@ print(
     f"for the chosen point alone ({med['size'] / med['size_one_point']:.2f}×)"
 )
 print(f"  ratio to the 200 ms goal: {med['total'] / GOAL_S:.2f}× ({'met' if med['total'] < GOAL_S else 'MISSED'})")
+print("  load average {:.2f} / {:.2f} / {:.2f} on {} cores".format(*os.getloadavg(), os.cpu_count()))
 print(
     f"  result: KV p99 {r.kv_tokens_p99:,.0f} tokens, mean concurrency {r.mean_concurrency:.1f} "
     f"(simulated {r.kv.mean_concurrency:.1f}), replicas {r.replicas.to_dict()}; chosen {r.operating_point_used.label} "
