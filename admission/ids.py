@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 PREFIX = "r1."
 
@@ -45,11 +47,24 @@ def _derive(secret: str) -> bytes:
     return hashlib.sha256(b"headroom admission reservation id signing\0" + secret.encode()).digest()
 
 
+_cached_keys: list[bytes] | None = None  # read once: every reserve signs, and settings reads add up
+
+
 def _keys() -> list[bytes]:
-    current = getattr(settings, "ADMISSION_SIGNING_KEY", "") or ""
-    keys = [current.encode() if current else _derive(settings.SECRET_KEY)]
-    keys += [k.encode() for k in getattr(settings, "ADMISSION_SIGNING_KEYS_PREVIOUS", ()) or () if k]
-    return keys
+    global _cached_keys
+    if _cached_keys is None:
+        current = getattr(settings, "ADMISSION_SIGNING_KEY", "") or ""
+        keys = [current.encode() if current else _derive(settings.SECRET_KEY)]
+        keys += [k.encode() for k in getattr(settings, "ADMISSION_SIGNING_KEYS_PREVIOUS", ()) or () if k]
+        _cached_keys = keys
+    return _cached_keys
+
+
+@receiver(setting_changed)
+def _settings_changed(*, setting: str, **_: object) -> None:
+    global _cached_keys
+    if setting in ("SECRET_KEY", "ADMISSION_SIGNING_KEY", "ADMISSION_SIGNING_KEYS_PREVIOUS"):
+        _cached_keys = None
 
 
 @lru_cache(maxsize=8)
@@ -71,8 +86,15 @@ def _unb64(s: str) -> bytes:
     return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
 
 
+@lru_cache(maxsize=8)
+def _keyed(key: bytes) -> hmac.HMAC:
+    return hmac.new(key, digestmod=hashlib.sha256)  # the key schedule once; each id copies it
+
+
 def _mac(key: bytes, body: str) -> bytes:
-    return hmac.new(key, body.encode(), hashlib.sha256).digest()[:16]
+    m = _keyed(key).copy()
+    m.update(body.encode())
+    return m.digest()[:16]
 
 
 def sign(c: Claims) -> str:
