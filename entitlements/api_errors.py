@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import DataError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
@@ -24,6 +25,10 @@ def _flatten(detail: Any) -> Any:
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     # A service error may say it is a conflict with the current state (409), not bad input.
     conflict = getattr(exc, "http_status", None) == status.HTTP_409_CONFLICT
+    if isinstance(exc, DataError | OverflowError):
+        # A value the database (or SQLite's driver) cannot hold: bad input, not a fault of ours. The
+        # guards (entitlements.api_guards) and serializers name the field first; this is the net.
+        exc = exceptions.ValidationError({"non_field_errors": ["a value is out of range for its field"]})
     if isinstance(exc, DjangoValidationError):
         fields = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
         exc = exceptions.ValidationError(fields)
