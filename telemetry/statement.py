@@ -1,0 +1,341 @@
+"""The evidence statement (issue 17.1, CONTRACT §8): one entitlement, one period, what was promised
+and what happened, read from the rollups only (never from raw events: a statement of a busy year must
+not scan a year of events).
+
+Totals read hour rollups for the whole hours of the period and minute rollups for its ragged edges,
+so the work is bounded by the period's length, not by traffic. Per-minute figures (peak and p95 share,
+borrowing above the own rate) read the minute rollups, which are kept 35 days (CONTRACT §6): older
+minutes are gone and those figures then cover the kept minutes only.
+
+What was bought comes from the entitlement's history (one snapshot per write, by database trigger),
+so an amendment changes the CU from the moment it was made, and a window or a revocation stops it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.apps import apps
+from django.db.models import Q, Sum
+from django.utils.dateparse import parse_datetime
+
+from entitlements import roles
+from entitlements.models import Entitlement, EntitlementHistory
+from entitlements.models.grants import BORROWING_CLASS
+from entitlements.reasons import OUTSIDE_ENVELOPE, REASONS, RECLAIMED
+from telemetry.histogram import percentile
+from telemetry.models import E2E_BINS, TTFT_BINS, HourRollup, MinuteRollup
+
+MAX_PERIOD = timedelta(days=400)
+HOUR = timedelta(hours=1)
+
+
+class PeriodError(ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Step:
+    """CU bought over [start, end)."""
+
+    start: datetime
+    end: datetime
+    cu: Decimal
+
+
+def _when(value: Any) -> datetime | None:
+    if value in (None, ""):
+        return None
+    t = value if isinstance(value, datetime) else parse_datetime(str(value))
+    if t is None:
+        return None
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def _in_force(snap: dict[str, Any]) -> tuple[datetime | None, datetime | None, Decimal]:
+    """(active from, active until, CU) of one history snapshot; until is None when open-ended."""
+    stops = [t for t in (_when(snap.get("ends_at")), _when(snap.get("revoked_at"))) if t is not None]
+    return _when(snap.get("starts_at")), min(stops) if stops else None, Decimal(str(snap.get("cu") or 0))
+
+
+def bought_steps(ent: Entitlement, start: datetime, end: datetime) -> list[Step]:
+    """The CU bought at every moment of [start, end), from the history.
+
+    The first snapshot governs back to its own window's start (a grant may be backdated); every later
+    one governs from the moment it was written. Within each, only its window [starts_at, min(ends_at,
+    revoked_at)) counts."""
+    rows = list(
+        EntitlementHistory.objects.filter(entitlement_id=ent.pk).exclude(op="delete").values_list("at", "snapshot")
+    )
+    if not rows:  # no trigger ran (rows written before the triggers existed): the row as it is now
+        rows = [
+            (
+                ent.created_at,
+                {"starts_at": ent.starts_at, "ends_at": ent.ends_at, "revoked_at": ent.revoked_at, "cu": ent.cu},
+            )
+        ]
+    steps: list[Step] = []
+    for i, (at, snap) in enumerate(rows):
+        lo = start if i == 0 else max(start, _when(at) or start)
+        hi = end if i == len(rows) - 1 else min(end, _when(rows[i + 1][0]) or end)
+        active_from, active_until, cu = _in_force(snap)
+        a = max(lo, active_from or lo)
+        b = min(hi, active_until or hi)
+        if b > a and cu > 0:
+            if steps and steps[-1].end == a and steps[-1].cu == cu:
+                steps[-1] = Step(steps[-1].start, b, cu)
+            else:
+                steps.append(Step(a, b, cu))
+    return steps
+
+
+def _scope(ent: Entitlement) -> Q:
+    """Its own events, plus unattributed events of its exact scope (e.g. platform throttles), as the
+    live entitlement page counts them (telemetry.selectors.entitlement_series)."""
+    return Q(entitlement=str(ent.uuid)) | Q(
+        entitlement="",
+        tenant=ent.tenant.slug,
+        project=ent.project.slug if ent.project_id else "",
+        model=ent.model.slug,
+        region=ent.region.slug,
+        traffic_class=ent.traffic_class_id,
+    )
+
+
+def _pieces(start: datetime, end: datetime) -> list[tuple[type, datetime, datetime]]:
+    """Hour rollups for the whole hours inside [start, end), minute rollups for the edges."""
+    first = start.replace(minute=0, second=0, microsecond=0)
+    first = first if first == start else first + HOUR
+    last = end.replace(minute=0, second=0, microsecond=0)
+    if last <= first:
+        return [(MinuteRollup, start, end)]
+    return [(MinuteRollup, start, first), (HourRollup, first, last), (MinuteRollup, last, end)]
+
+
+_SUMS = {"n": "requests", "est": "estimated_wt", "act": "actual_wt", "prompt": "prompt_tokens"}
+_SUMS |= {"output": "output_tokens", "slo": "slo_met", "slo_n": "slo_total"}
+
+
+def _totals(scope: Q, start: datetime, end: datetime) -> dict[tuple[str, str], dict[str, float]]:
+    """(decision, reason) → summed columns (and the latency histogram bins) over the period."""
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for model, a, b in _pieces(start, end):
+        if b <= a:
+            continue
+        rows = (
+            model.objects.filter(scope, bucket__gte=a, bucket__lt=b)
+            .values("decision", "reason")
+            .annotate(**{k: Sum(v) for k, v in _SUMS.items()}, **{f: Sum(f) for f in TTFT_BINS + E2E_BINS})
+            .order_by()
+        )
+        for r in rows:
+            acc = out.setdefault((r["decision"], r["reason"]), {})
+            for k, v in r.items():
+                if k not in ("decision", "reason"):
+                    acc[k] = acc.get(k, 0) + (v or 0)
+    return out
+
+
+def _minute_use(scope: Q, start: datetime, end: datetime) -> dict[datetime, float]:
+    """Settled wt per minute (a request counts in the minute it completed)."""
+    rows = (
+        MinuteRollup.objects.filter(scope, decision="complete", bucket__gte=start, bucket__lt=end)
+        .values("bucket")
+        .annotate(wt=Sum("actual_wt"))
+        .order_by()
+    )
+    return {_when(r["bucket"]): float(r["wt"] or 0) for r in rows if r["wt"]}  # type: ignore[misc]
+
+
+def _cu_at(steps: list[Step], t: datetime) -> Decimal:
+    for s in steps:
+        if s.start <= t < s.end:
+            return s.cu
+    return Decimal(0)
+
+
+def _minute_figures(steps: list[Step], used: dict[datetime, float], r_wt_per_s: float) -> dict[str, Any]:
+    """Peak and p95 (nearest rank, idle minutes counted as 0) of per-minute use ÷ the rate bought in
+    that minute, over the minutes something was bought; and the wt above the own rate (borrowed)."""
+    active = sum(math.ceil((s.end - s.start).total_seconds() / 60) for s in steps)
+    shares: list[float] = []
+    above = 0.0
+    for t, wt in used.items():
+        rate = float(_cu_at(steps, t)) * r_wt_per_s * 60
+        above += max(0.0, wt - rate)
+        if rate > 0:
+            shares.append(wt / rate)
+    if not active:
+        return {"peak": None, "p95": None, "above_wt": above}
+    shares.sort()
+    rank = math.ceil(0.95 * active)  # 1-based; the first (active − len(shares)) ranks are idle minutes
+    zeros = active - len(shares)
+    p95 = 0.0 if rank <= zeros else shares[rank - zeros - 1]
+    return {"peak": round(max(shares), 6) if shares else 0.0, "p95": round(p95, 6), "above_wt": above}
+
+
+def _reclaim_p95_s(ent: Entitlement, start: datetime, end: datetime) -> float | None:
+    """p95 of the pool's reclaim latencies in the period. admission sits above telemetry in the
+    layers, so its table is looked up by name (a read, no code of admission runs)."""
+    reclaim = apps.get_model("admission", "ReclaimEvent")
+    ms = sorted(
+        reclaim.objects.filter(pool_id=ent.pool_id, at__gte=start, at__lt=end).values_list("latency_ms", flat=True)
+    )
+    if not ms:
+        return None
+    return round(ms[math.ceil(0.95 * len(ms)) - 1] / 1000.0, 3)
+
+
+def _price_per_cu_hour(ent: Entitlement) -> tuple[float | None, str]:
+    pool = ent.pool
+    acc = pool.accelerator
+    per_cu = pool.cu_per_replica
+    for label, per_acc in (("on-demand", acc.cloud_on_demand_per_hour), ("reserved", acc.cloud_reserved_per_hour)):
+        if per_acc > 0 and per_cu > 0:
+            price = per_acc * pool.accelerators_per_replica / per_cu
+            why = (
+                f"{acc.slug} {label} ${per_acc:,.2f}/h × {pool.accelerators_per_replica} per replica "
+                f"÷ {per_cu:,.2f} CU per replica = ${price:,.4f} per CU-hour (pool {pool.slug})"
+            )
+            return price, why
+    return None, f"no cloud price for {acc.slug} in the catalogue"
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return round(a / b, 6) if b else None
+
+
+def statement_entitlement(user: Any, uuid: Any) -> Entitlement | None:
+    """The entitlement if this person may read its statement: staff any, members their tenant's. Gateways
+    see every entitlement for enforcement, but a statement is for people: None (→ 404) for them."""
+    r = roles.roles_of(user)
+    qs = Entitlement.objects.select_related(
+        "tenant", "project", "model", "region", "pool__accelerator", "traffic_class"
+    )
+    if r & roles.STAFF_ROLES:
+        return qs.filter(uuid=uuid).first()
+    tenant = roles.tenant_of(user)
+    if tenant is None or not r & {roles.VIEWER, roles.REQUESTER}:
+        return None
+    return qs.filter(uuid=uuid, tenant=tenant).first()
+
+
+def resolve_period(start: datetime | None, end: datetime | None, now: datetime) -> tuple[datetime, datetime]:
+    """Default: the last 30 days to now. Both are floored to the minute (the finest rollup)."""
+    end = (end or now).astimezone(UTC).replace(second=0, microsecond=0)
+    start = (start or end - timedelta(days=30)).astimezone(UTC).replace(second=0, microsecond=0)
+    if end <= start:
+        raise PeriodError("end", "must be at least a minute after start")
+    if end - start > MAX_PERIOD:
+        raise PeriodError("start", "a statement covers at most 400 days")
+    return start, end
+
+
+def statement(ent: Entitlement, start: datetime, end: datetime) -> dict[str, Any]:
+    """CONTRACT §8's shape, with a few extra keys that show where a figure came from."""
+    scope = _scope(ent)
+    r_wt = ent.model.r_wt_per_s
+    steps = bought_steps(ent, start, end)
+    bought_cu_h = sum(float(s.cu) * (s.end - s.start).total_seconds() / 3600 for s in steps)
+    tot = _totals(scope, start, end)
+
+    def total(decision: str, key: str = "n") -> float:
+        return sum(v.get(key, 0) for (d, _), v in tot.items() if d == decision)
+
+    by_reason = {reason: int(v["n"]) for (d, reason), v in sorted(tot.items()) if d == "throttle"}
+    party = {"tenant": 0, "platform policy": 0, "platform": 0}
+    for reason, n in by_reason.items():
+        party[REASONS[reason].responsible if reason in REASONS else "platform"] += n
+    admitted, throttled = int(total("admit")), sum(by_reason.values())
+    attempted = admitted + throttled
+    served = int(total("complete"))
+    used_wt = total("complete", "act")
+    used_cu_h = used_wt / r_wt / 3600 if r_wt else 0.0
+    minutes = _minute_figures(steps, _minute_use(scope, start, end), r_wt)
+    ttft = [int(sum(v.get(f, 0) for (d, _), v in tot.items() if d == "complete")) for f in TTFT_BINS]
+    e2e = [int(sum(v.get(f, 0) for (d, _), v in tot.items() if d == "complete")) for f in E2E_BINS]
+    slo_n, slo_met = int(total("complete", "slo_n")), int(total("complete", "slo"))
+    borrowed = ent.traffic_class_id == BORROWING_CLASS
+    price, basis = _price_per_cu_hour(ent)
+    billed = used_cu_h if borrowed else bought_cu_h
+    return {
+        "entitlement": str(ent.uuid),
+        "period": {"start": start.isoformat(), "end": end.isoformat()},
+        "bought": {
+            "cu": float(steps[-1].cu) if steps else 0.0,
+            "cu_hours": round(bought_cu_h, 6),
+            "steps": [{"start": s.start.isoformat(), "end": s.end.isoformat(), "cu": float(s.cu)} for s in steps],
+        },
+        "used": {
+            "wt": round(used_wt, 3),
+            "cu_hours": round(used_cu_h, 6),
+            "share": _ratio(used_cu_h, bought_cu_h),
+            "peak_share_1m": minutes["peak"],
+            "p95_share_1m": minutes["p95"],
+        },
+        "requests": {
+            "attempted": attempted,
+            "admitted": admitted,
+            "served": served,
+            "throttled": {
+                "total": throttled,
+                "tenant": party["tenant"],
+                "platform": party["platform policy"] + party["platform"],
+                "by_party": party,
+                "by_reason": by_reason,
+            },
+        },
+        "latency": {
+            "served": slo_n,
+            "met": slo_met,
+            "attainment": _ratio(slo_met, slo_n),
+            "target": {"ttft_p99_ms": ent.ttft_p99_ms, "tpot_p99_ms": ent.tpot_p99_ms},
+            # merged log-spaced histograms: within one bin (±26 %) of the exact value
+            "observed": {"ttft_p99_ms": _pct(ttft, 0.99), "e2e_p99_ms": _pct(e2e, 0.99)},
+        },
+        "envelope": {
+            "promised": {
+                "max_prompt_tokens": ent.max_prompt_tokens,
+                "max_output_tokens": ent.max_output_tokens,
+                "prompt_p50": ent.prompt_p50,
+                "prompt_p95": ent.prompt_p95,
+                "output_p50": ent.output_p50,
+                "output_p95": ent.output_p95,
+                "max_concurrency": ent.max_concurrency,
+            },
+            # means from the rollups' sums over settled requests (they keep sums, not length percentiles)
+            "observed": {
+                "prompt_mean": _ratio(total("complete", "prompt"), served),
+                "output_mean": _ratio(total("complete", "output"), served),
+            },
+            "outside": by_reason.get(OUTSIDE_ENVELOPE, 0),
+            "share_outside": _ratio(by_reason.get(OUTSIDE_ENVELOPE, 0), attempted),
+        },
+        "borrowing": {
+            # only best_effort borrows (CONTRACT §5): settled wt above its own rate, minute by minute
+            "cu_hours": round(minutes["above_wt"] / r_wt / 3600, 6) if borrowed and r_wt else 0.0,
+            "reclaims": by_reason.get(RECLAIMED, 0),
+            "reclaim_latency_p95_s": _reclaim_p95_s(ent, start, end) if borrowed else None,
+        },
+        "cost": {
+            "usd": round(billed * price, 2) if price is not None else None,
+            "cu_hours": round(billed, 6),
+            "basis": (
+                f"{'settled' if borrowed else 'bought'} {billed:,.4f} CU-hours × {basis}"
+                if price is not None
+                else basis
+            ),
+        },
+    }
+
+
+def _pct(counts: list[int], q: float) -> float | None:
+    v = percentile(counts, q)
+    return None if v is None else round(v, 1)
