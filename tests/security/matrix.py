@@ -140,4 +140,21 @@ POST_PROBES: dict[str, dict[str, int]] = {
     'alerts/webhooks/':                                  row(302, 403, 400, 403, 400, 404, 400),
     'alerts/webhooks/<uuid:endpoint>/test':              row(302, 403, 302, 403, 302, 404, 404),
 }
+
+# PATCH, PUT and DELETE with a valid body (tests/security/test_write_matrix.py), personas in order on
+# one world per row: the operator's PATCH amends the entitlement, its DELETE revokes it (the row stays).
+WRITE_PROBES: dict[tuple[str, str], dict[str, int]] = {
+    ('api/v1/admission/pools/<slug:slug>/health', 'DELETE'): row(401, 403, 403, 403, 204, 403, 403),
+    ('api/v1/admission/pools/<slug:slug>/health', 'PATCH'):  row(401, 403, 403, 403, 405, 403, 403),
+    ('api/v1/admission/pools/<slug:slug>/health', 'PUT'):    row(401, 403, 403, 403, 405, 403, 403),
+    ('api/v1/entitlements/<uuid:id>', 'DELETE'):             row(401, 403, 403, 403, 200, 403, 404),
+    ('api/v1/entitlements/<uuid:id>', 'PATCH'):              row(401, 403, 403, 403, 200, 403, 404),
+    ('api/v1/entitlements/<uuid:id>', 'PUT'):                row(401, 405, 405, 405, 405, 403, 405),
+    ('api/v1/launch-requests/<uuid:uuid>', 'DELETE'):        row(401, 405, 405, 405, 405, 403, 405),
+    ('api/v1/launch-requests/<uuid:uuid>', 'PATCH'):         row(401, 403, 200, 403, 403, 403, 404),
+    ('api/v1/launch-requests/<uuid:uuid>', 'PUT'):           row(401, 405, 405, 405, 405, 403, 405),
+    ('api/v1/pools/<slug:slug>', 'DELETE'):                  row(401, 403, 403, 403, 405, 403, 403),
+    ('api/v1/pools/<slug:slug>', 'PATCH'):                   row(401, 403, 403, 403, 200, 403, 403),
+    ('api/v1/pools/<slug:slug>', 'PUT'):                     row(401, 403, 403, 403, 405, 403, 403),
+}
 # fmt: on
