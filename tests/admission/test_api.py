@@ -180,7 +180,8 @@ def test_every_decision_is_an_event(w, sink):
     ]
 
 
-def test_a_warm_reserve_makes_no_database_query(w, django_assert_num_queries):
+def test_a_warm_reserve_makes_no_database_query(w, settings, django_assert_num_queries):
+    settings.ADMISSION_SNAPSHOT_CHECK_S = 3600  # between the snapshot's counter checks (one query per interval)
     assert post(w, body("acme", "reserved", "warm-1", prompt=10, out=10)).status_code == 200
     with django_assert_num_queries(0):  # token, roles and parameters all come from in-process caches
         assert post(w, body("acme", "reserved", "warm-2", prompt=10, out=10)).status_code == 200

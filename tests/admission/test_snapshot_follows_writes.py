@@ -182,10 +182,12 @@ def test_between_checks_nothing_is_read_and_a_check_is_one_query(ent, settings):
 
 
 def test_a_window_start_is_seen_without_reading_the_rows_again(ent, fleet):
-    kw = f.grant_kwargs(fleet.pool_a, fleet.globex, Decimal("10"), start=timezone.now() + timedelta(seconds=0.3))
-    entitlement_grant(actor=fleet.operator, reason="test", **kw)
+    start = timezone.now() + timedelta(seconds=3)  # room for a loaded machine to grant and reserve first
+    entitlement_grant(
+        actor=fleet.operator, reason="test", **f.grant_kwargs(fleet.pool_a, fleet.globex, "10", start=start)
+    )
     assert reserve("globex").body["reason"] == "NOT_ENTITLED"
-    time.sleep(0.35)
+    time.sleep(max(0.0, (start - timezone.now()).total_seconds()) + 0.05)
     with CaptureQueriesContext(connection) as q:
         assert reserve("globex", 1).status == 200
     assert [x["sql"] for x in q.captured_queries if "entitlements_entitlement" in x["sql"]] == []
