@@ -10,9 +10,10 @@ from typing import Any
 
 import django_filters
 from django import forms
+from django.core.validators import MaxValueValidator
 
 from entitlements.models import Region, ServedModel, Tenant
-from portal.models import SCENARIOS, Basis, LaunchRequest, State
+from portal.models import SCENARIO_MAX, SCENARIOS, Basis, LaunchRequest, State
 
 SECTIONS = (
     ("Basics", ("title", "model", "traffic_class", "criticality")),
@@ -37,8 +38,19 @@ SECTIONS = (
 )
 
 
-def _count(label: str, help_text: str = "") -> forms.IntegerField:
-    return forms.IntegerField(label=label, min_value=0, required=False, help_text=help_text)
+def _max_of(name: str) -> Any:
+    """The model field's upper bound (portal.models ranges), so the form refuses what the model would."""
+    return next(
+        v.limit_value for v in LaunchRequest._meta.get_field(name).validators if isinstance(v, MaxValueValidator)
+    )
+
+
+def _count(name: str, label: str, help_text: str = "") -> forms.IntegerField:
+    return forms.IntegerField(label=label, min_value=0, max_value=_max_of(name), required=False, help_text=help_text)
+
+
+def _scenario(name: str, label: str) -> forms.FloatField:
+    return forms.FloatField(label=label, min_value=0, max_value=_max_of(name), required=False)
 
 
 class LaunchRequestForm(forms.Form):
@@ -55,23 +67,23 @@ class LaunchRequestForm(forms.Form):
     end_date = forms.DateField(
         required=False, widget=forms.DateInput(attrs={"type": "date"}), help_text="empty: open-ended"
     )
-    prompt_p50 = _count("Prompt tokens p50")
-    prompt_p95 = _count("Prompt tokens p95")
-    max_prompt_tokens = _count("Max prompt tokens")
-    output_p50 = _count("Output tokens p50")
-    output_p95 = _count("Output tokens p95")
-    max_output_tokens = _count("Max output tokens")
-    max_concurrency = _count("Max concurrency", "requests in flight at once")
-    ttft_p99_ms = _count("TTFT p99 (ms)")
-    tpot_p99_ms = _count("TPOT p99 (ms)")
+    prompt_p50 = _count("prompt_p50", "Prompt tokens p50")
+    prompt_p95 = _count("prompt_p95", "Prompt tokens p95")
+    max_prompt_tokens = _count("max_prompt_tokens", "Max prompt tokens")
+    output_p50 = _count("output_p50", "Output tokens p50")
+    output_p95 = _count("output_p95", "Output tokens p95")
+    max_output_tokens = _count("max_output_tokens", "Max output tokens")
+    max_concurrency = _count("max_concurrency", "Max concurrency", "requests in flight at once")
+    ttft_p99_ms = _count("ttft_p99_ms", "TTFT p99 (ms)")
+    tpot_p99_ms = _count("tpot_p99_ms", "TPOT p99 (ms)")
     streaming = forms.BooleanField(required=False)
-    committed_value = forms.FloatField(label="Committed", min_value=0, required=False)
+    committed_value = _scenario("committed_value", "Committed")
     committed_basis = forms.ChoiceField(label="unit", choices=Basis.choices, required=False)
-    expected_value = forms.FloatField(label="Expected", min_value=0, required=False)
+    expected_value = _scenario("expected_value", "Expected")
     expected_basis = forms.ChoiceField(label="unit", choices=Basis.choices, required=False)
-    upside_value = forms.FloatField(label="Upside", min_value=0, required=False)
+    upside_value = _scenario("upside_value", "Upside")
     upside_basis = forms.ChoiceField(label="unit", choices=Basis.choices, required=False)
-    stress_value = forms.FloatField(label="Stress", min_value=0, required=False)
+    stress_value = _scenario("stress_value", "Stress")
     stress_basis = forms.ChoiceField(label="unit", choices=Basis.choices, required=False)
     justification = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), required=False)
 
@@ -88,6 +100,10 @@ class LaunchRequestForm(forms.Form):
         start, end = data.get("launch_date"), data.get("end_date")
         if start and end and end <= start:
             self.add_error("end_date", "must be after the launch date")
+        for s in SCENARIOS:
+            value, limit = data.get(f"{s}_value"), SCENARIO_MAX.get(data.get(f"{s}_basis") or "")
+            if value is not None and limit is not None and value > limit:
+                self.add_error(f"{s}_value", f"at most {limit:,.0f} {Basis(data[f'{s}_basis']).label}")
         for small, big in (("prompt_p50", "prompt_p95"), ("output_p50", "output_p95")):
             a, b = data.get(small), data.get(big)
             if a is not None and b is not None and a > b:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
@@ -39,6 +41,16 @@ class Basis(models.TextChoices):
 
 
 SCENARIOS = ("committed", "expected", "upside", "stress")
+
+# Plausible ranges of a launch request (README "Input ranges"): far above any real launch, far
+# below what would break a page that sizes it or a number column. A row stored before these
+# limits still renders (the sizing is bounded) and can be rejected; it cannot be submitted as is.
+TOKENS_MAX = 10_000_000  # per request: ten times the longest context served today
+CONCURRENCY_MAX = 1_000_000
+TTFT_MS_MAX = 600_000  # ten minutes to a first token
+TPOT_MS_MAX = 60_000
+SCENARIO_MAX = {"rps": 100_000.0, "wt_per_min": 1e12}  # per basis; the field itself stops at the larger
+SCENARIO_VALIDATORS = [MinValueValidator(0.0), MaxValueValidator(max(SCENARIO_MAX.values()))]
 
 
 # Transition permissions: django-fsm calls these with (instance, user). Tenancy (404) is checked
@@ -80,25 +92,27 @@ class LaunchRequest(ConcurrentTransitionMixin, models.Model):
     end_date = models.DateField(null=True, blank=True, help_text="empty: open-ended")
     traffic_class = models.CharField(max_length=16, choices=TrafficClassChoice.choices, default="reserved")
     # Workload envelope: the request shape the promise assumes.
-    max_prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
-    max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
-    prompt_p50 = models.PositiveIntegerField(null=True, blank=True)
-    prompt_p95 = models.PositiveIntegerField(null=True, blank=True)
-    output_p50 = models.PositiveIntegerField(null=True, blank=True)
-    output_p95 = models.PositiveIntegerField(null=True, blank=True)
-    max_concurrency = models.PositiveIntegerField(null=True, blank=True)
-    ttft_p99_ms = models.PositiveIntegerField(null=True, blank=True)
-    tpot_p99_ms = models.PositiveIntegerField(null=True, blank=True)
+    max_prompt_tokens = models.PositiveIntegerField(null=True, blank=True, validators=[MaxValueValidator(TOKENS_MAX)])
+    max_output_tokens = models.PositiveIntegerField(null=True, blank=True, validators=[MaxValueValidator(TOKENS_MAX)])
+    prompt_p50 = models.PositiveIntegerField(null=True, blank=True, validators=[MaxValueValidator(TOKENS_MAX)])
+    prompt_p95 = models.PositiveIntegerField(null=True, blank=True, validators=[MaxValueValidator(TOKENS_MAX)])
+    output_p50 = models.PositiveIntegerField(null=True, blank=True, validators=[MaxValueValidator(TOKENS_MAX)])
+    output_p95 = models.PositiveIntegerField(null=True, blank=True, validators=[MaxValueValidator(TOKENS_MAX)])
+    max_concurrency = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MaxValueValidator(CONCURRENCY_MAX)]
+    )
+    ttft_p99_ms = models.PositiveIntegerField(null=True, blank=True, validators=[MaxValueValidator(TTFT_MS_MAX)])
+    tpot_p99_ms = models.PositiveIntegerField(null=True, blank=True, validators=[MaxValueValidator(TPOT_MS_MAX)])
     streaming = models.BooleanField(default=True)
     # Four demand scenarios, each per region, as a peak arrival rate or a weighted-token rate.
     committed_basis = models.CharField(max_length=12, choices=Basis.choices, default=Basis.RPS)
-    committed_value = models.FloatField(null=True, blank=True)
+    committed_value = models.FloatField(null=True, blank=True, validators=SCENARIO_VALIDATORS)
     expected_basis = models.CharField(max_length=12, choices=Basis.choices, default=Basis.RPS)
-    expected_value = models.FloatField(null=True, blank=True)
+    expected_value = models.FloatField(null=True, blank=True, validators=SCENARIO_VALIDATORS)
     upside_basis = models.CharField(max_length=12, choices=Basis.choices, default=Basis.RPS)
-    upside_value = models.FloatField(null=True, blank=True)
+    upside_value = models.FloatField(null=True, blank=True, validators=SCENARIO_VALIDATORS)
     stress_basis = models.CharField(max_length=12, choices=Basis.choices, default=Basis.RPS)
-    stress_value = models.FloatField(null=True, blank=True)
+    stress_value = models.FloatField(null=True, blank=True, validators=SCENARIO_VALIDATORS)
     criticality = models.CharField(max_length=12, choices=Criticality.choices, default=Criticality.MEDIUM)
     justification = models.TextField(blank=True)
     state = FSMField(default=State.DRAFT, choices=State.choices, protected=True, db_index=True)
@@ -129,6 +143,16 @@ class LaunchRequest(ConcurrentTransitionMixin, models.Model):
 
     def __str__(self) -> str:
         return self.title or f"launch request {self.uuid}"
+
+    def clean(self) -> None:
+        errors = {}
+        for s in SCENARIOS:
+            basis, value = self.scenario(s)
+            limit = SCENARIO_MAX.get(basis)
+            if value is not None and limit is not None and value > limit:
+                errors[f"{s}_value"] = f"at most {limit:,.0f} {Basis(basis).label}"
+        if errors:
+            raise ValidationError(errors)
 
     @property
     def is_editable(self) -> bool:

@@ -161,6 +161,9 @@ def _apply(req: LaunchRequest, changes: dict[str, Any]) -> dict[str, list[Any]]:
         if before != value:
             diff[name] = [_plain(before), _plain(value)]
             setattr(req, name, value)
+    # Only a date being set now must be ahead: a stored one that has passed stays editable around it.
+    if "launch_date" in diff and req.launch_date and req.launch_date < timezone.now().date():
+        raise ValidationError({"launch_date": "the launch date has passed"})
     return diff
 
 
@@ -258,6 +261,11 @@ def launch_request_missing(req: LaunchRequest) -> dict[str, str]:
             errors[f"{s}_value"] = "required before submitting"
     if req.committed_value == 0:
         errors["committed_value"] = "the committed scenario must be greater than 0"
+    try:  # the ranges (portal.models), for a row stored before they existed
+        req.full_clean(exclude=["regions", "state"], validate_unique=False, validate_constraints=False)
+    except ValidationError as exc:
+        for name, msgs in exc.message_dict.items():
+            errors.setdefault(name, msgs[0])
     return errors
 
 
