@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/telemetry_bench"
 GOAL = 0.5
-T0 = datetime(2026, 1, 5, tzinfo=UTC)
+# Two days back, on the hour: inside ingest's plausible window (7 days back), as a live stream would be.
+T0 = (datetime.now(UTC) - timedelta(days=2)).replace(minute=0, second=0, microsecond=0)
 TENANTS = [f"bench-{i}" for i in range(20)]
 REASONS = ["QUOTA_EXCEEDED", "PLATFORM_CAPACITY", "RECLAIMED", "CONCURRENCY_LIMIT"]
 
