@@ -4,9 +4,10 @@ from django.urls import path
 
 from admission import api
 from admission.schema import GatewayTokenScheme  # noqa: F401  (registers the gateway token scheme)
+from entitlements.url_converters import DottedSlugConverter  # noqa: F401  (registers <dotslug:…>)
 
 urlpatterns = [
     path("admission/reserve", api.ReserveView.as_view(), name="admission-reserve"),
     path("admission/complete", api.CompleteView.as_view(), name="admission-complete"),
-    path("admission/pools/<slug:slug>/health", api.PoolHealthView.as_view(), name="admission-pool-health"),
+    path("admission/pools/<dotslug:slug>/health", api.PoolHealthView.as_view(), name="admission-pool-health"),
 ]

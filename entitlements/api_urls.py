@@ -12,6 +12,7 @@ from entitlements.api.entitlements import EntitlementViewSet
 from entitlements.api.pools import PoolViewSet
 from entitlements.api.schema import ApiTokenScheme  # noqa: F401  (registers the token scheme)
 from entitlements.api.snapshot_view import SnapshotView
+from entitlements.url_converters import DottedSlugConverter  # noqa: F401  (registers <dotslug:…>)
 
 router = SimpleRouter(trailing_slash="", use_regex_path=False)
 router.register("catalogue/models", ServedModelViewSet, basename="catalogue-model")

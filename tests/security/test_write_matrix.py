@@ -30,9 +30,9 @@ REFUSALS = {302, 401, 403, 404, 405}
 # A valid body per write route: what the allowed persona would really send.
 BODIES: dict[str, dict] = {
     "api/v1/entitlements/<uuid:id>": {"cu": "11", "reason": "matrix"},
-    "api/v1/pools/<slug:slug>": {"safety_pct": 5},
+    "api/v1/pools/<dotslug:slug>": {"safety_pct": 5},
     "api/v1/launch-requests/<uuid:uuid>": {"title": "matrix"},
-    "api/v1/admission/pools/<slug:slug>/health": {"replicas_healthy": 3, "replicas_total": 4},
+    "api/v1/admission/pools/<dotslug:slug>/health": {"replicas_healthy": 3, "replicas_total": 4},
 }
 
 
