@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.db import connection
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -97,7 +98,30 @@ def pool_sold_peak(pool: Pool, window: Window, *, exclude_pk: int | None = None)
     qs = overlapping(sold_entitlements(pool), window.start, window.end)
     if exclude_pk is not None:
         qs = qs.exclude(pk=exclude_pk)
-    return peak_sold(qs.values_list("starts_at", "ends_at", "cu"), window)
+    return peak_sold_in_db(qs, window)
+
+
+def peak_sold_in_db(qs: QuerySet[Entitlement], window: Window) -> Decimal:
+    """`peak_sold` over these rows as one SQL window query (PostgreSQL and SQLite): the same sweep
+    (starts clipped to the window, +cu at each start, −cu at each end inside it, every event at one
+    instant applied before the running sum is read), without moving the rows out of the database.
+    At 10,000 entitlements on a pool, reading them into Python was most of an approval's time."""
+    rows_sql, rows_params = qs.order_by().values_list("starts_at", "ends_at", "cu").query.sql_with_params()
+    adapt = connection.ops.adapt_datetimefield_value
+    start = adapt(window.start)
+    end_clause, end_params = ("", []) if window.end is None else (" AND e < %s", [adapt(window.end)])
+    sql = (
+        f"WITH sold_rows(s, e, cu) AS ({rows_sql}), "  # noqa: S608 - the ORM's own SQL and parameters
+        "events(t, d) AS (SELECT CASE WHEN s < %s THEN %s ELSE s END, cu FROM sold_rows "
+        f"UNION ALL SELECT e, -cu FROM sold_rows WHERE e IS NOT NULL{end_clause}), "
+        "steps(total) AS (SELECT SUM(SUM(d)) OVER (ORDER BY t) FROM events GROUP BY t) "
+        "SELECT MAX(total) FROM steps"
+    )
+    with connection.cursor() as cur:
+        cur.execute(sql, [*rows_params, start, start, *end_params])
+        peak = cur.fetchone()[0]
+    # SQLite sums decimals as floats: CU are stored to 3 decimals, so rounding there restores them.
+    return max(Decimal(0), as_cu(peak or 0))
 
 
 def pool_sold_now(pool: Pool, at: datetime | None = None) -> Decimal:

@@ -6,13 +6,18 @@ entitlement ending at t and one starting at t must not be summed together.
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
+import pytest
+from django.utils import timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from entitlements.selectors import Window, peak_sold, sold_steps_in
+from entitlements.models import Entitlement
+from entitlements.selectors import Window, peak_sold, pool_sold_peak, sold_steps_in
+from tests.factories import ENVELOPE
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -82,3 +87,34 @@ def test_rows_outside_the_window_do_not_count():
         (T0 + timedelta(hours=3), T0 + timedelta(hours=5), Decimal("9")),
     ]
     assert peak_sold(rows, w) == Decimal("9")
+
+
+@pytest.mark.django_db
+def test_the_sql_window_query_equals_the_sweep_on_stored_rows(fleet):
+    """Random stored entitlements on a grid of hours (touching boundaries often), many windows."""
+    rng = random.Random(19)
+    now = timezone.now().replace(minute=0, second=0, microsecond=0)
+    rows = []
+    for i in range(60):
+        s = now + timedelta(hours=rng.randint(0, 12))
+        e = None if i % 4 == 0 else s + timedelta(hours=rng.randint(1, 6))
+        rows.append(
+            Entitlement(
+                tenant=fleet.acme,
+                model=fleet.pool_a.model,
+                region=fleet.pool_a.region,
+                pool=fleet.pool_a,
+                traffic_class_id="reserved",
+                starts_at=s,
+                ends_at=e,
+                cu=Decimal(rng.randint(1, 999)) / 1000,
+                **ENVELOPE.__dict__,
+            )  # fmt: skip
+        )
+    Entitlement.objects.bulk_create(rows)
+    stored = [(r.starts_at, r.ends_at, r.cu) for r in rows]
+    for a in range(0, 13):
+        for length in (None, 1, 3, 8):
+            w = Window(now + timedelta(hours=a), None if length is None else now + timedelta(hours=a + length))
+            assert pool_sold_peak(fleet.pool_a, w) == peak_sold(stored, w) == brute_peak(stored, w), w
+    assert pool_sold_peak(fleet.pool_b, Window(now, None)) == 0

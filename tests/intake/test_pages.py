@@ -114,9 +114,12 @@ def test_submit_from_form_shows_inline_errors_then_succeeds(fleet, people, draft
 
 def test_review_page_has_chart_commitments_and_gap(fleet, people, submitted):
     start = day_start(submitted.launch_date) + timedelta(hours=2)
-    for pool, cu in ((fleet.pool_a, "270"), (fleet.pool_b, "265")):
+    # One scope lives in one pool: globex fills pool-a as reserved and pool-b as shared.
+    for pool, cu, cls in ((fleet.pool_a, "270", "reserved"), (fleet.pool_b, "265", "shared")):
         entitlement_grant(
-            actor=fleet.operator, reason="x", **grant_kwargs(pool, fleet.globex, cu, start=start, days=60)
+            actor=fleet.operator,
+            reason="x",
+            **grant_kwargs(pool, fleet.globex, cu, start=start, days=60, traffic_class=cls),
         )
     body = _web(people.approver).get(f"/launch/{submitted.uuid}/").content.decode()
     m = re.search(
@@ -171,7 +174,11 @@ def test_self_filed_request_cannot_be_approved_on_the_page(fleet, people):
 
 def test_partial_approval_and_headroom_refusal_on_the_page(fleet, people, submitted):
     entitlement_grant(actor=fleet.operator, reason="x", **grant_kwargs(fleet.pool_a, fleet.globex, "275", days=60))
-    entitlement_grant(actor=fleet.operator, reason="x", **grant_kwargs(fleet.pool_b, fleet.globex, "275", days=60))
+    entitlement_grant(
+        actor=fleet.operator,
+        reason="x",
+        **grant_kwargs(fleet.pool_b, fleet.globex, "275", days=60, traffic_class="shared"),
+    )
     c = _web(people.approver)
     resp = c.post(f"/launch/{submitted.uuid}/approve", {})
     assert resp.status_code == 409

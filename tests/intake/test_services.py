@@ -73,7 +73,11 @@ def test_approve_grants_committed_cu_per_region_with_envelope(
 def test_approve_when_headroom_vanished_changes_nothing(fleet, people, submitted):
     # Someone else takes pool-a and pool-b down to 10 CU of headroom each after the request was sized.
     entitlement_grant(actor=fleet.operator, reason="x", **grant_kwargs(fleet.pool_a, fleet.globex, "270", days=60))
-    entitlement_grant(actor=fleet.operator, reason="x", **grant_kwargs(fleet.pool_b, fleet.globex, "270", days=60))
+    entitlement_grant(
+        actor=fleet.operator,
+        reason="x",
+        **grant_kwargs(fleet.pool_b, fleet.globex, "270", days=60, traffic_class="shared"),
+    )
     before = Entitlement.objects.count()
     with pytest.raises(intake.HeadroomGone) as exc:
         intake.launch_request_approve(actor=people.approver, request=submitted)
@@ -138,7 +142,11 @@ def test_partially_approve_validates_per_region_and_comment(fleet, people, submi
 
 def test_partially_approve_above_headroom_names_pool(fleet, people, submitted):
     entitlement_grant(actor=fleet.operator, reason="x", **grant_kwargs(fleet.pool_a, fleet.globex, "275", days=60))
-    entitlement_grant(actor=fleet.operator, reason="x", **grant_kwargs(fleet.pool_b, fleet.globex, "275", days=60))
+    entitlement_grant(
+        actor=fleet.operator,
+        reason="x",
+        **grant_kwargs(fleet.pool_b, fleet.globex, "275", days=60, traffic_class="shared"),
+    )
     with pytest.raises(intake.HeadroomGone) as exc:
         intake.launch_request_partially_approve(
             actor=people.approver, request=submitted, region_cu={"us-test": "6"}, comment="what is left"
