@@ -167,9 +167,12 @@ class RedisBackend:
                       retried=attempts > 1, settled=out[1] == 2)  # fmt: skip
 
     def complete(self, op: CompleteOp) -> Settled | None:
-        args = (self.record_key(op.reservation_id), op.reservation_id, op.prompt_tokens, op.cached_prompt_tokens,
-                op.output_tokens, op.status, op.idem_ttl_s, self._prefix_b, _lost_arg(op.lost))  # fmt: skip
-        out, attempts = self._eval(self._complete, 1, args)
+        rk = self.record_key(op.reservation_id)
+        # Every key the lost path may write is in KEYS (Redis Cluster: one hash tag per scope and pool).
+        charged, pool = (op.lost.charged.key, op.lost.pool.key) if op.lost else (rk, rk)
+        args = (rk, charged, pool, op.reservation_id, op.prompt_tokens, op.cached_prompt_tokens, op.output_tokens,
+                op.status, op.idem_ttl_s, self._prefix_b, _lost_arg(op.lost))  # fmt: skip
+        out, attempts = self._eval(self._complete, 3, args)
         if out is None:
             return None
         if out[1] == 3:

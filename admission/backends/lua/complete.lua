@@ -1,4 +1,5 @@
--- KEYS: 1 record. ARGV: 1 reservation id, 2 prompt, 3 cached, 4 output, 5 status, 6 idem ttl,
+-- KEYS: 1 record, 2 / 3 the bucket that paid and the pool's, as the signed id names them (the
+-- lost path touches only these; the record itself when there is no id to settle from). ARGV: 1 reservation id, 2 prompt, 3 cached, 4 output, 5 status, 6 idem ttl,
 -- 7 key prefix, 8 '' or what the signed id says when the store forgot the record (tab-separated:
 -- ck cr cd pk pr pd wo wc mo est expires answer; base.Lost).
 -- Reply: nil (unknown), {result, 0 first | 1 replay, meta} or {result, 3}: settled from the id.
@@ -25,8 +26,8 @@ if not raw then
   if output > mo then output, cap = mo, mo end
   local actual = (prompt - cached) + tonumber(g[8]) * cached + tonumber(g[7]) * output
   local cd, pd = tonumber(g[3]), tonumber(g[6])
-  put(g[1], bounded(level(g[1], tonumber(g[2]), cd, now) - actual, cd), now_str)
-  put(g[4], bounded(level(g[4], tonumber(g[5]), pd, now) - actual, pd), now_str)
+  put(KEYS[2], bounded(level(KEYS[2], tonumber(g[2]), cd, now) - actual, cd), now_str)
+  put(KEYS[3], bounded(level(KEYS[3], tonumber(g[5]), pd, now) - actual, pd), now_str)
   local result = cjson.encode({reservation_id = rid, status = ARGV[5], reserved_wt = est, actual_wt = actual,
     refunded_wt = est - actual, output_cap = cap})
   redis.call('SET', rk, join({'done', g[12], num(now + tonumber(ARGV[6])), result}), 'EX', ARGV[6])
