@@ -1,0 +1,113 @@
+"""The evidence statement page and its CSV (issue 17.1): one entitlement, one period.
+
+The figures come from telemetry.statement (the same dict the API returns). Anyone who may not read the
+statement gets 404, never 403; a bad period is a 400 naming the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from entitlements.reasons import REASONS
+from telemetry.statement import PeriodError, resolve_period, statement, statement_entitlement
+from telemetry.validation import FieldError, parse_ts
+
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+class BadPeriod(ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field, self.message = field, message
+
+
+def _period(request: HttpRequest) -> tuple[datetime, datetime]:
+    """`start` / `end`: a date (midnight UTC, as the page's date inputs send) or an ISO 8601 timestamp."""
+    when: dict[str, datetime] = {}
+    for name in ("start", "end"):
+        raw = request.GET.get(name, "").strip()
+        if not raw:
+            continue
+        try:
+            when[name] = parse_ts(f"{raw}T00:00:00+00:00" if _DATE.match(raw) else raw)
+        except FieldError as exc:
+            raise BadPeriod(name, exc.message) from None
+    try:
+        return resolve_period(when.get("start"), when.get("end"), timezone.now())
+    except PeriodError as exc:
+        raise BadPeriod(exc.field, exc.message) from None
+
+
+def _load(request: HttpRequest, uuid: Any) -> tuple[Any, dict[str, Any]]:
+    ent = statement_entitlement(request.user, uuid)
+    if ent is None:
+        raise Http404
+    start, end = _period(request)
+    return ent, statement(ent, start, end)
+
+
+def _bad(field: str, message: str) -> HttpResponse:
+    return HttpResponse(f"{field}: {message}", status=400, content_type="text/plain; charset=utf-8")
+
+
+def rows(s: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """The statement flattened to (dotted figure, value), in the statement's own order."""
+    out: list[tuple[str, Any]] = []
+    for k, v in s.items():
+        name = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out += rows(v, f"{name}.")
+        elif isinstance(v, list):
+            for i, item in enumerate(v):
+                out += rows(item, f"{name}.{i}.") if isinstance(item, dict) else [(f"{name}.{i}", item)]
+        else:
+            out.append((name, v))
+    return out
+
+
+@login_required
+def page(request: HttpRequest, uuid: Any) -> HttpResponse:
+    try:
+        ent, s = _load(request, uuid)
+    except BadPeriod as exc:
+        return _bad(exc.field, exc.message)
+    throttles = [
+        {"code": code, "n": n, "responsible": REASONS[code].responsible if code in REASONS else ""}
+        for code, n in s["requests"]["throttled"]["by_reason"].items()
+    ]
+    ctx = {
+        "ent": ent,
+        "s": s,
+        "throttles": throttles,
+        "start_date": s["period"]["start"][:10],
+        "end_date": s["period"]["end"][:10],
+        "query": request.GET.urlencode(),
+    }
+    return render(request, "portal/statement.html", ctx)
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+@login_required
+def export(request: HttpRequest, uuid: Any) -> HttpResponse:
+    """One row per figure (`figure,value`), the same figures as the page and the API."""
+    try:
+        ent, s = _load(request, uuid)
+    except BadPeriod as exc:
+        return _bad(exc.field, exc.message)
+    w = csv.writer(_Echo())
+    body = w.writerow(["figure", "value"]) + "".join(w.writerow(["" if v is None else v for v in r]) for r in rows(s))
+    resp = HttpResponse(body, content_type="text/csv; charset=utf-8")
+    resp["Content-Disposition"] = f'attachment; filename="statement-{ent.uuid}-{s["period"]["start"][:10]}.csv"'
+    return resp
