@@ -2,6 +2,8 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from portal.views.favicon import favicon
+
 api = [
     path("", include("entitlements.api_urls")),
     path("", include("admission.api_urls")),
@@ -12,7 +14,14 @@ api = [
     path("", include("alerts.api_urls")),
 ]
 
+# The portal's own error pages, in its layout (portal.views.errors); 405 via its middleware.
+handler400 = "portal.views.errors.bad_request"
+handler403 = "portal.views.errors.permission_denied"
+handler404 = "portal.views.errors.page_not_found"
+handler500 = "portal.views.errors.server_error"
+
 urlpatterns = [
+    path("favicon.ico", favicon, name="favicon"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
