@@ -162,7 +162,8 @@ def entitlement_grant(
     if chosen is None:
         assert last_error is not None
         if home is not None:
-            raise ScopePoolConflict({"pool": f"{label} lives in pool {candidates[0].slug}: {last_error.messages[0]}"})
+            # The scope cannot go elsewhere: a conflict (409); the message names its pool and headroom.
+            raise ScopePoolConflict(last_error.message_dict)
         raise last_error
     ent = Entitlement(
         tenant=tenant,

@@ -270,7 +270,9 @@ def race_shared_reserve(
     """
     fleet, grant = setting
     reserve_set(host_pool=fleet.pool_a, protected_pool=fleet.pool_b, cu=RESERVE_CU)
-    base = [grant(fleet.pool_a, "265", tenant=fleet.acme).pk, grant(fleet.pool_b, "279", tenant=fleet.acme).pk]
+    # One scope lives in one pool (CONTRACT §5): pool B's grants come from other tenants.
+    b_base, b_racer = f.TenantFactory(slug="initech"), f.TenantFactory(slug="umbrella")
+    base = [grant(fleet.pool_a, "265", tenant=fleet.acme).pk, grant(fleet.pool_b, "279", tenant=b_base).pk]
     assert truth(fleet.pool_a) == (Decimal("265.000"), Decimal("270.000"))
     assert truth(fleet.pool_b) == (Decimal("279.000"), Decimal("280.000"))
 
@@ -282,7 +284,7 @@ def race_shared_reserve(
             jobs.append(lambda s=size: grant(fleet.pool_a, s))
         elif role == "grant-b":
             size = Decimal(LAST_CU_SIZES[i % len(LAST_CU_SIZES)])
-            jobs.append(lambda s=size: grant(fleet.pool_b, s))
+            jobs.append(lambda s=size: grant(fleet.pool_b, s, tenant=b_racer))
         else:
             assert role == "reserve"
             size = RESERVE_GROWN_CU
