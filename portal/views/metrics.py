@@ -15,6 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpResponse
+from drf_spectacular.utils import extend_schema
 from prometheus_client import CONTENT_TYPE_LATEST
 from rest_framework.permissions import BasePermission
 from rest_framework.views import APIView
@@ -48,6 +49,7 @@ class MetricsAccess(BasePermission):
         return address_allowed(client_address(request))
 
 
+@extend_schema(exclude=True)  # Prometheus text, not a JSON API: kept out of the schema
 class MetricsView(APIView):
     authentication_classes = [ApiTokenAuthentication]
     permission_classes = [MetricsAccess]
