@@ -13,7 +13,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from entitlements import roles
-from entitlements.models import Entitlement, Pool
+from entitlements.models import Entitlement, EntitlementHistory, Pool
 from entitlements.models.supply import as_cu
 
 
@@ -159,3 +159,9 @@ def pools_with_totals(at: datetime | None = None) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def entitlement_history(ent: Entitlement, limit: int = 50) -> list[EntitlementHistory]:
+    """The newest history rows of one entitlement for its page (the API and admin list them all)."""
+    rows = EntitlementHistory.objects.filter(entitlement_id=ent.pk).select_related("actor").order_by("-pk")
+    return list(rows[:limit])

@@ -22,7 +22,7 @@ from entitlements import roles
 from entitlements.concurrency import max_concurrency_derivation
 from entitlements.models import Tenant
 from entitlements.reasons import REASONS
-from entitlements.selectors import entitlements_visible_to, pools_with_totals
+from entitlements.selectors import entitlement_history, entitlements_visible_to, pools_with_totals
 from portal import charts_live
 from telemetry.deadletter import quarantined_by_stage
 from telemetry.selectors import entitlement_series, fleet_series, latest_samples, usage_series
@@ -152,6 +152,7 @@ def entitlement(request: HttpRequest, uuid: Any) -> HttpResponse:
     }
     if not getattr(request, "htmx", False):  # the polled panels do not show it: derive once per page
         ctx["cap"] = max_concurrency_derivation(ent)
+        ctx["history"] = entitlement_history(ent)
     return _page(request, "portal/live/entitlement.html", ctx)
 
 

@@ -62,6 +62,15 @@ def test_direct_sql_shows_in_the_api_and_the_admin(fleet, ent):
     assert f"<td>{DIRECT_SQL}</td>" in page.content.decode()
 
 
+def test_direct_sql_shows_on_the_entitlement_page_to_its_tenant(fleet, ent):
+    _raw(f"UPDATE {ENTITLEMENT} SET cu = 20 WHERE id = %s", [ent.pk])
+    viewer = f.member("acme-viewer", fleet.acme, "viewer")
+    html = web_client(viewer).get(f"/entitlements/{ent.uuid}/").content.decode()
+    history = html[html.index('id="history"') :]
+    assert '<tr class="direct-sql">' in history and "<strong>no actor</strong>" in history
+    assert f"<td>{DIRECT_SQL}</td>" in history and "<td>launch</td>" in history
+
+
 @pytest.mark.parametrize(
     "sql", [f"UPDATE {EntitlementHistory._meta.db_table} SET reason = 'nothing happened'", "DELETE FROM {table}"]
 )
