@@ -45,7 +45,7 @@ class ServedModelFactory(factory.django.DjangoModelFactory):
     name = "Llama test"
     r_wt_per_s = 1000.0
     kv_bytes_per_token = 327_680
-    context_length = 8192
+    context_length = 16384  # room for the shared test envelope (8,000 + 2,000)
     weights_gb = 140.0
 
 

@@ -126,6 +126,13 @@ class Entitlement(models.Model):
                 errors["pool"] = "the pool serves another model"
             if self.region_id and self.pool.region_id != self.region_id:
                 errors["pool"] = "the pool is in another region"
+        # A promise the model cannot keep: the longest request must fit in its context window (CONTRACT §3).
+        context = self.model.context_length if self.model_id else 0
+        if context and self.max_prompt_tokens + self.max_output_tokens > context:
+            errors["max_output_tokens"] = (
+                f"max prompt + max output ({self.max_prompt_tokens} + {self.max_output_tokens}) exceed "
+                f"{self.model.slug}'s context of {context} tokens"
+            )
         if errors:
             raise ValidationError(errors)
 

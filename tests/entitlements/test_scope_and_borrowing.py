@@ -20,7 +20,7 @@ from entitlements.services import (
     entitlement_grant,
     scope_move,
 )
-from tests.factories import grant_kwargs
+from tests.factories import ENVELOPE, grant_kwargs
 
 
 def _grant(fleet, pool, cu, tenant=None, **kw):
@@ -138,3 +138,15 @@ def test_scope_move_that_does_not_fit_is_refused_and_moves_nothing(fleet):
             to_pool=fleet.pool_b,
         )  # fmt: skip
     assert Entitlement.objects.filter(tenant=fleet.acme, pool=fleet.pool_a).count() == 1
+
+
+def test_an_envelope_longer_than_the_models_context_is_a_400_naming_the_field(fleet):
+    kwargs = grant_kwargs(fleet.pool_a, fleet.acme, "10")
+    ctx = fleet.pool_a.model.context_length
+    kwargs["envelope"] = type(ENVELOPE)(**{**ENVELOPE.__dict__, "max_output_tokens": ctx - 8000 + 1})
+    with pytest.raises(ValidationError) as err:
+        entitlement_grant(actor=fleet.operator, reason="too long", **kwargs)
+    assert "max_output_tokens" in err.value.message_dict
+    assert "context of 16384 tokens" in err.value.message_dict["max_output_tokens"][0]
+    kwargs["envelope"] = type(ENVELOPE)(**{**ENVELOPE.__dict__, "max_output_tokens": ctx - 8000})
+    assert entitlement_grant(actor=fleet.operator, reason="fits exactly", **kwargs).max_output_tokens == ctx - 8000

@@ -61,7 +61,7 @@ def test_the_api_gives_what_capacity_size_gives_for_the_same_inputs(catalogue, a
     direct = size(
         SizingInput(
             model=ModelSpec(
-                "llama-test", kv_bytes_per_token=327_680, context_length=8192, weights_gb=140, r_wt_per_s=1000
+                "llama-test", kv_bytes_per_token=327_680, context_length=16384, weights_gb=140, r_wt_per_s=1000
             ),
             operating_points=(OperatingPoint("op", "h100-test", 8, 10_000, ReferenceMix(300, 100), 2.0, 0.2),),
             accelerators=(

@@ -4,6 +4,7 @@ and the sizing answer carries `warnings: [{code, message, share}]`."""
 from __future__ import annotations
 
 from entitlements.compute_specs import load_compute_specs
+from entitlements.models import ServedModel
 from tests.factories import AcceleratorFactory, OperatingPointFactory, ServedModelFactory
 from tests.sizing.conftest import sizing_body
 
@@ -38,7 +39,8 @@ def test_the_csv_figures_fill_the_catalogue_and_bind_prefill(db, api):
 
 
 def test_context_exceeded_through_the_api(catalogue, api):
-    # llama-test's context is 8,192: 3 of 10 paired requests (8,000 + 200, 9,000 + 100 twice) exceed it.
+    # With llama-test's context at 8,192: 3 of 10 paired requests (8,000 + 200, 9,000 + 100 twice) exceed it.
+    ServedModel.objects.filter(slug="llama-test").update(context_length=8192)
     prompts = [1000] * 6 + [8000, 8000, 9000, 9000]
     outputs = [100] * 6 + [100, 200, 100, 100]
     body = sizing_body(prompt_tokens={"samples": prompts}, output_tokens={"samples": outputs})
