@@ -5,6 +5,7 @@ triggers with who and why.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -16,6 +17,7 @@ from django.db.models import F, Q, Sum
 from django.utils import timezone
 
 from entitlements import reserve_rules
+from entitlements.concurrency import derive_max_concurrency
 from entitlements.history import history_context
 from entitlements.models import Entitlement, FailoverReserve, Pool, Region, ServedModel, TrafficClass
 from entitlements.models.grants import BORROWING_CLASS
@@ -84,6 +86,8 @@ def _check_headroom(pool: Pool, window: Window, extra_cu: Decimal, *, exclude_pk
 
 @dataclass(frozen=True)
 class Envelope:
+    """max_concurrency = DERIVE: the grant derives the cap for the pool it chooses (entitlements.concurrency)."""
+
     max_prompt_tokens: int
     max_output_tokens: int
     prompt_p50: int
@@ -94,6 +98,9 @@ class Envelope:
     ttft_p99_ms: int
     tpot_p99_ms: int
     streaming: bool = True
+
+
+DERIVE = 0  # an Envelope's max_concurrency that asks the grant to derive the cap
 
 
 def _validate_window(starts_at: datetime, ends_at: datetime | None) -> None:
@@ -165,6 +172,9 @@ def entitlement_grant(
             # The scope cannot go elsewhere: a conflict (409); the message names its pool and headroom.
             raise ScopePoolConflict(last_error.message_dict)
         raise last_error
+    if envelope.max_concurrency == DERIVE:
+        cap = derive_max_concurrency(pool=chosen, cu=float(cu_d), envelope=envelope).value
+        envelope = dataclasses.replace(envelope, max_concurrency=cap)
     ent = Entitlement(
         tenant=tenant,
         project=project,

@@ -124,7 +124,8 @@ class _EnvelopeRequired(_EnvelopeRules):
     prompt_p95 = serializers.IntegerField(min_value=0)
     output_p50 = serializers.IntegerField(min_value=0)
     output_p95 = serializers.IntegerField(min_value=0)
-    max_concurrency = serializers.IntegerField(min_value=1)
+    # Absent: derived from Little's law and the pool's KV room (max_concurrency_derivation says how).
+    max_concurrency = serializers.IntegerField(min_value=1, required=False)
     ttft_p99_ms = serializers.IntegerField(min_value=0)
     tpot_p99_ms = serializers.IntegerField(min_value=0)
     streaming = serializers.BooleanField(required=False)
@@ -248,6 +249,7 @@ class EntitlementViewSet(
         inp = EntitlementCreateSerializer(data=request.data)
         inp.is_valid(raise_exception=True)
         d = dict(inp.validated_data)
+        d.setdefault("max_concurrency", services.DERIVE)
         envelope = services.Envelope(**{k: d.pop(k) for k in ENVELOPE_FIELDS if k in d})
         ent = services.entitlement_grant(
             actor=request.user,

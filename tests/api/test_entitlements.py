@@ -228,3 +228,18 @@ def test_list_history_in_a_fixed_number_of_queries(client_for, fleet, django_ass
         _grant(fleet, fleet.globex)
     with django_assert_max_num_queries(len(one)):
         assert client.get(URL).json()["count"] == 6
+
+
+def test_without_max_concurrency_the_grant_derives_the_cap_for_its_pool(client_for, fleet):
+    response = client_for("operator").post(URL, _body(max_concurrency=None, cu="14", pool="pool-a"), format="json")
+    assert response.status_code == 201, response.json()
+    d = response.json()
+    assert d["max_concurrency"] == d["max_concurrency_derivation"]["derived"]
+    assert d["max_concurrency_derivation"]["overridden"] is False
+    assert d["max_concurrency"] != 64  # not the shared test envelope's hand-set cap
+
+
+def test_an_envelope_beyond_the_models_context_is_a_400_naming_the_field(client_for, fleet):
+    response = client_for("operator").post(URL, _body(max_output_tokens=16384 - 8000 + 1), format="json")
+    assert response.status_code == 400
+    assert "max_output_tokens" in response.json()["error"]["fields"]
