@@ -17,6 +17,8 @@ from io import StringIO
 import pytest
 import schemathesis
 from django.core.management import call_command
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
@@ -37,6 +39,18 @@ EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "4"))
 @pytest.fixture
 def demo(db):
     call_command("load_demo", stdout=StringIO())
+
+
+@pytest.fixture(autouse=True)
+def keep_the_test_connection():
+    """Schemathesis calls the WSGI application directly, so Django's request signals run
+    close_old_connections, which closes a connection inside the test's transaction on PostgreSQL
+    (SQLite's in-memory database ignores it). Django's own test client disconnects it the same way."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
 
 
 def _token(username: str) -> str:
