@@ -1,4 +1,4 @@
-"""People for the API tests: a member and a teammate of acme, an outsider of globex, and the
+"""People for the API tests (entitlements, forecasting): a member and a teammate of acme, an outsider of globex, and the
 platform roles. Every client goes through DRF's force_authenticate except the token tests."""
 
 from __future__ import annotations

@@ -7,24 +7,11 @@ import uuid
 
 import pytest
 
-from admission import backends, events, params
+from admission import backends, params
 from admission.backends.memory import MemoryBackend
+from tests.admission.sinks import Collector, memory_store, sink  # noqa: F401 - shared with the token tests
 
 REDIS_TEST_URL = os.environ.get("ADMISSION_TEST_REDIS_URL", "redis://127.0.0.1:6379/3")
-
-
-class Collector:
-    """The event sink of the tests: keeps every batch it is given."""
-
-    def __init__(self) -> None:
-        self.events: list[dict] = []
-
-    def __call__(self, batch: list[dict]) -> dict:
-        self.events.extend(batch)
-        return {"accepted": len(batch), "duplicates": 0, "errors": []}
-
-    def of(self, decision: str) -> list[dict]:
-        return [e for e in self.events if e["decision"] == decision]
 
 
 def redis_backend(**kw):
@@ -42,16 +29,6 @@ def _no_background_sweep(settings):
     settings.ADMISSION_SWEEP_IN_PROCESS = False
 
 
-@pytest.fixture
-def sink():
-    collector = Collector()
-    buf = events.EventBuffer(collector, flush_s=3600, autostart=False)
-    prev = events.set_buffer(buf)
-    yield collector
-    buf.stop(flush=False)
-    events.set_buffer(prev)
-
-
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
 def store(request):
     """Each backend in turn, installed process-wide; Redis keys get a prefix of their own."""
@@ -60,15 +37,5 @@ def store(request):
     params.invalidate()
     yield b
     b.clear()
-    backends.set_backend(prev)
-    params.invalidate()
-
-
-@pytest.fixture
-def memory_store():
-    b = MemoryBackend()
-    prev = backends.set_backend(b)
-    params.invalidate()
-    yield b
     backends.set_backend(prev)
     params.invalidate()

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from admission.events import EventBuffer
-from tests.admission.conftest import Collector
+from tests.admission.sinks import Collector
 
 
 class FlakySink(Collector):

@@ -8,7 +8,7 @@ from alerts.evaluation import alert_rules_evaluate
 from alerts.models import Notification, WebhookDelivery, WebhookEndpoint
 from portal.services import intake
 from tests.alerts.conftest import minutes, now, rule, traffic
-from tests.intake.conftest import complete_fields
+from tests.portal.intake.launch_fields import complete_fields
 
 
 def _endpoints(fleet):

@@ -12,7 +12,7 @@ from alerts.models import Notification
 from portal.services import intake
 from tests.alerts.conftest import minutes, now, rule, traffic
 from tests.clients import web_client
-from tests.intake.conftest import complete_fields
+from tests.portal.intake.launch_fields import complete_fields
 
 
 @pytest.fixture

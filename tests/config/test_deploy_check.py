@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-MANAGE = Path(__file__).resolve().parent.parent / "manage.py"
+MANAGE = Path(__file__).resolve().parents[2] / "manage.py"
 STRONG_KEY = secrets.token_urlsafe(64)
 NO_ISSUES = "System check identified no issues (0 silenced)."
 

@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 
 from entitlements import models as m
 from forecasting.models import ForecastRun, ForecastSeries, PoolDemand
-from tests.api.conftest import client_for, people  # noqa: F401  (shared people and clients)
+from tests.api_people import client_for, people  # noqa: F401  (shared people and clients)
 from tests.forecasting.helpers import END
 
 

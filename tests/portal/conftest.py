@@ -1,7 +1,8 @@
+"""The portal's browser tests share one page size."""
+
 import pytest
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    # Every test signs people in; PBKDF2 at full strength would dominate the run time.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+@pytest.fixture
+def page(browser):
+    return browser.new_page(viewport={"width": 1400, "height": 900})

@@ -7,7 +7,6 @@ import pytest
 from entitlements.models import PlatformRole
 from telemetry.services import fleet_samples_ingest
 from tests import factories as f
-from tests.web.test_browser_home import page  # noqa: F401  (the Chromium fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

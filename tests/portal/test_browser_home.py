@@ -7,11 +7,6 @@ from tests import factories as f
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture
-def page(browser):
-    return browser.new_page(viewport={"width": 1400, "height": 900})
-
-
 def test_operator_signs_in_and_sees_the_capacity_chart(live_server, page):
     f.build_fleet()  # user "op", password "demo", two pools
 

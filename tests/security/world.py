@@ -12,7 +12,7 @@ from entitlements.services import entitlement_grant
 from tests import factories as f
 from tests.factories import member
 from tests.factories import platform_user as platform
-from tests.intake.conftest import complete_fields
+from tests.portal.intake.launch_fields import complete_fields
 
 CSV = b"TIMESTAMP,ContextTokens,GeneratedTokens\r\n2023-11-16 18:15:46.6805900,374,44\r\n2023-11-16 18:15:50.9951690,396,109\r\n"
 

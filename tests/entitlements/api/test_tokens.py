@@ -11,7 +11,7 @@ from admission.auth import forget
 from entitlements import token_services
 from entitlements.models import ApiToken
 from entitlements.models.tenancy import hash_key
-from tests.admission.conftest import memory_store, sink  # noqa: F401 - fixtures for the gateway path
+from tests.admission.sinks import memory_store, sink  # noqa: F401 - fixtures for the gateway path
 from tests.admission.world import body, build_world
 from tests.clients import web_client
 from tests.factories import platform_user

@@ -16,7 +16,7 @@ from entitlements.models import Entitlement
 from portal.models import LaunchRequest
 from tests.browser import sign_in
 
-SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+SHOTS = Path(__file__).resolve().parents[3] / "artifacts" / "screenshots"
 
 
 @pytest.mark.browser

@@ -13,7 +13,7 @@ from entitlements.models import Accelerator
 from portal.selectors import cu_decimal, size_request
 from portal.services.conversion import launch_shape, replicas_for, scenario_cu
 from tests.clients import api_client
-from tests.intake.conftest import complete_fields
+from tests.portal.intake.launch_fields import complete_fields
 
 
 def test_envelope_lengths_are_a_capped_lognormal_through_p50_and_p95():

@@ -159,7 +159,7 @@ def test_approver_approves_from_the_page_and_self_filer_cannot(fleet, people, su
 
 def test_self_filed_request_cannot_be_approved_on_the_page(fleet, people):
     from portal.services import intake
-    from tests.intake.conftest import complete_fields
+    from tests.portal.intake.launch_fields import complete_fields
 
     req = intake.launch_request_create(actor=people.self_approver, **complete_fields(fleet))
     intake.launch_request_submit(actor=people.self_approver, request=req)

@@ -13,7 +13,7 @@ from django.db import connection
 from entitlements.models import Entitlement
 from portal.models import LaunchRequest
 from portal.services import intake
-from tests.intake.conftest import complete_fields
+from tests.portal.intake.launch_fields import complete_fields
 
 TRIALS = 20
 

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 from entitlements.models import Entitlement
 from portal.models import LaunchRequest
 from portal.services import intake
-from tests.intake.conftest import complete_fields
+from tests.portal.intake.launch_fields import complete_fields
 
 OK = 200
 ROLES = ["requester", "viewer", "outsider", "approver", "self_approver", "operator", "gateway"]

@@ -9,7 +9,7 @@ from entitlements.services import entitlement_grant
 from portal.models import LaunchRequest, LaunchRequestEvent
 from portal.services import intake
 from tests.factories import grant_kwargs
-from tests.intake.conftest import complete_fields
+from tests.portal.intake.launch_fields import complete_fields
 
 
 def test_submit_refuses_incomplete_draft_naming_fields(fleet, people):
