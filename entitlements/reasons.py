@@ -21,6 +21,7 @@ NOT_ENTITLED = "NOT_ENTITLED"
 OUTSIDE_ENVELOPE = "OUTSIDE_ENVELOPE"
 CONCURRENCY_LIMIT = "CONCURRENCY_LIMIT"
 QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
+BUDGET_EXHAUSTED = "BUDGET_EXHAUSTED"
 RECLAIMED = "RECLAIMED"
 PLATFORM_CAPACITY = "PLATFORM_CAPACITY"
 PLACEMENT = "PLACEMENT"
@@ -37,6 +38,12 @@ REASONS: dict[str, Reason] = {
             "tenant",
             "the entitlement's token bucket is empty and borrowing is not allowed or used up",
             1,
+        ),
+        Reason(
+            BUDGET_EXHAUSTED,
+            "tenant",
+            "the entitlement's daily or monthly budget is spent; retry at the period boundary",
+            3600,
         ),
         Reason(RECLAIMED, "platform policy", "borrowing is allowed, but lenders are using their capacity now", 5),
         Reason(PLATFORM_CAPACITY, "platform", "supply is degraded below what was promised", 10),

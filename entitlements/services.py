@@ -6,6 +6,7 @@ triggers with who and why.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -16,7 +17,7 @@ from django.db import transaction
 from django.db.models import F, Q, Sum
 from django.utils import timezone
 
-from entitlements import reserve_rules
+from entitlements import limits, reserve_rules
 from entitlements.concurrency import derive_max_concurrency
 from entitlements.history import history_context
 from entitlements.models import Entitlement, FailoverReserve, Pool, Region, ServedModel, TrafficClass
@@ -125,7 +126,12 @@ def entitlement_grant(
     pool: Pool | None = None,
     overage: str = Entitlement.Overage.THROTTLE,
     borrowing_limit_cu: Decimal | float | str = 0,
+    **limit_values: Any,
 ) -> Entitlement:
+    """`limit_values`: any of entitlements.limits.LIMIT_FIELDS (budgets, max_rps, burst)."""
+    unknown = set(limit_values) - set(limits.LIMIT_FIELDS)
+    if unknown:
+        raise ValidationError({sorted(unknown)[0]: "unknown field"})
     cu_d = as_cu(cu)
     if cu_d <= 0:
         raise ValidationError({"cu": "must be greater than 0"})
@@ -188,7 +194,9 @@ def entitlement_grant(
         overage=overage,
         borrowing_limit_cu=as_cu(borrowing_limit_cu),
         **envelope.__dict__,
+        **limit_values,
     )
+    _limit_defaults(ent, set(limit_values))
     ent.full_clean()
     with history_context(actor=actor, reason=reason):
         ent.save()
@@ -197,7 +205,17 @@ def entitlement_grant(
 
 # The workload envelope's fields, in one place: the API, the snapshot and launch requests read this.
 ENVELOPE_FIELDS: tuple[str, ...] = tuple(Envelope.__dataclass_fields__)
-AMENDABLE = {"cu", "starts_at", "ends_at", "overage", "borrowing_limit_cu", *ENVELOPE_FIELDS}
+AMENDABLE = {"cu", "starts_at", "ends_at", "overage", "borrowing_limit_cu", *ENVELOPE_FIELDS, *limits.LIMIT_FIELDS}
+
+
+def _limit_defaults(ent: Entitlement, given: set[str]) -> None:
+    """`burst` defaults to max_rps (whole requests, at least 1) and is cleared with it, unless given."""
+    if "burst" in given:
+        return
+    if ent.max_rps is None:
+        ent.burst = None
+    elif ent.burst is None:
+        ent.burst = max(1, math.ceil(ent.max_rps))
 
 
 @transaction.atomic
@@ -214,6 +232,7 @@ def entitlement_amend(*, actor: Any, reason: str, entitlement: Entitlement, **ch
         raise ValidationError({"entitlement": "a revoked entitlement cannot be amended"})
     for k, v in changes.items():
         setattr(ent, k, as_cu(v) if k in ("cu", "borrowing_limit_cu") else v)
+    _limit_defaults(ent, set(changes))
     _validate_window(ent.starts_at, ent.ends_at)
     _validate_borrowing(ent.traffic_class_id, ent.overage, ent.borrowing_limit_cu)
     if ent.traffic_class.counts_as_sold:

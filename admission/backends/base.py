@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from entitlements import reasons
+from entitlements import limits, reasons
 
 RESERVED, SHARED, BEST_EFFORT = "reserved", "shared", "best_effort"
 NO_OUTPUT_CAP = 2**53  # exact as a double, so the Lua side reads the same number
@@ -33,6 +33,27 @@ RETRY_DEFAULTS: dict[str, int] = {
 }
 
 
+@dataclass(frozen=True)
+class Period:
+    """A period budget (issue 23): `limit` in the scope's budget unit per local day or month.
+    `key` is the key's stem: the store appends ':<period id>' (entitlements.limits.period_id), so
+    the bucket resets by changing key at the boundary and never refills in between."""
+
+    kind: str  # entitlements.limits.DAILY / MONTHLY
+    key: str
+    limit: float
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A scope's period budgets and request-rate bucket (issue 23, CONTRACT §5)."""
+
+    unit: str  # wt, tokens or requests: what a reserve's `units` and a complete's actual count
+    tz: str  # IANA zone the periods' boundaries are in
+    periods: tuple[Period, ...] = ()
+    rps: Bucket | None = None  # request-count token bucket: rate max_rps, depth burst (requests)
+
+
 @dataclass(frozen=True, eq=False)
 class Scope:
     """What every reserve in one scope shares while a snapshot lasts: built once per snapshot so
@@ -54,6 +75,7 @@ class Scope:
     w_cached: float
     retry_defaults: dict[str, int] = field(default_factory=lambda: RETRY_DEFAULTS)
     max_output: int = NO_OUTPUT_CAP  # the envelope's max output tokens: settled output is capped here
+    limits: Limits | None = None  # period budgets and request rate; None: neither
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +88,7 @@ class ReserveOp:
     reservation_id: str
     cost: float
     meta: str  # JSON carried to the complete / expiry events
+    units: float = 0.0  # the estimate in the budget's unit (scope.limits.unit): wt, tokens or 1 request
 
 
 @dataclass(frozen=True)
@@ -154,6 +177,41 @@ def decide(op: ReserveOp, own_l: float, pool_l: float, borrow_l: float) -> tuple
     return "admit", "borrowed", 0.0
 
 
+def budget_units(unit: str, wt: float, prompt_tokens: int, output_tokens: int) -> float:
+    """What one request costs a budget: its weighted tokens, its plain tokens (prompt + output, as
+    Atlas counts upstream total_tokens; cached prompt tokens count) or 1 request. Mirrored in complete.lua."""
+    if unit == limits.TOKENS:
+        return float(prompt_tokens + output_tokens)
+    if unit == limits.REQUESTS:
+        return 1.0
+    return wt
+
+
+def spent(used: float, units: float, limit: float) -> bool:
+    """A period budget refuses a request that would take it over its limit."""
+    return used + units > limit
+
+
+def bounded_used(used: float, limit: float) -> float:
+    """A period bucket's use within [0, 2 × limit]: its debt (use above the limit from overruns)
+    is bounded at one depth, like a rate bucket's; refunds never take it below nothing."""
+    return 0.0 if used < 0 else 2 * limit if used > 2 * limit else used
+
+
+_PERIODS: dict[tuple[str, str], tuple[float, float, list[tuple[str, float, float]]]] = {}
+
+
+def periods_at(kind: str, tz: str, t: float) -> list[tuple[str, float, float]]:
+    """[(period id, start, end)] × 3 (previous, current, next) around epoch `t`, cached while `t`
+    stays in the current period (a zone lookup costs more than the rest of a reserve's Python)."""
+    got = _PERIODS.get((kind, tz))
+    if got is not None and got[0] <= t < got[1]:
+        return got[2]
+    ps = limits.periods_around(kind, t, tz)
+    _PERIODS[(kind, tz)] = (ps[1][1], ps[1][2], ps)
+    return ps
+
+
 def bounded(level: float, depth: float) -> float:
     """A bucket's level within [−depth, depth]: debt is bounded at one depth (CONTRACT §5), so one
     oversized overrun cannot lock a scope or its pool for good. Mirrored by `bounded` in lua/lib.lua."""
@@ -165,6 +223,8 @@ def _wait(deficit: float, rate: float) -> float:
 
 
 def retry_after_s(reason: str, wait: float, defaults: dict[str, int]) -> int:
+    if reason == reasons.BUDGET_EXHAUSTED:
+        return max(1, int(-(-wait // 1)))  # to the period boundary, however far
     if reason == reasons.QUOTA_EXCEEDED:
         return max(1, min(3600, int(-(-wait // 1))))
     return defaults[reason]

@@ -17,10 +17,16 @@ from admission.backends.base import (
     CompleteOp,
     ReserveOp,
     Settled,
+    _wait,
     bounded,
+    bounded_used,
+    budget_units,
     decide,
+    periods_at,
     retry_after_s,
+    spent,
 )
+from entitlements import reasons
 
 
 def _unix_monotonic() -> Callable[[], float]:
@@ -41,6 +47,8 @@ class _Res:
     gone_at: float  # when the record itself is forgotten
     max_out: int
     result: dict | None = None
+    # Period budgets charged at reserve: (unit, units, ((period key, limit, period end), ...)).
+    budget: tuple[str, float, tuple[tuple[str, float, float], ...]] | None = None
 
 
 @dataclass
@@ -49,6 +57,7 @@ class _Store:
     idem: dict[str, tuple[str, float]] = field(default_factory=dict)  # reservation id → (answer, gone_at)
     inflight: dict[str, dict[str, float]] = field(default_factory=dict)  # scope → {rid: expires}
     res: dict[str, _Res] = field(default_factory=dict)
+    periods: dict[str, tuple[float, float]] = field(default_factory=dict)  # period key → (used, period end)
 
 
 class MemoryBackend:
@@ -83,6 +92,8 @@ class MemoryBackend:
             return
         self._s.idem = {k: v for k, v in self._s.idem.items() if v[1] > now}
         self._s.res = {k: v for k, v in self._s.res.items() if v.gone_at > now or v.state == "open"}
+        # A period bucket outlives its boundary by a day, as its Redis key's expiry does.
+        self._s.periods = {k: v for k, v in self._s.periods.items() if v[1] + 86400 > now}
 
     def reserve(self, op: ReserveOp) -> Answer:
         s, rid = op.scope, op.reservation_id
@@ -101,6 +112,27 @@ class MemoryBackend:
             expired = [m for r, _ in (due if at_cap else due[:16]) if (m := self._expire_one(r))]
             if len(scope) >= s.max_concurrency:
                 return self._throttle(op, "CONCURRENCY_LIMIT", 0.0, now, expired)
+            charges: list[tuple[str, float, float, float]] = []  # period key, limit, end, used
+            lim = s.limits
+            if lim is not None:
+                # Budgets, then the request rate, then the token rate: the same order as reserve.lua.
+                until = 0.0
+                for per in lim.periods:
+                    pid, _, end = periods_at(per.kind, lim.tz, now)[1]
+                    key = f"{per.key}:{pid}"
+                    used = self._s.periods.get(key, (0.0, end))[0]
+                    if spent(used, op.units, per.limit):
+                        until = max(until, end)
+                    charges.append((key, per.limit, end, used))
+                if until:
+                    return self._throttle(op, reasons.BUDGET_EXHAUSTED, until - now, now, expired)
+                if lim.rps is not None:
+                    rq = lim.rps
+                    rps_l = self._level(rq.key, rq.rate, rq.depth, now)
+                    if rps_l < 1:
+                        return self._throttle(
+                            op, reasons.QUOTA_EXCEEDED, _wait(1 - rps_l, rq.rate), now, expired, "rps"
+                        )
             own_l = self._level(s.own.key, s.own.rate, s.own.depth, now)
             pool_l = self._level(s.pool.key, s.pool.rate, s.pool.depth, now)
             b = s.borrow
@@ -117,19 +149,29 @@ class MemoryBackend:
                 charged = (s.own.key, s.own.rate, s.own.depth)
                 self._s.buckets[s.own.key] = (own_l - op.cost, now)
             self._s.buckets[s.pool.key] = (bounded(pool_l - op.cost, s.pool.depth), now)
+            budget = None
+            if lim is not None:
+                if lim.rps is not None:
+                    self._s.buckets[lim.rps.key] = (rps_l - 1, now)
+                for key, _, end, used in charges:
+                    self._s.periods[key] = (used + op.units, end)
+                budget = (lim.unit, op.units, tuple((k, lm, e) for k, lm, e, _ in charges))
             expires = now + s.ttl_s
             scope[rid] = expires
             self._s.res[rid] = _Res(
                 "open", s.inflight_key, charged, (s.pool.key, s.pool.rate, s.pool.depth),
-                op.cost, s.w_out, s.w_cached, op.meta, expires + s.idem_ttl_s, s.max_output,
+                op.cost, s.w_out, s.w_cached, op.meta, expires + s.idem_ttl_s, s.max_output, budget=budget,
             )  # fmt: skip
             raw = f"A|{rid}|{op.cost!r}|{what}|{expires!r}"
             self._s.idem[rid] = (raw, expires + s.idem_ttl_s)
             return Answer(raw=raw, replay=False, expired_metas=expired)
 
-    def _throttle(self, op: ReserveOp, reason: str, wait: float, now: float, expired: list[str]) -> Answer:
+    def _throttle(
+        self, op: ReserveOp, reason: str, wait: float, now: float, expired: list[str], limit: str = ""
+    ) -> Answer:
+        """`limit`: which limit a QUOTA_EXCEEDED hit when it is not the token rate ("rps")."""
         ra = retry_after_s(reason, wait, op.scope.retry_defaults)
-        raw = f"T|{reason}|{ra}"
+        raw = f"T|{reason}|{ra}|{limit}" if limit else f"T|{reason}|{ra}"
         self._s.idem[op.reservation_id] = (raw, now + max(1, ra))
         return Answer(raw=raw, replay=False, expired_metas=expired)
 
@@ -152,6 +194,13 @@ class MemoryBackend:
             delta = r.est - actual
             for key, rate, depth in (r.charged, r.pool):
                 self._s.buckets[key] = (bounded(self._level(key, rate, depth, now) + delta, depth), now)
+            if r.budget is not None:
+                unit, units, periods = r.budget
+                back = units - budget_units(unit, actual, op.prompt_tokens, output)
+                for key, limit, end in periods:
+                    if end > now:  # a period past its boundary is done: nothing settles into it
+                        used = self._s.periods.get(key, (0.0, end))[0]
+                        self._s.periods[key] = (bounded_used(used - back, limit), end)
             self._s.inflight.get(r.inflight_key, {}).pop(op.reservation_id, None)
             r.state = "done"
             r.result = {"reservation_id": op.reservation_id, "status": op.status, "reserved_wt": r.est,
@@ -207,6 +256,12 @@ class MemoryBackend:
     def inflight(self, inflight_key: str) -> int:
         with self._lock:
             return len(self._s.inflight.get(inflight_key, {}))
+
+    def used(self, period_key: str) -> float | None:
+        """What a period bucket ('<stem>:<period id>') has spent, None when untouched."""
+        with self._lock:
+            got = self._s.periods.get(period_key)
+            return None if got is None else got[0]
 
     def level(self, bucket_key: str) -> float | None:
         with self._lock:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 import weakref
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from admission.backends.base import Answer, CompleteOp, Lost, ReserveOp, Scope, Settled, StoreUnavailable
+from admission.backends.base import Answer, CompleteOp, Lost, ReserveOp, Scope, Settled, StoreUnavailable, periods_at
 from admission.backends.breaker import Breaker
 from admission.backends.connections import BoundedConnections, Exhausted
 from entitlements import reasons
@@ -78,6 +79,7 @@ class RedisBackend:
         self._static: weakref.WeakKeyDictionary[Scope, tuple[int, bytes]] = weakref.WeakKeyDictionary()
         self._prefix_b = prefix.encode()
         self._scopes_key = (prefix + "scopes").encode()
+        self.period_offset_s = 0.0  # tests only: see period_now
 
     # ---- the hot path's connection ------------------------------------------------------------
 
@@ -95,12 +97,18 @@ class RedisBackend:
         finally:
             self.connections.release(conn)
 
-    def _eval(self, script: _Script, nkeys: int, args: tuple[Any, ...], tail: tuple[int, bytes] = (0, b"")) -> Any:
-        """EVALSHA with `args`, then `tail`: more arguments already packed (their count, their RESP).
+    def _eval(
+        self, script: _Script, nkeys: int, args: tuple[Any, ...], tail: tuple[int, bytes] = (0, b""),
+        extra: tuple[Any, ...] = (),
+    ) -> Any:  # fmt: skip
+        """EVALSHA with `args`, then `tail`: more arguments already packed (their count, their RESP),
+        then `extra` (per-call values after the static ones: budgets).
         → (reply, attempts): more than one attempt means an earlier one may have run unseen."""
         head = pack_command((b"EVALSHA", script.sha, nkeys, *args))
-        if tail[0]:
-            head = b"*%d\r\n%s%s" % (3 + len(args) + tail[0], head.split(b"\r\n", 1)[1], tail[1])
+        if tail[0] or extra:
+            more = pack_command(extra).split(b"\r\n", 1)[1] if extra else b""
+            n = 3 + len(args) + tail[0] + len(extra)
+            head = b"*%d\r\n%s%s%s" % (n, head.split(b"\r\n", 1)[1], tail[1], more)
         breaker = self.breaker
         for attempt in range(1, ATTEMPTS + 1):
             if not breaker.allow():
@@ -160,11 +168,42 @@ class RedisBackend:
         s = op.scope
         rid = op.reservation_id
         borrow_key = s.borrow.key if s.borrow else s.own.key + ":b"
-        args = (self.record_key(rid), s.own.key, s.pool.key, borrow_key, s.inflight_key, self._scopes_key,
-                self._prefix_b, rid, repr(op.cost), op.meta)  # fmt: skip
-        out, attempts = self._eval(self._reserve, 6, args, self._static_args(s))
+        keys = (self.record_key(rid), s.own.key, s.pool.key, borrow_key, s.inflight_key, self._scopes_key)
+        extra: tuple[Any, ...] = ()
+        if s.limits is not None:
+            more_keys, extra = self._limit_args(s, op.units)
+            keys += more_keys
+        args = (*keys, self._prefix_b, rid, repr(op.cost), op.meta)
+        out, attempts = self._eval(self._reserve, len(keys), args, self._static_args(s), extra)
         return Answer(raw=out[0].decode(), replay=out[1] >= 1, expired_metas=[m.decode() for m in out[2:]],
                       retried=attempts > 1, settled=out[1] == 2)  # fmt: skip
+
+    def period_now(self) -> float:
+        """The time the periods' candidates are computed around (reserve.lua picks among them by
+        Redis' clock). `period_offset_s` shifts it for tests that cross a boundary on demand: the
+        keys are named for the shifted periods and the boundaries sent unshifted, so Redis' own
+        clock still decides when the period changes."""
+        return time.time() + self.period_offset_s
+
+    def _limit_args(self, s: Scope, units: float) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+        """reserve.lua's KEYS 7+ and ARGV 23+ for a scope with budgets or a request rate."""
+        lim = s.limits
+        assert lim is not None
+        rq = lim.rps
+        keys = [rq.key if rq else s.own.key + ":rq"]
+        vals: list[Any] = [lim.unit, repr(units), repr(rq.rate) if rq else "0", repr(rq.depth) if rq else "0",
+                           len(lim.periods)]  # fmt: skip
+        t, off = self.period_now(), self.period_offset_s
+        for per in lim.periods:
+            ps = periods_at(per.kind, lim.tz, t)
+            keys += [f"{per.key}:{pid}" for pid, _, _ in ps]
+            vals += [repr(per.limit), repr(ps[1][1] - off), repr(ps[1][2] - off), repr(ps[2][2] - off)]
+        return tuple(keys), tuple(vals)
+
+    def used(self, period_key: str) -> float | None:
+        """What a period bucket ('<stem>:<period id>') has spent, None when untouched."""
+        v = self.client.get(period_key)
+        return None if v is None else float(v)
 
     def complete(self, op: CompleteOp) -> Settled | None:
         rk = self.record_key(op.reservation_id)

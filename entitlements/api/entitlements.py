@@ -16,7 +16,7 @@ from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from entitlements import roles, services
+from entitlements import limits, roles, services
 from entitlements.api.history import history_for
 from entitlements.concurrency import max_concurrency_derivation
 from entitlements.models import Entitlement, Pool, Project, Region, ServedModel, Tenant, TrafficClass
@@ -77,7 +77,7 @@ class EntitlementSerializer(serializers.ModelSerializer):
         fields = [
             "id", "tenant", "project", "model", "region", "pool", "traffic_class", "cu", "rate_wt_per_s",
             "starts_at", "ends_at", *ENVELOPE_FIELDS, "max_concurrency_derivation", "overage", "borrowing_limit_cu",
-            "version", "active", "revoked_at", "created_at", "updated_at", "history",
+            *limits.LIMIT_FIELDS, "version", "active", "revoked_at", "created_at", "updated_at", "history",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -117,6 +117,23 @@ class _EnvelopeRules(serializers.Serializer):
         return {}
 
 
+class _LimitFields(serializers.Serializer):
+    """Budgets and the request rate (entitlements.limits); null clears one. Cross-field rules
+    (burst needs max_rps) are the model's, so the API and every other writer share them."""
+
+    daily_budget = serializers.IntegerField(min_value=1, max_value=limits.MAX_BUDGET, required=False, allow_null=True)
+    monthly_budget = serializers.IntegerField(min_value=1, max_value=limits.MAX_BUDGET, required=False, allow_null=True)
+    budget_unit = serializers.ChoiceField(choices=limits.UNITS, required=False)
+    budget_tz = serializers.CharField(max_length=64, required=False, validators=[limits.validate_tz])
+    max_rps = serializers.FloatField(max_value=limits.MAX_RPS, required=False, allow_null=True)
+    burst = serializers.IntegerField(min_value=1, max_value=2**31 - 1, required=False, allow_null=True)
+
+    def validate_max_rps(self, value: float | None) -> float | None:
+        if value is not None and not value > 0:
+            raise serializers.ValidationError("must be greater than 0")
+        return value
+
+
 class _EnvelopeRequired(_EnvelopeRules):
     max_prompt_tokens = serializers.IntegerField(min_value=0)
     max_output_tokens = serializers.IntegerField(min_value=0)
@@ -144,7 +161,7 @@ class _EnvelopeOptional(_EnvelopeRules):
     streaming = serializers.BooleanField(required=False)
 
 
-class EntitlementCreateSerializer(_EnvelopeRequired):
+class EntitlementCreateSerializer(_LimitFields, _EnvelopeRequired):
     tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
     project = serializers.CharField(required=False, allow_null=True, help_text="project slug within the tenant")
     model = serializers.SlugRelatedField(slug_field="slug", queryset=ServedModel.objects.all())
@@ -176,7 +193,7 @@ class EntitlementCreateSerializer(_EnvelopeRequired):
         return attrs
 
 
-class EntitlementAmendSerializer(_EnvelopeOptional):
+class EntitlementAmendSerializer(_LimitFields, _EnvelopeOptional):
     unknown_message = "cannot be amended; revoke and grant instead"
     cu = serializers.DecimalField(max_digits=14, decimal_places=3, min_value=0, required=False)
     starts_at = serializers.DateTimeField(required=False)

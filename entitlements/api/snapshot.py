@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from capacity.deliverable import PoolSupply, deliverable
 from capacity.units import cu_to_wt_per_s
+from entitlements.limits import LIMIT_FIELDS
 from entitlements.models import Entitlement, Pool
 from entitlements.selectors import active_at
 from entitlements.services import ENVELOPE_FIELDS
@@ -48,6 +49,7 @@ def _entitlements(at: datetime) -> list[dict[str, Any]]:
             "model__w_out",
             "model__w_cached",
             *ENVELOPE,
+            *LIMIT_FIELDS,
         )  # fmt: skip
     )
     out = []
@@ -77,6 +79,8 @@ def _entitlements(at: datetime) -> list[dict[str, Any]]:
                 "overage": r["overage"],
                 "borrowing_limit_cu": borrow_cu,
                 "borrowing_limit_wt_per_s": cu_to_wt_per_s(borrow_cu, r_wt),
+                # Period budgets and the request rate (issue 23): null = no such limit.
+                **{k: r[k] for k in LIMIT_FIELDS},
                 "version": r["version"],
             }
         )

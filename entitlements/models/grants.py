@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
 
+from entitlements import limits
 from entitlements.models.catalogue import Region, ServedModel
 from entitlements.models.supply import CU, Pool
 from entitlements.models.tenancy import Project, Tenant
@@ -86,6 +87,15 @@ class Entitlement(models.Model):
     streaming = models.BooleanField(default=True)
     overage = models.CharField(max_length=16, choices=Overage.choices, default=Overage.THROTTLE)
     borrowing_limit_cu = models.DecimalField(**CU, default=0)
+    # Period budgets and a request-rate limit (issue 23, entitlements.limits): empty = no limit.
+    daily_budget = models.PositiveBigIntegerField(null=True, blank=True, help_text="per local day, in budget_unit")
+    monthly_budget = models.PositiveBigIntegerField(null=True, blank=True, help_text="per local month, in budget_unit")
+    budget_unit = models.CharField(max_length=8, choices=limits.UNIT_CHOICES, default=limits.WT)
+    budget_tz = models.CharField(
+        max_length=64, default=limits.DEFAULT_TZ, validators=[limits.validate_tz], help_text="IANA zone of the periods"
+    )
+    max_rps = models.FloatField(null=True, blank=True, help_text="requests per second (token bucket)")
+    burst = models.PositiveIntegerField(null=True, blank=True, help_text="requests; default max_rps")
     version = models.PositiveIntegerField(default=1)
     revoked_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -111,6 +121,13 @@ class Entitlement(models.Model):
                 condition=Q(traffic_class=BORROWING_CLASS) | (Q(borrowing_limit_cu=0) & Q(overage="throttle")),
                 name="ent_only_best_effort_borrows",
             ),
+            models.CheckConstraint(
+                condition=(Q(daily_budget__isnull=True) | Q(daily_budget__gt=0))
+                & (Q(monthly_budget__isnull=True) | Q(monthly_budget__gt=0))
+                & (Q(max_rps__isnull=True) | Q(max_rps__gt=0))
+                & (Q(burst__isnull=True) | (Q(burst__gt=0) & Q(max_rps__isnull=False))),
+                name="ent_limits_positive",
+            ),
         ]
         indexes = [models.Index(fields=["pool", "starts_at"], name="ent_pool_window")]
 
@@ -133,6 +150,8 @@ class Entitlement(models.Model):
                 f"max prompt + max output ({self.max_prompt_tokens} + {self.max_output_tokens}) exceed "
                 f"{self.model.slug}'s context of {context} tokens"
             )
+        for name, message in limits.check({f: getattr(self, f) for f in limits.LIMIT_FIELDS}).items():
+            errors.setdefault(name, message)
         if errors:
             raise ValidationError(errors)
 

@@ -63,6 +63,23 @@ local delta = est - actual
 local cd, pd = tonumber(f[6]), tonumber(f[9])
 put(f[4], bounded(level(f[4], tonumber(f[5]), cd, now) + delta, cd), now_str)
 put(f[7], bounded(level(f[7], tonumber(f[8]), pd, now) + delta, pd), now_str)
+if f[15] then
+  -- Period budgets (issue 23): refund or charge the difference in the budget's unit, into the
+  -- periods charged at reserve while they last; use stays within [0, 2 × limit] (debt bounded).
+  local b = {}
+  for v in string.gmatch(f[15], '[^|]+') do b[#b + 1] = v end
+  local au = actual
+  if b[1] == 'tokens' then au = prompt + output elseif b[1] == 'requests' then au = 1 end
+  local back = tonumber(b[2]) - au
+  for i = 3, #b, 3 do
+    local lim = tonumber(b[i + 1])
+    if back ~= 0 and tonumber(b[i + 2]) > now then
+      local used = tonumber(redis.call('GET', b[i]) or '0') - back
+      if used < 0 then used = 0 elseif used > 2 * lim then used = 2 * lim end
+      redis.call('SET', b[i], num(used), 'KEEPTTL')
+    end
+  end
+end
 redis.call('ZREM', f[3], rid)
 local result = cjson.encode({reservation_id = rid, status = ARGV[5], reserved_wt = est, actual_wt = actual,
   refunded_wt = delta, output_cap = cap})

@@ -41,13 +41,14 @@ end
 --   a throttle answer:  'T|reason|retry' (no tabs; it is all the request needs to replay)
 --   open or expired:    st, answer, ik (in-flight zset), ck, cr, cd (bucket that paid: key,
 --                       rate, depth), pk, pr, pd (pool), wo, wc, mo (the envelope's max output:
---                       settled output is capped there), est, meta
+--                       settled output is capped there), est, meta, and with budgets (issue 23)
+--                       'unit|units|key|limit|end…' (absent on records without budgets)
 --   settled:            'done', answer, until (the result is forgotten then), result-json
 local function split(s)
   local out, i = {}, 1
   while true do
     local j = string.find(s, '\t', i, true)
-    if (not j) or #out == 13 then out[#out + 1] = string.sub(s, i); return out end
+    if (not j) or #out == 14 then out[#out + 1] = string.sub(s, i); return out end
     out[#out + 1] = string.sub(s, i, j - 1)
     i = j + 1
   end

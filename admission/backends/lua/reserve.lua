@@ -7,6 +7,11 @@
 --       floor, 16 ttl (whole seconds as an integer), 17 record ttl, 18-20 retry for CONCURRENCY_LIMIT, RECLAIMED,
 --       PLATFORM_CAPACITY, 21 / 22 the record's static middle (ik … mo, see lib.lua) when the own /
 --       borrow bucket pays.
+-- With budgets or a request rate (issue 23; redis.py: _limit_args), KEYS 7 the request-rate
+--       bucket, then per period its previous, current and next key (the caller's candidates around
+--       its own clock: this script's clock picks one); ARGV 23 unit, 24 the estimate in that unit,
+--       25-26 request rate/burst (depth 0: none), 27 number of periods, then per period its limit,
+--       the current period's start and end and the next one's end.
 -- Mirrors base.decide().
 local prev = redis.call('GET', KEYS[1])
 if prev then
@@ -20,18 +25,19 @@ local c, cls = tonumber(ARGV[3]), ARGV[5]
 local now, now_str, sec, frac = clock()
 local out = {'', 0}
 
-local function throttle(reason, ra)
+local function throttle(reason, ra, limit)
   local ans = 'T|' .. reason .. '|' .. ra
+  if limit then ans = ans .. '|' .. limit end  -- which limit a QUOTA_EXCEEDED hit, when not the rate
   redis.call('SET', KEYS[1], ans, 'EX', math.max(1, tonumber(ra)))
   out[1] = ans
   return out
 end
 
 -- QUOTA_EXCEEDED advises the wait until the bucket(s) would have room.
-local function quota(deficit, rate)
+local function quota(deficit, rate, limit)
   local w = 3600
   if rate > 0 then w = deficit / rate end
-  return throttle('QUOTA_EXCEEDED', math.max(1, math.min(3600, math.ceil(w))))
+  return throttle('QUOTA_EXCEEDED', math.max(1, math.min(3600, math.ceil(w))), limit)
 end
 
 -- Expire on access: every reserve first settles up to 16 of this scope's reservations past their
@@ -46,6 +52,32 @@ for _, id in ipairs(due) do
   if m then out[#out + 1] = m end
 end
 if n - #due >= cap then return throttle('CONCURRENCY_LIMIT', ARGV[18]) end
+
+-- Period budgets, then the request rate, then the token rate (mirrored by memory.py). A period
+-- bucket holds what was spent under a key named for its period: it resets by key change at the
+-- boundary and never refills in between.
+local lim, units, charges, rq_l = ARGV[23], 0, {}, nil
+if lim then
+  units = tonumber(ARGV[24])
+  local untl = 0
+  for i = 1, tonumber(ARGV[27]) do
+    local a, k = 27 + (i - 1) * 4, 8 + (i - 1) * 3
+    local limit, s1, e1 = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+    local kend = ARGV[a + 3]
+    if now < s1 then kend = ARGV[a + 2]
+    elseif now < e1 then k = k + 1
+    else k, kend = k + 2, ARGV[a + 4] end
+    local used = tonumber(redis.call('GET', KEYS[k]) or '0')
+    if used + units > limit and tonumber(kend) > untl then untl = tonumber(kend) end
+    charges[#charges + 1] = {KEYS[k], ARGV[a + 1], kend, used}
+  end
+  if untl > 0 then return throttle('BUDGET_EXHAUSTED', math.max(1, math.ceil(untl - now))) end
+  local rr, rdep = tonumber(ARGV[25]), tonumber(ARGV[26])
+  if rdep > 0 then
+    rq_l = level(KEYS[7], rr, rdep, now)
+    if rq_l < 1 then return quota(1 - rq_l, rr, 'rps') end
+  end
+end
 
 local own_r, own_d = tonumber(ARGV[7]), tonumber(ARGV[8])
 local pool_r, pool_d = tonumber(ARGV[9]), tonumber(ARGV[10])
@@ -87,11 +119,24 @@ else
 end
 put(KEYS[3], bounded(pool_l - c, pool_d), now_str)  -- lenders may take the pool into debt, one depth at most
 
+-- The budgets charged, for complete.lua: unit|units|key|limit|end per period (appended to the record).
+local bud = ''
+if lim then
+  if rq_l then put(KEYS[7], rq_l - 1, now_str) end
+  local parts = {ARGV[23], ARGV[24]}
+  for _, ch in ipairs(charges) do
+    -- Kept a day past its boundary (the statement may still read it), then gone.
+    redis.call('SET', ch[1], num(ch[4] + units), 'EXAT', math.ceil(tonumber(ch[3])) + 86400)
+    parts[#parts + 1] = ch[1] .. '|' .. ch[2] .. '|' .. ch[3]
+  end
+  bud = '\t' .. table.concat(parts, '|')
+end
+
 local expires
 if string.find(ARGV[16], '^%d+$') then expires = (sec + ARGV[16]) .. frac  -- whole seconds: no float to format
 else expires = num(now + tonumber(ARGV[16])) end
 local ans = 'A|' .. ARGV[2] .. '|' .. ARGV[3] .. '|' .. source .. '|' .. expires
-redis.call('SET', KEYS[1], 'open\t' .. ans .. '\t' .. static .. '\t' .. ARGV[3] .. '\t' .. ARGV[4],
+redis.call('SET', KEYS[1], 'open\t' .. ans .. '\t' .. static .. '\t' .. ARGV[3] .. '\t' .. ARGV[4] .. bud,
   'EX', ARGV[17])
 redis.call('SADD', KEYS[6], KEYS[5])  -- every non-empty in-flight zset is listed (a no-op once it is)
 redis.call('ZADD', KEYS[5], expires, ARGV[2])
