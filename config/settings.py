@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "entitlements",
     "admission",
     "telemetry",
+    "sizing",
     "forecasting",
     "alerts",
     "portal",
@@ -139,9 +140,16 @@ TELEMETRY_FOLD_EVERY_S = float(os.environ.get("TELEMETRY_FOLD_EVERY_S", "30"))
 # Plausible event and fleet-sample times (CONTRACT §6): older or further ahead is a bad event.
 TELEMETRY_TS_MAX_AGE_S = float(os.environ.get("TELEMETRY_TS_MAX_AGE_S", str(7 * 86400)))
 TELEMETRY_TS_MAX_AHEAD_S = float(os.environ.get("TELEMETRY_TS_MAX_AHEAD_S", "300"))
+# Cost defaults where the catalogue has no figure, read only by entitlements.sizing_specs.CostOptions:
+# the sizing API, the calculator page's first values and the planning cost report start from them.
+# Power usage effectiveness, electricity price (USD/kWh), idle draw as a share of busy draw (owned
+# hardware only: a cloud rate includes power) and traffic price (USD/GB, sizing only).
 COST_PUE = float(os.environ.get("COST_PUE", "1.3"))
 COST_ELECTRICITY_PER_KWH = float(os.environ.get("COST_ELECTRICITY_PER_KWH", "0.10"))
 COST_IDLE_POWER_SHARE = float(os.environ.get("COST_IDLE_POWER_SHARE", "0.3"))
+COST_NETWORK_PER_GB = float(os.environ.get("COST_NETWORK_PER_GB", "0.0"))
+# Largest trace CSV `POST /api/v1/traces` accepts (bytes); a larger one is a 400 naming `file`.
+TRACE_MAX_BYTES = int(os.environ.get("TRACE_MAX_BYTES", str(64 * 1024 * 1024)))
 # Sizing's prefill bound: the share of dense peak FLOP/s a replica sustains on prompts (issue 15.3).
 SIZING_PREFILL_MFU = float(os.environ.get("SIZING_PREFILL_MFU", "0.5"))
 # Default concurrency caps: Little's law × this burst factor, capped by the KV share (issue 15.5).

@@ -10,7 +10,7 @@ api = [
     path("", include("telemetry.api_urls")),
     path("", include("forecasting.api_urls")),
     path("", include("portal.api_urls")),
-    path("", include("telemetry.sizing_urls")),
+    path("", include("sizing.api_urls")),
     path("", include("alerts.api_urls")),
 ]
 

@@ -31,22 +31,26 @@ PRICING = {
 }
 
 
-def _setting(name: str, default: float) -> float:
-    return float(getattr(settings, name, default))
-
-
 @dataclass(frozen=True)
 class CostOptions:
-    """What the catalogue does not know. Defaults follow the planning cost report's settings
-    (COST_PUE, COST_ELECTRICITY_PER_KWH, COST_IDLE_POWER_SHARE) so both show the same prices."""
+    """What the catalogue does not know. The one place the COST_* settings are read: the sizing API,
+    the calculator page's defaults and the planning cost report all start from `CostOptions()`."""
 
     pricing: str = "on_demand"
-    electricity_per_kwh: float = field(default_factory=lambda: _setting("COST_ELECTRICITY_PER_KWH", 0.10))
-    pue: float = field(default_factory=lambda: _setting("COST_PUE", 1.3))
-    idle_power_share: float = field(default_factory=lambda: _setting("COST_IDLE_POWER_SHARE", 0.3))
-    network_per_gb: float = 0.0
-    slo_met_fraction: float = 0.99
+    electricity_per_kwh: float = field(default_factory=lambda: settings.COST_ELECTRICITY_PER_KWH)
+    pue: float = field(default_factory=lambda: settings.COST_PUE)
+    idle_power_share: float = field(default_factory=lambda: settings.COST_IDLE_POWER_SHARE)
+    network_per_gb: float = field(default_factory=lambda: settings.COST_NETWORK_PER_GB)
+    slo_met_fraction: float = CostInputs().slo_met_fraction
     retry_waste_fraction: float = 0.0
+
+
+def pool_pricing(acc: Accelerator) -> str:
+    """How a pool's accelerators are paid for: owned where the catalogue has a purchase price, else the
+    reserved cloud rate where there is one, else on demand (the planning cost report's basis)."""
+    if acc.purchase_price_usd > 0:
+        return "purchased"
+    return "reserved" if acc.cloud_reserved_per_hour > 0 else "on_demand"
 
 
 def model_spec(m: ServedModel) -> ModelSpec:
@@ -115,23 +119,28 @@ def accelerator_cost(acc: Accelerator, pricing: str) -> AcceleratorCost:
     )
 
 
-def accelerator_spec(acc: Accelerator, pricing: str) -> AcceleratorSpec:
-    return AcceleratorSpec(
+def accelerator_spec(acc: Accelerator, pricing: str | None = None) -> AcceleratorSpec:
+    """The capacity spec of one catalogue accelerator (a TPU slice counts as one accelerator with the
+    slice's whole memory, see above). `pricing=None`: memory and compute only, no price (pool fit)."""
+    spec = AcceleratorSpec(
         slug=acc.slug,
         memory_gb=float(acc.memory_gb) * acc.chips_per_slice,
-        cost=accelerator_cost(acc, pricing),
         chips_per_slice=1,
         dense_tflops=float(acc.dense_tflops_per_chip) * acc.chips_per_slice if acc.dense_tflops_per_chip else None,
     )
+    return spec if pricing is None else replace(spec, cost=accelerator_cost(acc, pricing))
 
 
 def cost_inputs(acc: Accelerator, opts: CostOptions) -> CostInputs:
     """Owned hardware pays its own power (busy = the catalogue's watts, idle = a share of it);
-    a cloud rate already includes power, so energy is 0 there."""
+    a cloud rate already includes power, so energy is 0 there. The catalogue's host, network fabric
+    and storage shares are fixed charges per accelerator-hour, so they are one per-accelerator line
+    (capacity's `network_per_gb` prices traffic, which the catalogue does not); software is its own."""
     owned = opts.pricing == "purchased"
     busy_kw = acc.power_watts / 1000.0 if owned else 0.0
     return CostInputs(
-        host_per_accelerator_hour=float(acc.host_cost_per_hour),
+        host_per_accelerator_hour=float(acc.host_cost_per_hour + acc.network_cost_per_hour + acc.storage_cost_per_hour),
+        software_per_accelerator_hour=float(acc.software_cost_per_hour),
         power_kw_busy_per_accelerator=busy_kw,
         power_kw_idle_per_accelerator=busy_kw * opts.idle_power_share,
         pue=opts.pue,

@@ -18,20 +18,18 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
 
 from capacity.cost import (
-    CloudAccelerator,
     CostFigure,
     CostInputs,
-    PurchasedAccelerator,
     accelerators_for,
     compare_costs,
     per_million,
     pool_cost,
 )
 from entitlements.models import Pool
+from entitlements.sizing_specs import CostOptions, accelerator_cost, cost_inputs, pool_pricing
 from forecasting import history, placement
 
 PER_M = "per 1M output tokens"
@@ -39,48 +37,18 @@ PER_M = "per 1M output tokens"
 ASSUMED_SLO_MET = CostInputs().slo_met_fraction
 
 
-def _accelerator(acc: Any) -> PurchasedAccelerator | CloudAccelerator:
-    if acc.purchase_price_usd > 0:
-        return PurchasedAccelerator(
-            price=acc.purchase_price_usd,
-            depreciation_years=acc.depreciation_years,
-            lifetime_utilization=acc.lifetime_utilization,
-            maintenance_per_year=acc.purchase_price_usd * acc.maintenance_pct_per_year / 100.0,
-        )
-    if acc.cloud_reserved_per_hour > 0:
-        return CloudAccelerator(
-            on_demand_per_hour=acc.cloud_on_demand_per_hour,
-            reserved_per_hour=acc.cloud_reserved_per_hour,
-            reserved_term_years=acc.reserved_term_months / 12.0,
-            commitment="reserved",
-        )
-    return CloudAccelerator(on_demand_per_hour=acc.cloud_on_demand_per_hour)
-
-
-def _inputs(acc: Any, accelerators_per_replica: int, slo_met_fraction: float = 1.0) -> CostInputs:
-    # Electricity, PUE and idle draw are not catalogue fields; a cloud rate already includes power.
-    owned = acc.purchase_price_usd > 0
-    busy_kw = acc.power_watts / 1000.0 if owned else 0.0
-    return CostInputs(
-        # The network fabric share is a fixed charge per accelerator-hour, like the host's;
-        # capacity.cost's network_per_gb prices traffic, which the catalogue does not.
-        host_per_accelerator_hour=acc.host_cost_per_hour + acc.network_cost_per_hour,
-        software_per_accelerator_hour=acc.software_cost_per_hour,
-        storage_per_replica_hour=acc.storage_cost_per_hour * accelerators_per_replica,
-        power_kw_busy_per_accelerator=busy_kw,
-        power_kw_idle_per_accelerator=busy_kw * getattr(settings, "COST_IDLE_POWER_SHARE", 0.3),
-        pue=getattr(settings, "COST_PUE", 1.3),
-        electricity_per_kwh=getattr(settings, "COST_ELECTRICITY_PER_KWH", 0.10),
-        slo_met_fraction=min(max(slo_met_fraction, 1e-9), 1.0),
-    )
+def _inputs(acc: Any, slo_met_fraction: float = 1.0) -> CostInputs:
+    # The settings' electricity, PUE and idle draw (CostOptions), the catalogue's overheads.
+    opts = CostOptions(pricing=pool_pricing(acc), slo_met_fraction=min(max(slo_met_fraction, 1e-9), 1.0))
+    return cost_inputs(acc, opts)
 
 
 def _pool_hour(pool: Pool, *, load: float, out_tps: float, slo: float, replicas: int | None = None) -> Any:
     acc = pool.accelerator
     n = pool.replicas if replicas is None else replicas
     return pool_cost(
-        accelerator=_accelerator(acc),
-        inputs=_inputs(acc, pool.accelerators_per_replica, slo),
+        accelerator=accelerator_cost(acc, pool_pricing(acc)),
+        inputs=_inputs(acc, slo),
         # The catalogue counts and prices a TPU slice as one accelerator, so a pool's accelerators are
         # already whole slices (as in entitlements.sizing_specs).
         accelerators=accelerators_for(n, pool.accelerators_per_replica, 1),

@@ -2,10 +2,10 @@
 
 from django.urls import path
 
-from telemetry import sizing_api
+from sizing import api
 
 urlpatterns = [
-    path("sizing", sizing_api.SizingView.as_view(), name="api-sizing"),
-    path("traces", sizing_api.TraceListView.as_view(), name="traces"),
-    path("traces/<uuid:trace_id>", sizing_api.TraceDetailView.as_view(), name="trace-detail"),
+    path("sizing", api.SizingView.as_view(), name="api-sizing"),
+    path("traces", api.TraceListView.as_view(), name="traces"),
+    path("traces/<uuid:trace_id>", api.TraceDetailView.as_view(), name="trace-detail"),
 ]

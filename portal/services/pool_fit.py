@@ -12,9 +12,9 @@ from typing import Any
 
 from capacity.input_errors import SizingInputError
 from capacity.operating_points import Slo
-from capacity.sizing import AcceleratorSpec, SizingInput, size
+from capacity.sizing import SizingInput, size
 from entitlements.models import Pool
-from entitlements.sizing_specs import model_spec, point_spec
+from entitlements.sizing_specs import accelerator_spec, model_spec, point_spec
 from portal.services.conversion import launch_shape
 
 
@@ -32,7 +32,6 @@ def committed_fit(*, pool: Pool, rps: float, req: Any) -> PoolFit:
               "ttft_p99_ms", "tpot_p99_ms")  # fmt: skip
     if rps <= 0 or any(getattr(req, n) is None for n in needed):
         return PoolFit(error="fill in the envelope and a committed rate")
-    acc = pool.accelerator
     shape = launch_shape(req)
     if shape is None:
         return PoolFit(error="fill in the envelope and a committed rate")
@@ -41,7 +40,7 @@ def committed_fit(*, pool: Pool, rps: float, req: Any) -> PoolFit:
             SizingInput(
                 model=model_spec(pool.model),
                 operating_points=(point_spec(pool.operating_point),),
-                accelerators=(AcceleratorSpec(slug=acc.slug, memory_gb=float(acc.memory_gb) * acc.chips_per_slice),),
+                accelerators=(accelerator_spec(pool.accelerator),),
                 arrival_rate_rps=rps,
                 prompt_tokens=shape.prompt,
                 output_tokens=shape.output,

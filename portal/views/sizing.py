@@ -25,10 +25,10 @@ from capacity.sizing_result import SizingResult
 from capacity.steps import num
 from entitlements import roles
 from entitlements.models import Accelerator, OperatingPoint, ServedModel
-from entitlements.sizing_specs import PRICING
+from entitlements.sizing_specs import PRICING, CostOptions
 from portal import charts_sizing
 from portal.views.live import figure_tag
-from telemetry.sizing_api import PreparedSizing, run_sizing, sizing_response
+from sizing.parsing import PreparedSizing, run_sizing, sizing_response
 from telemetry.trace_import import TraceNotFound, traces_visible_to
 
 TEMPLATE = "portal/sizing/calculator.html"
@@ -65,11 +65,6 @@ DEFAULTS: dict[str, Any] = {
     "lb_unevenness": 1.0,
     "startup_minutes": 10,
     "ramp_rps_per_minute": 0,
-    "pricing": "on_demand",
-    "electricity_per_kwh": 0.10,
-    "pue": 1.3,
-    "network_per_gb": 0.05,
-    "slo_met_fraction": 0.99,
     "diurnal": ", ".join(f"{x:g}" for x in DEFAULT_DIURNAL),
 }
 QUANTILES = ("mean", "p50", "p95", "p99")
@@ -314,9 +309,12 @@ def _add_error(form: SizingForm, extra: dict[str, list[str]], field: str, messag
 
 def _defaults() -> dict[str, Any]:
     """DEFAULTS on the default model when the catalogue has it; otherwise the first model with a
-    latency-bounded point, with that point's limits as the SLO so the first view sizes something."""
-    if OperatingPoint.objects.filter(model__slug=DEFAULT_MODEL, accelerator__slug=DEFAULTS["accelerator"]).exists():
-        return {**DEFAULTS, "model": DEFAULT_MODEL}
+    latency-bounded point, with that point's limits as the SLO so the first view sizes something.
+    The cost fields start where the API's do when a request leaves `cost` out: `CostOptions()`."""
+    cost = CostOptions()
+    defaults = {**DEFAULTS, **{k: getattr(cost, k) for k in ("pricing", *COST_NUMBERS)}}
+    if OperatingPoint.objects.filter(model__slug=DEFAULT_MODEL, accelerator__slug=defaults["accelerator"]).exists():
+        return {**defaults, "model": DEFAULT_MODEL}
     op = (
         OperatingPoint.objects.filter(
             is_ceiling=False, ttft_p99_limit_ms__isnull=False, tpot_p99_limit_ms__isnull=False
@@ -326,9 +324,9 @@ def _defaults() -> dict[str, Any]:
         .first()
     )
     if op is None:
-        return {**DEFAULTS, "accelerator": ""}
+        return {**defaults, "accelerator": ""}
     return {
-        **DEFAULTS,
+        **defaults,
         "model": op.model.slug,
         "accelerator": "",
         "ttft_p99_s": f"{op.ttft_p99_limit_ms / 1000:g}",

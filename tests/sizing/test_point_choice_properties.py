@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from capacity.operating_points import Slo, meets_slo
 from capacity.sizing import size
 from entitlements.sizing_specs import point_spec
-from telemetry.sizing_api import prepare_sizing
+from sizing.parsing import prepare_sizing
 from tests.factories import AcceleratorFactory, OperatingPointFactory, ServedModelFactory
 from tests.sizing.conftest import sizing_body
 
