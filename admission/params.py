@@ -27,61 +27,13 @@ from django.utils import timezone
 from admission import snapshot_reads, snapshot_triggers
 from admission import snapshot_reads as rd
 from admission.snapshot_reads import EntRow, PoolBase
+from admission.snapshot_types import PoolParams, ScopeParams, Snapshot
 
 BUCKET_DEPTH_S = 60.0
 CHECK_S = 0.25  # how stale another process's write may be seen: one counter read per interval
 SAFETY_NET_S = 300.0  # a full rebuild whatever the counters say
 log = logging.getLogger(__name__)
 pool_health = snapshot_reads.pool_health
-
-
-@dataclass(frozen=True)
-class PoolParams:
-    pool_id: int
-    slug: str
-    rate: float  # wt/s: deliverable CU × R × healthy/total
-    depth: float
-    margin: float  # wt of pool room borrowers must leave
-    degraded: bool  # the health-scaled rate is below what is sold
-    reserved_floor: float  # ≤ 0
-    health: tuple[int, int] | None
-
-
-@dataclass(frozen=True)
-class ScopeParams:
-    key: str
-    entitlement: str  # uuid of the first active entitlement in the scope
-    traffic_class: str
-    rate: float
-    borrow_rate: float  # 0: this scope may not borrow
-    max_prompt_tokens: int
-    max_output_tokens: int
-    output_p95: int
-    max_concurrency: int
-    ttft_p99_ms: int
-    tpot_p99_ms: int
-    w_out: float
-    w_cached: float
-    pool_id: int
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    scopes: dict[tuple[str, str, str, str, str], ScopeParams]  # (tenant, project|"", model, region, class)
-    pools: dict[int, PoolParams]
-    placements: frozenset[tuple[str, str]]  # (model, region) some pool serves
-    valid_until: float  # time.monotonic()
-    version: int
-    # Per-scope reserve plans (admission.plans), built on first use and dropped with the snapshot.
-    plans: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
-
-    def lookup(self, tenant: str, project: str, model: str, region: str, cls: str) -> ScopeParams | None:
-        """A project's own entitlements first, then the tenant-wide ones."""
-        if project:
-            got = self.scopes.get((tenant, project, model, region, cls))
-            if got is not None:
-                return got
-        return self.scopes.get((tenant, "", model, region, cls))
 
 
 def _setting(name: str, default: float) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from admission import events, ids, services
+from admission.isotime import iso_utc
 from tests.admission.world import body, build_world
 
 OWN = "adm:b:acme::llama-test:tiny-region:reserved"
@@ -48,7 +49,7 @@ def test_the_id_names_its_request_scope_estimate_and_expiry(w):
     assert (c.tenant, c.request_id, c.scope, c.pool_id, float(c.estimate), c.source) == (
         "acme", "self-describing", ("acme", "", "llama-test", "tiny-region", "reserved"), w.pool.pk, 1000.0, "entitlement",
     )  # fmt: skip
-    assert services.iso_utc(float(c.expires)) == d.body["expires_at"]
+    assert iso_utc(float(c.expires)) == d.body["expires_at"]
 
 
 def test_a_tampered_or_foreign_id_is_404(w, settings):

@@ -1,0 +1,349 @@
+"""The serving path's decisions without Django: reserve and complete as both modes run them.
+
+The web tier (admission.services: snapshot from the database, keys from settings) and the library
+mode (admission.library: snapshot polled from the portal, keys given as arguments) call the same
+functions here with the same scripts, so the same request in the same state gets the same answer
+in either mode. Everything a function needs from its surroundings is an argument: the snapshot,
+the backend, how to sign and verify ids, how to build a scope's plan, where events go.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii as _json_str
+from typing import Any
+
+from admission import budgets
+from admission.backends.base import BEST_EFFORT, Bucket, CompleteOp, Lost, ReserveOp, Scope, StoreUnavailable
+from admission.idcodec import Claims, record_name
+from admission.isotime import iso_utc, now_iso
+from admission.snapshot_types import PoolParams, ScopeParams, Snapshot
+from entitlements import reasons
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class ReserveRequest:
+    request_id: str
+    tenant: str
+    project: str
+    model: str
+    region: str
+    traffic_class: str
+    prompt_tokens: int
+    cached_prompt_tokens: int
+    max_output_tokens: int | None
+
+
+@dataclass(frozen=True)
+class CompleteRequest:
+    reservation_id: str
+    prompt_tokens: int
+    cached_prompt_tokens: int
+    output_tokens: int
+    status: str
+    ttft_ms: float | None
+    e2e_ms: float | None
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: int  # 200 admit, 429 throttle
+    body: dict[str, Any]
+
+
+# ---- plans: what every reserve in one scope shares while a snapshot lasts --------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    params: ScopeParams
+    scope: Scope
+    meta_tail: str  # the meta's static JSON members and its closing brace
+    event_head: dict[str, Any]  # the static fields of this scope's admit / throttle events
+
+
+PlanFor = Callable[[Snapshot, ScopeParams, PoolParams, str, tuple[str, str, str, str]], Plan]
+
+
+def build_plan(
+    sp: ScopeParams, pool: PoolParams, p: str, who: tuple[str, str, str, str], *, depth_s: float, ttl_s: float,
+    idem_ttl_s: int,
+) -> Plan:  # fmt: skip
+    """`who`: the (tenant, model, region, class) of the request, which the scope matched exactly."""
+    tenant, model, region, cls = who
+    borrow = Bucket(f"{p}bb:{sp.key}", sp.borrow_rate, sp.borrow_rate * depth_s) if sp.borrow_rate else None
+    scope = Scope(
+        inflight_key=f"{p}if:{sp.key}", max_concurrency=sp.max_concurrency, traffic_class=sp.traffic_class,
+        own=Bucket(f"{p}b:{sp.key}", sp.rate, sp.rate * depth_s), pool=Bucket(f"{p}p:{pool.pool_id}", pool.rate, pool.depth),
+        borrow=borrow, margin=pool.margin, degraded=pool.degraded, reserved_floor=pool.reserved_floor,
+        ttl_s=ttl_s, idem_ttl_s=idem_ttl_s, w_out=sp.w_out, w_cached=sp.w_cached,
+        max_output=sp.max_output_tokens, limits=budgets.limits_for(sp.limits, p, sp.key),
+    )  # fmt: skip
+    static_meta = {"tenant": tenant, "model": model, "region": region, "traffic_class": cls,
+                   "ttft_slo": sp.ttft_p99_ms, "tpot_slo": sp.tpot_p99_ms, "entitlement": sp.entitlement}  # fmt: skip
+    head = {"tenant": tenant, "model": model, "region": region, "traffic_class": cls, "entitlement": sp.entitlement}
+    return Plan(sp, scope, json.dumps(static_meta, separators=(",", ":"))[1:], head)
+
+
+# ---- reserve --------------------------------------------------------------------------------
+
+# Throttles that no retry can pass (the request itself is outside what was bought): no advice to
+# retry at all (CONTRACT §4: retry_after_s null, no Retry-After header).
+NEVER_PASSES = frozenset({reasons.OUTSIDE_ENVELOPE})
+
+
+def throttle(reason: str, retry_after: int | None = None) -> Decision:
+    r = reasons.REASONS[reason]
+    ra = r.default_retry_after_s if retry_after is None else retry_after
+    if reason in NEVER_PASSES:
+        ra = None
+    return Decision(429, {"decision": "throttle", "reason": reason, "responsible": r.responsible, "retry_after_s": ra})
+
+
+def reserve_event(
+    req: ReserveRequest, decision: str, est: float, head: dict[str, Any] | None = None, **extra: Any
+) -> dict[str, Any]:
+    """An admit or throttle event; `head`: a matched scope's static fields (Plan.event_head)."""
+    if head is None:
+        head = {"tenant": req.tenant, "model": req.model, "region": req.region, "traffic_class": req.traffic_class}
+    ev = {**head, "event_id": req.request_id, "ts": now_iso(), "decision": decision, "estimated_wt": est,
+          "prompt_tokens": req.prompt_tokens, "cached_prompt_tokens": req.cached_prompt_tokens, **extra}  # fmt: skip
+    if req.project:
+        ev["project"] = req.project
+    return ev
+
+
+class Hooks:
+    """What a mode adds around a decision (the web tier measures reclaim latency); no-ops here."""
+
+    def admitted(self, backend: Any, sp: ScopeParams, source: str) -> None:
+        return None
+
+    def reclaimed(self, backend: Any, sp: ScopeParams) -> None:
+        return None
+
+
+NO_HOOKS = Hooks()
+
+
+def reserve(
+    req: ReserveRequest, snap: Snapshot, backend: Any, *, sign: Callable[[Claims], str], rid_key: bytes,
+    plan_for: PlanFor, emit: Emit, hooks: Hooks = NO_HOOKS,
+) -> Decision:  # fmt: skip
+    if (req.model, req.region) not in snap.placements:
+        emit(reserve_event(req, "throttle", 0.0, reason=reasons.PLACEMENT))
+        return throttle(reasons.PLACEMENT)
+    sp = snap.lookup(req.tenant, req.project, req.model, req.region, req.traffic_class)
+    pool = snap.pools.get(sp.pool_id) if sp else None
+    if sp is None or pool is None:
+        emit(reserve_event(req, "throttle", 0.0, reason=reasons.NOT_ENTITLED))
+        return throttle(reasons.NOT_ENTITLED)
+    if req.prompt_tokens > sp.max_prompt_tokens or (req.max_output_tokens or 0) > sp.max_output_tokens:
+        emit(reserve_event(req, "throttle", 0.0, reason=reasons.OUTSIDE_ENVELOPE, entitlement=sp.entitlement))
+        return throttle(reasons.OUTSIDE_ENVELOPE)
+    plan = plan_for(snap, sp, pool, backend.prefix, (req.tenant, req.model, req.region, req.traffic_class))
+    out_est = req.max_output_tokens if req.max_output_tokens is not None else sp.output_p95
+    cached = req.cached_prompt_tokens
+    cost = (req.prompt_tokens - cached) + sp.w_cached * cached + sp.w_out * out_est
+    # The meta JSON, with its static members from the plan (json.loads gives the same dict as before).
+    meta = (f'{{"request_id":{_json_str(req.request_id)},"project":{_json_str(req.project)},"estimated_wt":{cost!r},'
+            f'"prompt_tokens":{req.prompt_tokens},"cached_prompt_tokens":{cached},{plan.meta_tail}')  # fmt: skip
+    rid = record_name(rid_key, req.tenant, req.request_id)
+    try:
+        units = budgets.units_of(plan.scope.limits, cost, req.prompt_tokens, out_est)
+        ans = backend.reserve(ReserveOp(plan.scope, rid, cost, meta, units))
+    except StoreUnavailable:
+        return fail_mode(req, cost, sp, plan.scope.ttl_s, sign, emit)
+    for m in ans.expired_metas:
+        emit_expired(m, emit)
+    parts = ans.raw.split("|")
+    if parts[0] == "A":
+        if not ans.replay or ans.retried:  # a retried call may have admitted unseen: telemetry dedups by id
+            emit(reserve_event(req, "admit", cost, plan.event_head, source_kind=parts[3]))
+            hooks.admitted(backend, sp, parts[3])
+        return _admitted(req, sp, parts[2], parts[3], parts[4], sign, plan.scope.ttl_s, settled=ans.settled)
+    reason, ra = parts[1], parts[2]
+    # Which limit a QUOTA_EXCEEDED hit: the token rate, or the request rate ("rps", CONTRACT §5).
+    limit = (parts[3] if len(parts) > 3 else "rate") if reason == reasons.QUOTA_EXCEEDED else None
+    if not ans.replay or ans.retried:
+        extra = {"limit": limit} if limit else {}
+        emit(reserve_event(req, "throttle", cost, plan.event_head, reason=reason, **extra))
+        if reason == reasons.RECLAIMED:
+            hooks.reclaimed(backend, sp)
+    out = throttle(reason, int(ra))
+    if limit:
+        out.body["limit"] = limit
+    return out
+
+
+def _admitted(
+    req: ReserveRequest, sp: ScopeParams, wt: str, source: str, expires: str, sign: Callable[[Claims], str],
+    ttl_s: float, *, settled: bool = False,
+) -> Decision:  # fmt: skip
+    """The admit answer; its reservation id is signed and built from the stored answer only, so a
+    replay gets the same id. `settled`: a replay of a reservation already completed or expired,
+    which a gateway must not serve again (it is not counted again either)."""
+    scope = (req.tenant, req.project, req.model, req.region, req.traffic_class)
+    token = sign(Claims(req.tenant, req.request_id, scope, sp.pool_id, wt, expires, source))
+    exp = float(expires) or time.time() + ttl_s  # "0": fail-open, expiring by the local clock
+    body = {"decision": "admit", "reservation_id": token, "reserved_wt": float(wt), "source": source,
+            "expires_at": iso_utc(exp)}  # fmt: skip
+    if settled:
+        body["settled"] = True
+    return Decision(200, body)
+
+
+def fail_mode(
+    req: ReserveRequest, cost: float, sp: ScopeParams, ttl_s: float, sign: Callable[[Claims], str], emit: Emit
+) -> Decision:
+    """Store down: guaranteed classes are admitted and recorded as such; best_effort is refused.
+    A fail-open id is signed and derived from the request alone (expiry "0"): the same request
+    gets the same id, and its complete finds everything it needs in it, in any process."""
+    if req.traffic_class == BEST_EFFORT:
+        emit(reserve_event(req, "throttle", cost, reason=reasons.ADMISSION_UNAVAILABLE, entitlement=sp.entitlement))
+        return throttle(reasons.ADMISSION_UNAVAILABLE)
+    emit(reserve_event(req, "admit", cost, source_kind="fail_open", entitlement=sp.entitlement))
+    return _admitted(req, sp, repr(cost), "fail_open", "0", sign, ttl_s)
+
+
+# ---- complete -------------------------------------------------------------------------------
+
+
+def slo_met(meta: dict[str, Any], req: CompleteRequest) -> bool | None:
+    if req.ttft_ms is None:
+        return None
+    ok = req.ttft_ms <= meta.get("ttft_slo", float("inf"))
+    if req.e2e_ms is not None and req.output_tokens > 1:
+        ok = ok and (req.e2e_ms - req.ttft_ms) / (req.output_tokens - 1) <= meta.get("tpot_slo", float("inf"))
+    return ok
+
+
+def complete_event(
+    meta: dict[str, Any], status: str, actual_wt: float, req: CompleteRequest | None, output_cap: int | None = None
+) -> dict[str, Any]:
+    ev = {
+        "event_id": f"{meta['request_id']}:complete", "ts": now_iso(), "tenant": meta["tenant"],
+        "model": meta["model"], "region": meta["region"], "traffic_class": meta["traffic_class"],
+        "decision": "complete", "status": status, "estimated_wt": meta["estimated_wt"], "actual_wt": actual_wt,
+        "prompt_tokens": req.prompt_tokens if req else meta["prompt_tokens"],
+        "cached_prompt_tokens": req.cached_prompt_tokens if req else meta["cached_prompt_tokens"],
+        "entitlement": meta.get("entitlement"),
+    }  # fmt: skip
+    if meta.get("project"):
+        ev["project"] = meta["project"]
+    if meta.get("source_kind"):
+        ev["source_kind"] = meta["source_kind"]
+    if req is not None:
+        ev.update(output_tokens=req.output_tokens, ttft_ms=req.ttft_ms, e2e_ms=req.e2e_ms, slo_met=slo_met(meta, req))
+        if output_cap is not None and req.output_tokens > output_cap:
+            # Charged at the envelope's max output; what the gateway reported is kept beside it.
+            ev.update(output_tokens=output_cap, output_capped=True, reported_output_tokens=req.output_tokens)
+    return ev
+
+
+def emit_expired(meta_json: str, emit: Emit) -> None:
+    meta = json.loads(meta_json)
+    emit(complete_event(meta, "expired", meta["estimated_wt"], None))
+
+
+def claims_meta(c: Claims, sp: ScopeParams | None, estimate: float, req: CompleteRequest) -> dict[str, Any]:
+    """The meta a reservation's store record would hold, rebuilt from its signed id and the snapshot
+    (the prompt as the complete reports it: the id does not carry it)."""
+    _, project, model, region, cls = c.scope
+    meta = {"request_id": c.request_id, "project": project, "estimated_wt": estimate, "tenant": c.tenant,
+            "model": model, "region": region, "traffic_class": cls, "entitlement": sp.entitlement if sp else None,
+            "prompt_tokens": req.prompt_tokens, "cached_prompt_tokens": req.cached_prompt_tokens}  # fmt: skip
+    if sp is not None:
+        meta.update(ttft_slo=sp.ttft_p99_ms, tpot_slo=sp.tpot_p99_ms)
+    if c.fail_open:
+        meta["source_kind"] = "fail_open"
+    return meta
+
+
+def charged(req: CompleteRequest, sp: ScopeParams | None) -> tuple[float, int | None]:
+    """(actual wt, the output cap if it applied), as the store would settle it."""
+    if sp is None:
+        return float(req.prompt_tokens - req.cached_prompt_tokens + req.output_tokens), None
+    out = min(req.output_tokens, sp.max_output_tokens)
+    cached = req.cached_prompt_tokens
+    actual = (req.prompt_tokens - cached) + sp.w_cached * cached + sp.w_out * out
+    return actual, (sp.max_output_tokens if out < req.output_tokens else None)
+
+
+def lost(
+    claims: Claims, key: str, snap: Snapshot, sp: ScopeParams | None, prefix: str, plan_for: PlanFor
+) -> Lost | None:
+    """What the signed id says, for a store that forgot the reservation (None: no longer entitled)."""
+    pool = snap.pools.get(claims.pool_id)
+    if sp is None or pool is None:
+        return None
+    _, _, model, region, cls = claims.scope
+    s = plan_for(snap, sp, pool, prefix, (claims.tenant, model, region, cls)).scope
+    paid = s.borrow if claims.source == "borrowed" and s.borrow is not None else s.own
+    answer = f"A|{key}|{claims.estimate}|{claims.source}|{claims.expires}"
+    return Lost(paid, s.pool, sp.w_out, sp.w_cached, sp.max_output_tokens, float(claims.estimate),
+                float(claims.expires), answer)  # fmt: skip
+
+
+NOT_SIGNED = {"error": {"code": "not_found", "message": "no such reservation (not an id this platform signed)"}}
+UNKNOWN = {"error": {"code": "not_found", "message": "no such reservation (unknown, or settled long ago)"}}
+
+
+def complete(
+    req: CompleteRequest, claims: Claims | None, snap: Snapshot, backend: Any, *, rid_key: bytes, plan_for: PlanFor,
+    emit: Emit, idem_ttl_s: int,
+) -> tuple[int, dict[str, Any]]:  # fmt: skip
+    """`claims`: the verified reservation id (None: not one this platform signed)."""
+    if claims is None:
+        return 404, NOT_SIGNED
+    sp = snap.lookup(*claims.scope)
+    key = record_name(rid_key, claims.tenant, claims.request_id)
+    estimate = float(claims.estimate)
+    op = CompleteOp(
+        reservation_id=key, prompt_tokens=req.prompt_tokens, cached_prompt_tokens=req.cached_prompt_tokens,
+        output_tokens=req.output_tokens, status=req.status, idem_ttl_s=idem_ttl_s,
+        lost=lost(claims, key, snap, sp, backend.prefix, plan_for),
+    )  # fmt: skip
+    try:
+        settled = backend.complete(op)
+    except StoreUnavailable:
+        # The event is recorded now (a retry, or the reservation's expiry, repeats its event id, which
+        # telemetry keeps once); the settlement itself waits for the store.
+        actual, cap = charged(req, sp)
+        emit(complete_event(claims_meta(claims, sp, estimate, req), req.status, actual, req, cap))
+        if claims.fail_open:
+            return 200, {"reservation_id": req.reservation_id, "status": req.status, "source": "fail_open"}
+        r = reasons.REASONS[reasons.ADMISSION_UNAVAILABLE]
+        return 503, {"error": {"code": reasons.ADMISSION_UNAVAILABLE, "message": r.when}}
+    if settled is None:
+        return 404, UNKNOWN
+    result = {**settled.result, "reservation_id": req.reservation_id}
+    status = result["status"]
+    meta = None
+    if settled.meta and (not settled.replay or settled.retried):
+        meta = json.loads(settled.meta)
+    elif settled.lost or (settled.replay and settled.retried):
+        meta = claims_meta(claims, sp, estimate, req)  # the store forgot it, or its first answer was lost
+    if meta is not None:
+        emit(complete_event(meta, status, result["actual_wt"], None if status == "expired" else req,
+                            result.get("output_cap")))  # fmt: skip
+    if claims.fail_open:
+        result["source"] = "fail_open"
+    return 200, result
+
+
+def sweep(backend: Any, emit: Emit, limit: int = 1000) -> int:
+    """Settle reservations past their TTL at their full estimate."""
+    total = 0
+    while True:
+        metas = backend.sweep(limit)
+        for m in metas:
+            emit_expired(m, emit)
+        total += len(metas)
+        if len(metas) < limit:
+            return total

@@ -1,0 +1,94 @@
+"""Reservation ids without Django: the format, the signature and the record name.
+
+admission.ids reads the keys from settings for the web tier; the library mode (admission.library)
+is given them as arguments. Both sign and verify here, so an id means the same in either mode.
+
+Form: `r1.<base64url(JSON claims)>.<base64url(HMAC-SHA256(key, "r1." + claims)[:16])>`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from hashlib import blake2b
+
+PREFIX = "r1."
+
+
+@dataclass(frozen=True)
+class Claims:
+    tenant: str
+    request_id: str
+    scope: tuple[str, str, str, str, str]  # (tenant, project|"", model, region, class) as matched
+    pool_id: int
+    estimate: str  # exactly as the store answered it (repr of a float)
+    expires: str  # Unix seconds as the store answered them; "0": a fail-open admission
+    source: str  # entitlement | borrowed | fail_open
+
+    @property
+    def fail_open(self) -> bool:
+        return self.source == "fail_open"
+
+
+@lru_cache(maxsize=8)
+def derive_signing_key(secret: str) -> bytes:
+    """The signing key derived from a secret (Django's SECRET_KEY when ADMISSION_SIGNING_KEY is unset)."""
+    return hashlib.sha256(b"headroom admission reservation id signing\0" + secret.encode()).digest()
+
+
+@lru_cache(maxsize=8)
+def derive_record_key(secret: str) -> bytes:
+    """Keys the hash that names a request's store record; stable across signing-key rotations."""
+    return hashlib.sha256(b"headroom admission reservation id\0" + secret.encode()).digest()
+
+
+def record_name(rid_key: bytes, tenant: str, request_id: str) -> str:
+    """The store's name for a request's record: a keyed hash of its identity, so a retry of the
+    same request lands on the same record (one record is both the reservation and its idempotency
+    entry). Gateways see the signed id, which carries the identity."""
+    return blake2b(f"{tenant}\n{request_id}".encode(), digest_size=16, key=rid_key).hexdigest()
+
+
+def _b64(b: bytes) -> str:
+    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+
+
+def _unb64(s: str) -> bytes:
+    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+
+
+@lru_cache(maxsize=8)
+def _keyed(key: bytes) -> hmac.HMAC:
+    return hmac.new(key, digestmod=hashlib.sha256)  # the key schedule once; each id copies it
+
+
+def _mac(key: bytes, body: str) -> bytes:
+    m = _keyed(key).copy()
+    m.update(body.encode())
+    return m.digest()[:16]
+
+
+def sign(c: Claims, key: bytes) -> str:
+    payload = json.dumps([c.tenant, c.request_id, list(c.scope), c.pool_id, c.estimate, c.expires, c.source],
+                         separators=(",", ":"), ensure_ascii=True)  # fmt: skip
+    body = PREFIX + _b64(payload.encode())
+    return body + "." + _b64(_mac(key, body))
+
+
+def verify(token: str, keys: list[bytes]) -> Claims | None:
+    """The claims of an id signed with one of `keys`; None for anything else."""
+    if not token.startswith(PREFIX) or token.count(".") != 2:
+        return None
+    body, _, sig = token.rpartition(".")
+    try:
+        given = _unb64(sig)
+        if not any(hmac.compare_digest(given, _mac(k, body)) for k in keys):
+            return None
+        t, r, scope, pool_id, est, exp, source = json.loads(_unb64(body[len(PREFIX) :]))
+        return Claims(str(t), str(r), tuple(str(x) for x in scope), int(pool_id), str(est), str(exp), str(source))  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        return None
