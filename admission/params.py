@@ -24,12 +24,14 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from admission import snapshot_reads, snapshot_triggers
+from admission import budgets, snapshot_reads, snapshot_triggers
 from admission import snapshot_reads as rd
+from admission.budgets import LimitSpec
 from admission.snapshot_reads import EntRow, PoolBase
 from admission.snapshot_types import PoolParams, ScopeParams, Snapshot
 
 BUCKET_DEPTH_S = 60.0
+LIMIT_NAMES = rd.ENT_FIELDS[rd.LIMITS]
 CHECK_S = 0.25  # how stale another process's write may be seen: one counter read per interval
 SAFETY_NET_S = 300.0  # a full rebuild whatever the counters say
 log = logging.getLogger(__name__)
@@ -59,6 +61,7 @@ def derive_scopes(rows: list[EntRow], t: float) -> _Derived:
     reserved: dict[int, float] = {}
     sold: dict[int, float] = {}
     nxt: float | None = None
+    lims: dict[tuple[str, str, str, str, str], LimitSpec | None] = {}  # scopes with budgets or a request rate
     for e in rows:
         starts, ends = e[rd.STARTS], e[rd.ENDS]
         if starts > t:
@@ -76,6 +79,8 @@ def derive_scopes(rows: list[EntRow], t: float) -> _Derived:
             sold[pool] = sold.get(pool, 0.0) + e[rd.CU]
         borrow = e[rd.BORROW] * r if e[rd.MAY_BORROW] and e[rd.OVERAGE] == "borrow" else 0.0
         key = (e[rd.TENANT], e[rd.PROJECT] or "", e[rd.MODEL], e[rd.REGION], e[rd.CLASS])
+        if e[rd.DAILY_BUDGET] is not None or e[rd.MONTHLY_BUDGET] is not None or e[rd.MAX_RPS] is not None:
+            lims[key] = budgets.combine(lims.get(key), budgets.spec_of(dict(zip(LIMIT_NAMES, e[rd.LIMITS], strict=True))))
         a = acc.get(key)
         if a is None:
             acc[key] = [e, rate, borrow, e[rd.MAX_PROMPT], e[rd.MAX_OUTPUT], e[rd.OUT_P95], e[rd.MAX_CONC],
@@ -105,6 +110,7 @@ def derive_scopes(rows: list[EntRow], t: float) -> _Derived:
             a[0][rd.W_OUT],
             a[0][rd.W_CACHED],
             a[0][rd.POOL],
+            lims.get(k),
         )
         for k, a in acc.items()
     }

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from admission.budgets import LimitSpec
+
 
 @dataclass(frozen=True)
 class PoolParams:
@@ -36,6 +38,7 @@ class ScopeParams:
     w_out: float
     w_cached: float
     pool_id: int
+    limits: LimitSpec | None = None  # period budgets and request rate (issue 23, admission.budgets)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from entitlements import limits, reasons
+from capacity import periods
+from entitlements import reasons
 
 RESERVED, SHARED, BEST_EFFORT = "reserved", "shared", "best_effort"
 NO_OUTPUT_CAP = 2**53  # exact as a double, so the Lua side reads the same number
@@ -36,10 +37,10 @@ RETRY_DEFAULTS: dict[str, int] = {
 @dataclass(frozen=True)
 class Period:
     """A period budget (issue 23): `limit` in the scope's budget unit per local day or month.
-    `key` is the key's stem: the store appends ':<period id>' (entitlements.limits.period_id), so
+    `key` is the key's stem: the store appends ':<period id>' (capacity.periods.period_id), so
     the bucket resets by changing key at the boundary and never refills in between."""
 
-    kind: str  # entitlements.limits.DAILY / MONTHLY
+    kind: str  # capacity.periods.DAILY / MONTHLY
     key: str
     limit: float
 
@@ -180,9 +181,9 @@ def decide(op: ReserveOp, own_l: float, pool_l: float, borrow_l: float) -> tuple
 def budget_units(unit: str, wt: float, prompt_tokens: int, output_tokens: int) -> float:
     """What one request costs a budget: its weighted tokens, its plain tokens (prompt + output, as
     Atlas counts upstream total_tokens; cached prompt tokens count) or 1 request. Mirrored in complete.lua."""
-    if unit == limits.TOKENS:
+    if unit == periods.TOKENS:
         return float(prompt_tokens + output_tokens)
-    if unit == limits.REQUESTS:
+    if unit == periods.REQUESTS:
         return 1.0
     return wt
 
@@ -207,7 +208,7 @@ def periods_at(kind: str, tz: str, t: float) -> list[tuple[str, float, float]]:
     got = _PERIODS.get((kind, tz))
     if got is not None and got[0] <= t < got[1]:
         return got[2]
-    ps = limits.periods_around(kind, t, tz)
+    ps = periods.periods_around(kind, t, tz)
     _PERIODS[(kind, tz)] = (ps[1][1], ps[1][2], ps)
     return ps
 
