@@ -80,7 +80,9 @@ def derive_scopes(rows: list[EntRow], t: float) -> _Derived:
         borrow = e[rd.BORROW] * r if e[rd.MAY_BORROW] and e[rd.OVERAGE] == "borrow" else 0.0
         key = (e[rd.TENANT], e[rd.PROJECT] or "", e[rd.MODEL], e[rd.REGION], e[rd.CLASS])
         if e[rd.DAILY_BUDGET] is not None or e[rd.MONTHLY_BUDGET] is not None or e[rd.MAX_RPS] is not None:
-            lims[key] = budgets.combine(lims.get(key), budgets.spec_of(dict(zip(LIMIT_NAMES, e[rd.LIMITS], strict=True))))
+            lims[key] = budgets.combine(
+                lims.get(key), budgets.spec_of(dict(zip(LIMIT_NAMES, e[rd.LIMITS], strict=True)))
+            )
         a = acc.get(key)
         if a is None:
             acc[key] = [e, rate, borrow, e[rd.MAX_PROMPT], e[rd.MAX_OUTPUT], e[rd.OUT_P95], e[rd.MAX_CONC],
