@@ -68,6 +68,8 @@ def first_bad_value(data: Any) -> tuple[str, str] | None:
 
 
 class GuardedJSONParser(JSONParser):
+    scan_values = True
+
     def parse(self, stream: Any, media_type: str | None = None, parser_context: dict | None = None) -> Any:
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
         try:
@@ -77,11 +79,22 @@ class GuardedJSONParser(JSONParser):
             raise ValidationError({"body": ["JSON nested too deeply"]}) from None
         except ValueError as exc:  # also UnicodeDecodeError
             raise ParseError(f"JSON parse error - {exc}") from None
-        if _MAYBE_NUL in text or _MAYBE_BIG.search(text):
+        if self.scan_values and (_MAYBE_NUL in text or _MAYBE_BIG.search(text)):
             bad = first_bad_value(data)
             if bad is not None:
                 raise ValidationError({bad[0]: [bad[1]]})
         return data
+
+
+class BatchJSONParser(GuardedJSONParser):
+    """For batch ingest: depth and syntax guarded, values left to the per-item validator.
+
+    CONTRACT §6 keeps a batch's good events when one is bad, so a NUL or a 20-digit number inside
+    one event must become that event's error (the validator names index and field), not a 400 that
+    drops the whole batch.
+    """
+
+    scan_values = False
 
 
 class NulQueryMiddleware:

@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from entitlements.api_guards import BatchJSONParser
 from entitlements.models import Tenant
 from entitlements.permissions import IsGateway, MemberReadOperatorWrite
 from telemetry.selectors import RangeError, usage_series
@@ -63,6 +64,7 @@ def _items(request: Request, key: str) -> tuple[str, list[Any]]:
 
 class EventsIngestView(APIView):
     permission_classes = [IsGateway]
+    parser_classes = [BatchJSONParser]
 
     @extend_schema(request=None, responses={200: IngestResultSerializer, 400: IngestResultSerializer})
     def post(self, request: Request) -> Response:
@@ -73,6 +75,7 @@ class EventsIngestView(APIView):
 
 class FleetIngestView(APIView):
     permission_classes = [IsGateway]
+    parser_classes = [BatchJSONParser]
 
     @extend_schema(request=None, responses={200: IngestResultSerializer, 400: IngestResultSerializer})
     def post(self, request: Request) -> Response:

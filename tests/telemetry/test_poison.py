@@ -61,11 +61,21 @@ def test_control_characters_in_an_identifier_are_a_bad_event_naming_it(fleet, fi
 
 
 def test_a_nul_through_the_api_is_named_and_the_next_batch_lands(fleet):
-    """On PostgreSQL a NUL in a catalogue lookup or a COPY fails the whole statement: it must not get there."""
+    """On PostgreSQL a NUL in a catalogue lookup or a COPY fails the whole statement: it must not get there.
+
+    It is that event's error, named by index and field; the batch's good events land (CONTRACT §6).
+    """
     gw = client_for(person("gw", platform="gateway"))
-    r = gw.post(EVENTS, {"source": "gw", "events": [_now_event(0, tenant="ac\x00me")]}, content_type="application/json")
-    assert r.status_code == 400  # the API's JSON guard names it before ingest sees it
-    assert r.json()["error"]["fields"] == {"events[0].tenant": ["must not contain NUL characters"]}
+    batch = [
+        _now_event(100),
+        _now_event(101, tenant="ac\x00me"),
+        _now_event(102, prompt_tokens=10**20),
+        _now_event(103),
+    ]
+    r = gw.post(EVENTS, {"source": "gw", "events": batch}, content_type="application/json")
+    body = r.json()
+    assert [(e["index"], e["field"]) for e in body["errors"]] == [(1, "tenant"), (2, "prompt_tokens")]
+    assert body["accepted"] == 2
     r = gw.post(EVENTS, {"source": "gw\x01", "events": [_now_event(1)]}, content_type="application/json")
     assert r.status_code == 400 and list(r.json()["error"]["fields"]) == ["source"]
     r = gw.post(EVENTS, {"source": "gw", "events": [_now_event(1, tenant="ac\x1bme")]}, content_type="application/json")
