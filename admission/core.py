@@ -164,7 +164,7 @@ def reserve(
     parts = ans.raw.split("|")
     if parts[0] == "A":
         if not ans.replay or ans.retried:  # a retried call may have admitted unseen: telemetry dedups by id
-            emit(reserve_event(req, "admit", cost, plan.event_head, source_kind=parts[3]))
+            emit(reserve_event(req, "admit", cost, plan.event_head, source_kind=parts[3], in_flight=ans.in_flight))
             hooks.admitted(backend, sp, parts[3])
         return _admitted(req, sp, parts[2], parts[3], parts[4], sign, plan.scope.ttl_s, settled=ans.settled)
     reason, ra = parts[1], parts[2]

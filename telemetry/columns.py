@@ -43,6 +43,7 @@ FIELDS = (
     "e2e_ms",
     "slo_met",
     "status",
+    "in_flight",
 )
 _NONE = type(None)
 _ZERO = timedelta(0)
@@ -168,6 +169,7 @@ def _fast(events: list[Any], cat: Catalogue) -> Columns:
     _need(set(map(type, slo)) <= {bool, _NONE})
     out["slo_met"] = slo
     out["status"] = _choices(column(events, "status"), STATUSES)
+    out["in_flight"] = _numbers(column(events, "in_flight"), "in_flight", integer=True)
     return out
 
 

@@ -30,7 +30,7 @@ from django.db import connection, models, transaction
 from django.utils.dateparse import parse_datetime
 
 from telemetry.deadletter import dead_letter
-from telemetry.models import ROLLUP_ADDITIVE, ROLLUP_KEY, DayRollup, HourRollup, MinuteRollup, RollupBacklog
+from telemetry.models import ROLLUP_ADDITIVE, ROLLUP_KEY, ROLLUP_MAX, DayRollup, HourRollup, MinuteRollup, RollupBacklog
 
 _last_fold = 0.0
 
@@ -85,13 +85,14 @@ def _replace(target: type[models.Model], source: type[models.Model], start: date
     """target's rows at bucket `start` := the sums of source's rows in [start, end), per key."""
     qn = connection.ops.quote_name
     keys = [qn(k) for k in ROLLUP_KEY[1:]]
-    sums = [qn(c) for c in ROLLUP_ADDITIVE]
+    sums = [qn(c) for c in ROLLUP_ADDITIVE + ROLLUP_MAX]
+    folds = [f"SUM({c})" for c in sums[: len(ROLLUP_ADDITIVE)]] + [f"MAX({c})" for c in sums[len(ROLLUP_ADDITIVE) :]]
     bucket = qn("bucket")
     cols = ", ".join([bucket, *keys, *sums])
     prep = target._meta.get_field("bucket").get_db_prep_value  # type: ignore[union-attr]
     sql = (
         f"INSERT INTO {qn(target._meta.db_table)} ({cols}) "  # noqa: S608 - model metadata
-        f"SELECT %s, {', '.join(keys)}, {', '.join(f'SUM({c})' for c in sums)} "
+        f"SELECT %s, {', '.join(keys)}, {', '.join(folds)} "
         f"FROM {qn(source._meta.db_table)} WHERE {bucket} >= %s AND {bucket} < %s "
         f"GROUP BY {', '.join(keys)} ORDER BY {', '.join(keys)} "
         f"ON CONFLICT ({bucket}, {', '.join(keys)}) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in sums)

@@ -1,8 +1,10 @@
-"""Fixed log-spaced latency histograms: percentiles that merge across minutes by adding counts.
+"""Fixed log-spaced histograms (latency in ms, lengths in tokens): percentiles that merge across
+minutes by adding counts.
 
 Edges are 10^(i/5) ms for i = 0…30 (1 ms … 1000 s, ×1.585 per bin). Bin 0 holds < 1 ms, bin k
 holds [edge[k−1], edge[k]), the last bin holds ≥ 1000 s. A percentile is read by interpolating
-geometrically inside its bin, so it is within one bin width (±26 %) of the exact value.
+geometrically inside its bin, so it is within one bin width (±26 %) of the exact value. Token
+lengths use the same edges read as tokens (bin 0: an empty prompt or output, last: ≥ 10^6 tokens).
 """
 
 from __future__ import annotations

@@ -49,6 +49,9 @@ class AdmissionEvent(models.Model):
     e2e_ms = models.FloatField(null=True, blank=True)
     slo_met = models.BooleanField(null=True, blank=True)
     status = models.CharField(max_length=16, blank=True, default="")
+    in_flight = models.PositiveIntegerField(
+        null=True, blank=True, help_text="on an admit: the scope's reservations in flight right after it (the store's count)"
+    )
 
     class Meta:
         constraints = [
@@ -132,14 +135,22 @@ ROLLUP_SUMS = (
 )
 TTFT_BINS = bin_fields("ttft")
 E2E_BINS = bin_fields("e2e")
-ROLLUP_ADDITIVE = ROLLUP_SUMS + TTFT_BINS + E2E_BINS
+# Length histograms (tokens, the same log-spaced edges: 1 … 10^6 tokens) of each row's events.
+PROMPT_BINS = bin_fields("plen")
+OUTPUT_BINS = bin_fields("olen")
+ROLLUP_ADDITIVE = ROLLUP_SUMS + TTFT_BINS + E2E_BINS + PROMPT_BINS + OUTPUT_BINS
+# Merged by the larger, not by addition: the longest prompt and output, and the most reservations in
+# flight right after an admit (the store's exact count, carried on admit events as `in_flight`).
+ROLLUP_MAX = ("prompt_max", "output_max", "inflight_max")
+ROLLUP_VALUES = ROLLUP_ADDITIVE + ROLLUP_MAX
 
 
 class RollupBase(models.Model):
     """Additive aggregates of events per bucket and key; every value column merges by addition.
 
-    Latency percentiles are kept as fixed log-spaced histogram counts (one column per bin, see
-    telemetry.histogram) so they merge across minutes and levels with plain SQL `+`. Empty strings,
+    Latency and length percentiles are kept as fixed log-spaced histogram counts (one column per bin,
+    see telemetry.histogram) so they merge across minutes and levels with plain SQL `+`; the ROLLUP_MAX
+    columns merge with the larger of the two instead. Empty strings,
     not NULLs, in the key: NULLs are distinct in unique indexes and would defeat ON CONFLICT.
     """
 
@@ -160,7 +171,7 @@ class RollupBase(models.Model):
     output_tokens = models.BigIntegerField(default=0)
     slo_met = models.BigIntegerField(default=0)
     slo_total = models.BigIntegerField(default=0, help_text="events that reported slo_met at all")
-    for _name in TTFT_BINS + E2E_BINS:
+    for _name in TTFT_BINS + E2E_BINS + PROMPT_BINS + OUTPUT_BINS + ROLLUP_MAX:
         locals()[_name] = models.BigIntegerField(default=0)
     del _name
 

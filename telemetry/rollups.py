@@ -15,14 +15,15 @@ import numpy as np
 from telemetry.columns import Columns, none_as, rows_to_columns
 from telemetry.fold import note_hours
 from telemetry.histogram import EDGES_MS, N_BINS
-from telemetry.models import ROLLUP_ADDITIVE, ROLLUP_KEY, DayRollup, HourRollup, MinuteRollup
+from telemetry.models import ROLLUP_ADDITIVE, ROLLUP_KEY, ROLLUP_MAX, DayRollup, HourRollup, MinuteRollup
 from telemetry.sql import upsert_add
 
 _TTFT0 = ROLLUP_ADDITIVE.index("ttft_b00")
 _E2E0 = ROLLUP_ADDITIVE.index("e2e_b00")
-_WIDTH = len(ROLLUP_ADDITIVE)
+_WIDTH = len(ROLLUP_ADDITIVE)  # values past it (ROLLUP_MAX) merge by the larger, not by addition
 EDGES = np.array(EDGES_MS, dtype=np.float64)
 assert _E2E0 == _TTFT0 + N_BINS  # noqa: S101 - the bin columns are laid out back to back
+assert ROLLUP_ADDITIVE.index("olen_b00") == ROLLUP_ADDITIVE.index("plen_b00") + N_BINS == _E2E0 + 2 * N_BINS  # noqa: S101
 
 Key = tuple[Any, ...]  # ROLLUP_KEY order
 
@@ -49,8 +50,26 @@ def _counts(ids: np.ndarray, weights: np.ndarray | None, m: int) -> np.ndarray:
     return np.rint(np.bincount(ids, weights=weights, minlength=m)).astype(np.int64)
 
 
+def _histogram(ids: np.ndarray, values: list[Any], m: int) -> np.ndarray:
+    """Per-key counts of `values` (None: not counted) in the log-spaced bins: an (m, N_BINS) array."""
+    present = [i for i, v in enumerate(values) if v is not None]
+    if not present:
+        return np.zeros((m, N_BINS), dtype=np.int64)
+    picked = values if len(present) == len(values) else [values[i] for i in present]
+    bins = np.searchsorted(EDGES, np.array(picked, dtype=np.float64), side="right")
+    cells = (ids if len(present) == len(values) else ids[present]) * N_BINS + bins
+    return np.bincount(cells, minlength=m * N_BINS).reshape(m, N_BINS)
+
+
+def _maxima(ids: np.ndarray, values: list[Any], m: int) -> list[int]:
+    out = np.zeros(m, dtype=np.int64)
+    np.maximum.at(out, ids, np.array(none_as(values, 0), dtype=np.int64))
+    return out.tolist()
+
+
 def minute_deltas(cols: Columns) -> dict[Key, list]:
-    """Additive rollup values (ROLLUP_ADDITIVE order) per minute key (ROLLUP_KEY order).
+    """Rollup values (ROLLUP_VALUES order: the additive ones, then the maxima) per minute key
+    (ROLLUP_KEY order).
 
     Each event's key becomes a small integer once (two C-level dict passes), and every sum and
     histogram is then one numpy bincount over those integers."""
@@ -85,23 +104,18 @@ def minute_deltas(cols: Columns) -> dict[Key, list]:
         _counts(ids, np.array([v is True for v in slo], dtype=np.float64), m),
         _counts(ids, np.array([v is not None for v in slo], dtype=np.float64), m),
     ]
-    for name in ("ttft_ms", "e2e_ms"):
-        col = cols[name]
-        present = [i for i, v in enumerate(col) if v is not None]
-        hist = np.zeros((m, N_BINS), dtype=np.int64)
-        if present:
-            bins = np.searchsorted(EDGES, np.array([col[i] for i in present], dtype=np.float64), side="right")
-            cells = ids[present] * N_BINS + bins
-            hist = np.bincount(cells, minlength=m * N_BINS).reshape(m, N_BINS)
-        ints.append(hist)
+    for name in ("ttft_ms", "e2e_ms", "prompt_tokens", "output_tokens"):
+        ints.append(_histogram(ids, cols[name], m))
     table = np.column_stack(ints).tolist()
+    in_flight = cols.get("in_flight") or [None] * n  # rows built before the field existed carry none
+    maxima = [_maxima(ids, cols[c], m) for c in ("prompt_tokens", "output_tokens")] + [_maxima(ids, in_flight, m)]
     estimated = np.bincount(ids, weights=_floats(cols["estimated_wt"]), minlength=m).tolist()
     actual = np.bincount(ids, weights=_floats(cols["actual_wt"]), minlength=m).tolist()
     buckets = {t: datetime.fromtimestamp(t * 60, UTC) for t in set(minutes)}
     out: dict[Key, list] = {}
     for k, i in index.items():
         row = table[i]
-        out[(buckets[k[0]], *k[1:])] = [row[0], estimated[i], actual[i], *row[1:]]
+        out[(buckets[k[0]], *k[1:])] = [row[0], estimated[i], actual[i], *row[1:], *(mx[i] for mx in maxima)]
     return out
 
 
@@ -114,7 +128,7 @@ def coarsen(deltas: dict[Key, list], level: str) -> dict[Key, list]:
             out[k] = list(vals)
         else:
             for i, v in enumerate(vals):
-                acc[i] += v
+                acc[i] = acc[i] + v if i < _WIDTH else max(acc[i], v)
     return out
 
 
@@ -124,18 +138,18 @@ def add_minutes(minute: dict[Key, list]) -> None:
     if not minute:
         return
     # sorted: every writer takes the rollup rows' locks in one order
-    upsert_add(MinuteRollup, ROLLUP_KEY, ROLLUP_ADDITIVE, [[*k, *minute[k]] for k in sorted(minute)])
+    upsert_add(MinuteRollup, ROLLUP_KEY, ROLLUP_ADDITIVE, [[*k, *minute[k]] for k in sorted(minute)], ROLLUP_MAX)
     note_hours({k[0] for k in minute})
 
 
 def add_deltas(minute: dict[Key, list], *, with_minutes: bool = True) -> None:
     """Add minute_deltas to the hour and day rollups (and the minute ones unless told not to) at once,
-    in the caller's transaction: backfills (telemetry.demo_history)."""
+    in the caller's transaction: backfills (demo.history)."""
     levels = [(HourRollup, coarsen(minute, "hour")), (DayRollup, coarsen(minute, "day"))]
     if with_minutes:
         levels.insert(0, (MinuteRollup, minute))
     for model, deltas in levels:
-        upsert_add(model, ROLLUP_KEY, ROLLUP_ADDITIVE, [[*k, *deltas[k]] for k in sorted(deltas)])
+        upsert_add(model, ROLLUP_KEY, ROLLUP_ADDITIVE, [[*k, *deltas[k]] for k in sorted(deltas)], ROLLUP_MAX)
 
 
 def rollups_add(rows: list[dict[str, Any]], *, with_minutes: bool = True) -> None:

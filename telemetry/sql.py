@@ -172,16 +172,26 @@ def copy_in(model: type[models.Model], names: Sequence[str]) -> Iterator[Callabl
 
 
 def upsert_add(
-    model: type[models.Model], key: Sequence[str], add: Sequence[str], rows: Sequence[Sequence[Any]]
+    model: type[models.Model],
+    key: Sequence[str],
+    add: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    greatest: Sequence[str] = (),
 ) -> None:
-    """Insert rows (key + add columns); on a key conflict add each value to the stored one."""
+    """Insert rows (key + add + greatest columns); on a key conflict add each `add` value to the stored
+    one and keep the larger of each `greatest` pair."""
     if not rows:
         return
     qn = connection.ops.quote_name
     table = qn(model._meta.db_table)
     on = _key(model, key)
-    sets = ", ".join(f"{qn(n)} = {table}.{qn(n)} + excluded.{qn(n)}" for n in add)
-    _write(model, _columns(model, [*key, *add]), rows, on, f"ON CONFLICT ({on}) DO UPDATE SET {sets}")
+    larger = "GREATEST" if _is_pg() else "MAX"  # SQLite's two-argument MAX is scalar
+    sets = ", ".join(
+        [f"{qn(n)} = {table}.{qn(n)} + excluded.{qn(n)}" for n in add]
+        + [f"{qn(n)} = {larger}({table}.{qn(n)}, excluded.{qn(n)})" for n in greatest]
+    )
+    fields = _columns(model, [*key, *add, *greatest])
+    _write(model, fields, rows, on, f"ON CONFLICT ({on}) DO UPDATE SET {sets}")
 
 
 def upsert_replace(

@@ -20,7 +20,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.apps import apps
-from django.db.models import Q, Sum
+from django.db.models import Max, Q, Sum
 from django.utils.dateparse import parse_datetime
 
 from entitlements import roles
@@ -28,7 +28,7 @@ from entitlements.models import Entitlement, EntitlementHistory
 from entitlements.models.grants import BORROWING_CLASS
 from entitlements.reasons import OUTSIDE_ENVELOPE, REASONS, RECLAIMED
 from telemetry.histogram import percentile
-from telemetry.models import E2E_BINS, TTFT_BINS, HourRollup, MinuteRollup
+from telemetry.models import E2E_BINS, OUTPUT_BINS, PROMPT_BINS, ROLLUP_MAX, TTFT_BINS, HourRollup, MinuteRollup
 
 MAX_PERIOD = timedelta(days=400)
 HOUR = timedelta(hours=1)
@@ -121,6 +121,8 @@ def _pieces(start: datetime, end: datetime) -> list[tuple[type, datetime, dateti
 
 _SUMS = {"n": "requests", "est": "estimated_wt", "act": "actual_wt", "prompt": "prompt_tokens"}
 _SUMS |= {"output": "output_tokens", "slo": "slo_met", "slo_n": "slo_total"}
+_BINS = TTFT_BINS + E2E_BINS + PROMPT_BINS + OUTPUT_BINS
+TENANT_REASONS = frozenset(code for code, r in REASONS.items() if r.responsible == "tenant")
 
 
 def _totals(scope: Q, start: datetime, end: datetime) -> dict[tuple[str, str], dict[str, float]]:
@@ -132,26 +134,89 @@ def _totals(scope: Q, start: datetime, end: datetime) -> dict[tuple[str, str], d
         rows = (
             model.objects.filter(scope, bucket__gte=a, bucket__lt=b)
             .values("decision", "reason")
-            .annotate(**{k: Sum(v) for k, v in _SUMS.items()}, **{f: Sum(f) for f in TTFT_BINS + E2E_BINS})
+            .annotate(
+                **{k: Sum(v) for k, v in _SUMS.items()}, **{f: Sum(f) for f in _BINS}, **{f: Max(f) for f in ROLLUP_MAX}
+            )
             .order_by()
         )
         for r in rows:
             acc = out.setdefault((r["decision"], r["reason"]), {})
             for k, v in r.items():
-                if k not in ("decision", "reason"):
+                if k in ROLLUP_MAX:
+                    acc[k] = max(acc.get(k, 0), v or 0)
+                elif k not in ("decision", "reason"):
                     acc[k] = acc.get(k, 0) + (v or 0)
     return out
 
 
-def _minute_use(scope: Q, start: datetime, end: datetime) -> dict[datetime, float]:
-    """Settled wt per minute (a request counts in the minute it completed)."""
+@dataclass
+class Minute:
+    """One minute of the period, as the minute rollups saw it."""
+
+    wt: float = 0.0  # settled
+    misses: int = 0  # settled requests that reported slo_met = false
+    tenant_throttles: int = 0  # throttles the tenant caused (OUTSIDE_ENVELOPE, QUOTA_EXCEEDED, …)
+    prompt_max: int = 0  # longest settled prompt and output
+    output_max: int = 0
+
+
+def _minutes(scope: Q, start: datetime, end: datetime) -> dict[datetime, Minute]:
+    """Per minute of [start, end): settled wt (a request counts in the minute it completed), latency
+    misses, tenant-caused throttles and the longest settled lengths. One query, grouped in the database."""
     rows = (
-        MinuteRollup.objects.filter(scope, decision="complete", bucket__gte=start, bucket__lt=end)
-        .values("bucket")
-        .annotate(wt=Sum("actual_wt"))
+        MinuteRollup.objects.filter(scope, bucket__gte=start, bucket__lt=end)
+        .exclude(decision="admit")
+        .values("bucket", "decision", "reason")
+        .annotate(
+            n=Sum("requests"),
+            wt=Sum("actual_wt"),
+            met=Sum("slo_met"),
+            slo_n=Sum("slo_total"),
+            pmax=Max("prompt_max"),
+            omax=Max("output_max"),
+        )
         .order_by()
     )
-    return {_when(r["bucket"]): float(r["wt"] or 0) for r in rows if r["wt"]}  # type: ignore[misc]
+    out: dict[datetime, Minute] = {}
+    for r in rows:
+        m = out.setdefault(_when(r["bucket"]), Minute())  # type: ignore[arg-type]
+        if r["decision"] == "complete":
+            m.wt += float(r["wt"] or 0)
+            m.misses += int((r["slo_n"] or 0) - (r["met"] or 0))
+            m.prompt_max = max(m.prompt_max, int(r["pmax"] or 0))
+            m.output_max = max(m.output_max, int(r["omax"] or 0))
+        elif r["reason"] in TENANT_REASONS:
+            m.tenant_throttles += int(r["n"] or 0)
+    return out
+
+
+def _misses(ent: Entitlement, steps: list[Step], minutes: dict[datetime, Minute], r_wt: float) -> dict[str, Any]:
+    """Latency misses split by whose they are. A minute is inside the promise when something was bought in
+    it, the settled use stayed within the rate bought, no request of it was refused for the tenant's own
+    doing (outside the envelope, over quota or concurrency, budget, not entitled) and no settled prompt or
+    output was longer than the envelope allows: a miss then is the platform's. Misses in other minutes
+    are not. Per minute, not per request: the rollups keep counts per minute, and a miss in a minute
+    where the tenant overran is not a promise the platform broke."""
+    platform = outside = 0
+    hours: dict[str, int] = {}
+    for t, m in minutes.items():
+        if not m.misses:
+            continue
+        rate = float(_cu_at(steps, t)) * r_wt * 60
+        inside = (
+            rate > 0
+            and m.wt <= rate
+            and not m.tenant_throttles
+            and m.prompt_max <= ent.max_prompt_tokens
+            and m.output_max <= ent.max_output_tokens
+        )
+        if inside:
+            platform += m.misses
+            hour = t.replace(minute=0).isoformat()
+            hours[hour] = hours.get(hour, 0) + m.misses
+        else:
+            outside += m.misses
+    return {"platform": platform, "outside": outside, "platform_hours": dict(sorted(hours.items()))}
 
 
 def _cu_at(steps: list[Step], t: datetime) -> Decimal:
@@ -258,10 +323,31 @@ def statement(ent: Entitlement, start: datetime, end: datetime) -> dict[str, Any
     served = int(total("complete"))
     used_wt = total("complete", "act")
     used_cu_h = used_wt / r_wt / 3600 if r_wt else 0.0
-    minutes = _minute_figures(steps, _minute_use(scope, start, end), r_wt)
-    ttft = [int(sum(v.get(f, 0) for (d, _), v in tot.items() if d == "complete")) for f in TTFT_BINS]
-    e2e = [int(sum(v.get(f, 0) for (d, _), v in tot.items() if d == "complete")) for f in E2E_BINS]
+    per_minute = _minutes(scope, start, end)
+    minutes = _minute_figures(steps, {t: m.wt for t, m in per_minute.items() if m.wt}, r_wt)
+
+    def bins(fields: tuple[str, ...], decision: str = "complete") -> list[int]:
+        return [int(sum(v.get(f, 0) for (d, _), v in tot.items() if d == decision)) for f in fields]
+
+    def largest(field: str, decision: str) -> int:
+        return int(max((v.get(field, 0) for (d, _), v in tot.items() if d == decision), default=0))
+
+    ttft, e2e = bins(TTFT_BINS), bins(E2E_BINS)
+    prompts, outputs = bins(PROMPT_BINS), bins(OUTPUT_BINS)
     slo_n, slo_met = int(total("complete", "slo_n")), int(total("complete", "slo"))
+    misses = _misses(ent, steps, per_minute, r_wt)
+    observed = {
+        "prompt_p50": _pct(prompts, 0.5),
+        "prompt_p95": _pct(prompts, 0.95),
+        "prompt_max": largest("prompt_max", "complete") if served else None,
+        "output_p50": _pct(outputs, 0.5),
+        "output_p95": _pct(outputs, 0.95),
+        "output_max": largest("output_max", "complete") if served else None,
+        # the store's in-flight count right after each admit: the peak is reached at an admit
+        "concurrency_peak": largest("inflight_max", "admit") if admitted else None,
+        "prompt_mean": _ratio(total("complete", "prompt"), served),
+        "output_mean": _ratio(total("complete", "output"), served),
+    }
     borrowed = ent.traffic_class_id == BORROWING_CLASS
     price, basis = _price_per_cu_hour(ent)
     billed = used_cu_h if borrowed else bought_cu_h
@@ -297,6 +383,15 @@ def statement(ent: Entitlement, start: datetime, end: datetime) -> dict[str, Any
             "met": slo_met,
             "attainment": _ratio(slo_met, slo_n),
             "target": {"ttft_p99_ms": ent.ttft_p99_ms, "tpot_p99_ms": ent.tpot_p99_ms},
+            # misses by whose they are (telemetry.statement._misses); minutes past the minute rollups'
+            # retention cannot be classified and are counted as such
+            "missed": {
+                "total": slo_n - slo_met,
+                "platform": misses["platform"],
+                "outside": misses["outside"],
+                "unclassified": slo_n - slo_met - misses["platform"] - misses["outside"],
+                "platform_hours": misses["platform_hours"],
+            },
             # merged log-spaced histograms: within one bin (±26 %) of the exact value
             "observed": {"ttft_p99_ms": _pct(ttft, 0.99), "e2e_p99_ms": _pct(e2e, 0.99)},
         },
@@ -310,11 +405,10 @@ def statement(ent: Entitlement, start: datetime, end: datetime) -> dict[str, Any
                 "output_p95": ent.output_p95,
                 "max_concurrency": ent.max_concurrency,
             },
-            # means from the rollups' sums over settled requests (they keep sums, not length percentiles)
-            "observed": {
-                "prompt_mean": _ratio(total("complete", "prompt"), served),
-                "output_mean": _ratio(total("complete", "output"), served),
-            },
+            # settled requests' lengths: percentiles from the merged length histograms (within one bin,
+            # ±26 %), maxima and the concurrency peak exact
+            "observed": observed,
+            "within": _within(ent, observed),
             "outside": by_reason.get(OUTSIDE_ENVELOPE, 0),
             "share_outside": _ratio(by_reason.get(OUTSIDE_ENVELOPE, 0), attempted),
         },
@@ -339,3 +433,17 @@ def statement(ent: Entitlement, start: datetime, end: datetime) -> dict[str, Any
 def _pct(counts: list[int], q: float) -> float | None:
     v = percentile(counts, q)
     return None if v is None else round(v, 1)
+
+
+def _within(ent: Entitlement, observed: dict[str, Any]) -> dict[str, bool | None]:
+    """Each observed figure against its promised one (None: nothing observed)."""
+    pairs = {
+        "prompt_p50": ent.prompt_p50,
+        "prompt_p95": ent.prompt_p95,
+        "prompt_max": ent.max_prompt_tokens,
+        "output_p50": ent.output_p50,
+        "output_p95": ent.output_p95,
+        "output_max": ent.max_output_tokens,
+        "concurrency_peak": ent.max_concurrency,
+    }
+    return {k: None if observed[k] is None else observed[k] <= promised for k, promised in pairs.items()}

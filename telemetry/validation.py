@@ -32,6 +32,7 @@ LIMITS: dict[str, float] = {
     "actual_wt": 1e12,
     "ttft_ms": 86_400_000.0,
     "e2e_ms": 86_400_000.0,
+    "in_flight": 10_000_000,  # reservations in flight in one scope
 }
 # C0, DEL and C1: never part of an identifier. A NUL also fails PostgreSQL's text types outright.
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -244,4 +245,5 @@ def clean_event(e: Any, cat: Catalogue) -> dict[str, Any]:
         "e2e_ms": _number(e, "e2e_ms"),
         "slo_met": slo,
         "status": _choice(e, "status", STATUSES),
+        "in_flight": _number(e, "in_flight", integer=True),
     }

@@ -129,6 +129,7 @@ class Answer:
     expired_metas: list[str]
     retried: bool = False  # the store was asked again after an error: a first attempt may have run unseen
     settled: bool = False  # a replay of a reservation already completed or expired
+    in_flight: int = 0  # a new admit: the scope's reservations in flight right after it (the store's count)
 
     @property
     def admitted(self) -> bool:

@@ -164,7 +164,7 @@ class MemoryBackend:
             )  # fmt: skip
             raw = f"A|{rid}|{op.cost!r}|{what}|{expires!r}"
             self._s.idem[rid] = (raw, expires + s.idem_ttl_s)
-            return Answer(raw=raw, replay=False, expired_metas=expired)
+            return Answer(raw=raw, replay=False, expired_metas=expired, in_flight=len(scope))
 
     def _throttle(
         self, op: ReserveOp, reason: str, wait: float, now: float, expired: list[str], limit: str = ""

@@ -175,8 +175,8 @@ class RedisBackend:
             keys += more_keys
         args = (*keys, self._prefix_b, rid, repr(op.cost), op.meta)
         out, attempts = self._eval(self._reserve, len(keys), args, self._static_args(s), extra)
-        return Answer(raw=out[0].decode(), replay=out[1] >= 1, expired_metas=[m.decode() for m in out[2:]],
-                      retried=attempts > 1, settled=out[1] == 2)  # fmt: skip
+        return Answer(raw=out[0].decode(), replay=out[1] >= 1, expired_metas=[m.decode() for m in out[3:]],
+                      retried=attempts > 1, settled=out[1] == 2, in_flight=out[2] if len(out) > 2 else 0)  # fmt: skip
 
     def period_now(self) -> float:
         """The time the periods' candidates are computed around (reserve.lua picks among them by

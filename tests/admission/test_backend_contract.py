@@ -108,6 +108,19 @@ def test_concurrency_cap_and_complete_frees_the_slot(store):
     assert store.inflight(_key(store, "if:s1")) == 2
 
 
+def test_an_admit_reports_the_scopes_reservations_in_flight_after_it(store):
+    # the statement's concurrency peak (issue 17) is the largest of these: exact, the store's own count
+    a = reserve(store, op(maxc=3))
+    b = reserve(store, op(maxc=3))
+    assert (a.in_flight, b.in_flight) == (1, 2)
+    complete(store, a.parts()[1])
+    assert reserve(store, op(maxc=3)).in_flight == 2
+    assert reserve(store, op(maxc=3)).in_flight == 3
+    assert not reserve(store, op(maxc=3)).admitted  # at the cap: a throttle carries no count
+    again = reserve(store, op(req="same", maxc=5))
+    assert again.in_flight == 4 and reserve(store, op(req="same", maxc=5)).in_flight == 0  # a replay: none
+
+
 def test_complete_refunds_unused_and_charges_overruns_into_debt(store):
     a = reserve(store, op(cost=600.0))
     b = reserve(store, op(cost=400.0))

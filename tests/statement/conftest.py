@@ -63,7 +63,8 @@ def known(fleet):
         _done("c3", 61 * M, ent, 12_000, 500, 100, ttft_ms=50, e2e_ms=400, slo_met=True),
         _done("c4", 61 * M + 30 * S, ent, 6_000, 100, 50),  # reported no latency at all
     ]
-    admits = [_ev(f"a{i}", i * S, ent) for i in range(5)]
+    # the store's count of reservations in flight right after each admit: the peak is 3
+    admits = [_ev(f"a{i}", i * S, ent, in_flight=n) for i, n in enumerate([1, 2, 3, 2, 1])]
     throttles = [
         _ev("o1", 5 * M, ent, decision="throttle", reason="OUTSIDE_ENVELOPE", prompt_tokens=9000),
         _ev("o2", 5 * M, ent, decision="throttle", reason="OUTSIDE_ENVELOPE", prompt_tokens=9500),

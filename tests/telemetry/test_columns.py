@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from telemetry.columns import clean_columns, rows_to_columns
 from telemetry.histogram import EDGES_MS, N_BINS
-from telemetry.models import ROLLUP_ADDITIVE
+from telemetry.models import ROLLUP_ADDITIVE, ROLLUP_VALUES
 from telemetry.rollups import minute_deltas
 from telemetry.validation import Catalogue, FieldError, clean_event
 from tests.telemetry.helpers import T0, event
@@ -159,11 +159,12 @@ def _reference_deltas(rows):
     """The row-by-row rollup arithmetic the column version replaced."""
     out = {}
     t0, e0 = ROLLUP_ADDITIVE.index("ttft_b00"), ROLLUP_ADDITIVE.index("e2e_b00")
+    p0, o0, w = ROLLUP_ADDITIVE.index("plen_b00"), ROLLUP_ADDITIVE.index("olen_b00"), len(ROLLUP_ADDITIVE)
     for r in rows:
         ent = r["entitlement"]
         key = (r["ts"].replace(second=0, microsecond=0), r["tenant"], r["project"], r["model"], r["region"],
                r["traffic_class"], str(ent) if ent else "", r["decision"], r["reason"])  # fmt: skip
-        acc = out.setdefault(key, [0, 0.0, 0.0] + [0] * (len(ROLLUP_ADDITIVE) - 3))
+        acc = out.setdefault(key, [0, 0.0, 0.0] + [0] * (len(ROLLUP_VALUES) - 3))
         acc[0] += 1
         acc[1] += r["estimated_wt"]
         acc[2] += r["actual_wt"] or 0.0
@@ -177,6 +178,11 @@ def _reference_deltas(rows):
             acc[t0 + bisect_right(EDGES_MS, r["ttft_ms"])] += 1
         if r["e2e_ms"] is not None:
             acc[e0 + bisect_right(EDGES_MS, r["e2e_ms"])] += 1
+        acc[p0 + bisect_right(EDGES_MS, r["prompt_tokens"])] += 1
+        acc[o0 + bisect_right(EDGES_MS, r["output_tokens"])] += 1
+        acc[w] = max(acc[w], r["prompt_tokens"])
+        acc[w + 1] = max(acc[w + 1], r["output_tokens"])
+        acc[w + 2] = max(acc[w + 2], r.get("in_flight") or 0)
     return out
 
 
@@ -205,10 +211,11 @@ def test_minute_deltas_match_row_by_row_sums(specs):
             "source_kind": "", "estimated_wt": float(tokens), "actual_wt": float(tokens // 2) if slo else None,
             "prompt_tokens": tokens, "cached_prompt_tokens": tokens // 3, "output_tokens": tokens // 5,
             "ttft_ms": ms, "e2e_ms": None if ms is None else ms * 10, "slo_met": slo, "status": "",
+            "in_flight": tokens % 7 if decision == "admit" else None,
         })  # fmt: skip
     got = minute_deltas(rows_to_columns(rows))
     want = _reference_deltas(rows)
     assert got == want
     assert all(type(v) is int for vals in got.values() for i, v in enumerate(vals) if i not in (1, 2))
     assert all(k[0].tzinfo is not None and k[0] == datetime.fromtimestamp(k[0].timestamp(), UTC) for k in got)
-    assert sum(len(v) for v in got.values()) == len(got) * (8 + 2 * N_BINS)
+    assert sum(len(v) for v in got.values()) == len(got) * (8 + 4 * N_BINS + 3)

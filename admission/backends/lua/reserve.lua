@@ -1,6 +1,7 @@
 -- KEYS: 1 record (reservation + idempotency), 2 own bucket, 3 pool bucket, 4 borrow bucket,
 --       5 in-flight zset, 6 the set of in-flight zsets (what the sweep walks).
--- Reply: {answer, 0 new | 1 replay | 2 replay of a settled one, expired metas...}.
+-- Reply: {answer, 0 new | 1 replay | 2 replay of a settled one, in flight after an admit (else 0),
+--        expired metas...}; a replay replies {answer, 1 | 2} only.
 -- ARGV: 1 key prefix, 2 reservation id, 3 cost, 4 meta, then the scope's static values
 --       (redis.py: _static): 5 class, 6 max concurrency, 7-8 own rate/depth, 9-10 pool rate/depth,
 --       11-12 borrow rate/depth (0: may not borrow), 13 margin, 14 degraded '1'/'0', 15 reserved
@@ -23,7 +24,7 @@ end
 
 local c, cls = tonumber(ARGV[3]), ARGV[5]
 local now, now_str, sec, frac = clock()
-local out = {'', 0}
+local out = {'', 0, 0}
 
 local function throttle(reason, ra, limit)
   local ans = 'T|' .. reason .. '|' .. ra
@@ -141,4 +142,5 @@ redis.call('SET', KEYS[1], 'open\t' .. ans .. '\t' .. static .. '\t' .. ARGV[3] 
 redis.call('SADD', KEYS[6], KEYS[5])  -- every non-empty in-flight zset is listed (a no-op once it is)
 redis.call('ZADD', KEYS[5], expires, ARGV[2])
 out[1] = ans
+out[3] = n - #due + 1  -- the scope's reservations in flight now: the expired ones left the zset, this one joined
 return out
