@@ -21,12 +21,14 @@ from typing import Any
 
 from django.apps import apps
 from django.db.models import Max, Q, Sum
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from entitlements import roles
 from entitlements.models import Entitlement, EntitlementHistory
 from entitlements.models.grants import BORROWING_CLASS
 from entitlements.reasons import OUTSIDE_ENVELOPE, REASONS, RECLAIMED
+from telemetry.budgets import budget_usage
 from telemetry.histogram import percentile
 from telemetry.models import E2E_BINS, OUTPUT_BINS, PROMPT_BINS, ROLLUP_MAX, TTFT_BINS, HourRollup, MinuteRollup
 
@@ -427,6 +429,8 @@ def statement(ent: Entitlement, start: datetime, end: datetime) -> dict[str, Any
                 else basis
             ),
         },
+        # period budgets (issue 23) as settled in the budget's day and month containing the period's end
+        "budget": budget_usage(ent, at=min(end, timezone.now())),
     }
 
 
