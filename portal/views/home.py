@@ -28,7 +28,7 @@ from entitlements import roles
 from entitlements.models import Entitlement, FailoverReserve
 from entitlements.models.supply import as_cu
 from entitlements.selectors import entitlements_visible_to, pools_with_totals
-from portal.charts import SEGMENT_COLOURS, PoolBar, capacity_breakdown_figure, pool_segments
+from portal.charts.home import SEGMENT_COLOURS, PoolBar, capacity_breakdown_figure, pool_segments
 
 GOODPUT_IN_WORDS = (
     "CU per replica = output tokens/s at the latency SLO × (w_out + mean prompt ÷ mean output of the reference mix) ÷ R"

@@ -23,7 +23,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from entitlements import roles
 from entitlements.models import Region
-from portal import charts_intake
+from portal.charts import intake as charts_intake
 from portal.forms import CommentForm, LaunchRequestFilter, LaunchRequestForm
 from portal.models import LaunchRequest, State
 from portal.selectors import (

@@ -23,7 +23,7 @@ from entitlements.concurrency import max_concurrency_derivation
 from entitlements.models import Tenant
 from entitlements.reasons import REASONS
 from entitlements.selectors import entitlement_history, entitlements_visible_to, pools_with_totals
-from portal import charts_live
+from portal.charts import live as charts_live
 from telemetry.deadletter import quarantined_by_stage
 from telemetry.selectors import entitlement_series, fleet_series, latest_samples, usage_series
 

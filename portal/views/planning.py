@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from entitlements import roles
 from forecasting import cost_report, gap, selectors, services
-from portal import charts_planning
+from portal.charts import planning as charts_planning
 
 PAGE = "portal/planning/index.html"
 # The same escapes json_script applies, so figure JSON cannot close its <script> element.

@@ -26,7 +26,7 @@ from capacity.steps import num
 from entitlements import roles
 from entitlements.models import Accelerator, OperatingPoint, ServedModel
 from entitlements.sizing_specs import PRICING, CostOptions
-from portal import charts_sizing
+from portal.charts import sizing as charts_sizing
 from portal.views.live import figure_tag
 from sizing.parsing import PreparedSizing, run_sizing, sizing_response
 from telemetry.trace_import import TraceNotFound, traces_visible_to

@@ -1,5 +1,5 @@
 // Renders every <script type="application/json" class="plotly-fig" data-target="ID"> into the
-// element with that id. Figures are built server-side (portal/*charts.py); this file only draws.
+// element with that id. Figures are built server-side (portal/charts/); this file only draws.
 (function () {
   "use strict";
 

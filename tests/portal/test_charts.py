@@ -5,7 +5,7 @@ import pytest
 
 from entitlements.selectors import pools_with_totals
 from entitlements.services import entitlement_grant, reserve_set
-from portal.charts import PoolBar, Segment, capacity_breakdown_figure, pool_segments
+from portal.charts.home import PoolBar, Segment, capacity_breakdown_figure, pool_segments
 from portal.views.home import figure_tag
 from tests import factories as f
 

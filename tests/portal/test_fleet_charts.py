@@ -1,4 +1,4 @@
-from portal.charts_live import fleet_figures, with_range
+from portal.charts.live import fleet_figures, with_range
 
 
 def test_fleet_figures_one_line_per_pool_on_shared_axes():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from portal.charts_sizing import day_cost_figure, kv_distribution_figure
+from portal.charts.sizing import day_cost_figure, kv_distribution_figure
 
 
 def test_kv_figure_marks_p99_and_replica_capacity_within_scale():

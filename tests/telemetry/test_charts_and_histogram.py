@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from portal import charts_live
+from portal.charts import live as charts_live
 from telemetry.histogram import EDGES_MS, N_BINS, bin_of, percentile
 
 USAGE = {
