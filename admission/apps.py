@@ -19,3 +19,9 @@ class AdmissionConfig(AppConfig):
             post_delete.connect(params.changed, sender=model, dispatch_uid=f"admission-snapdel-{model.__name__}")
         post_migrate.connect(snapshot_triggers.reinstall_after_migrate, sender=self, dispatch_uid="admission-snap-trg")
         setting_changed.connect(params.setting_changed, dispatch_uid="admission-snap-settings")
+
+        # The gateway snapshot carries what this serving path enforces, for library-mode gateways.
+        from admission import snapshot_export
+        from entitlements.api import snapshot as gateway_snapshot
+
+        gateway_snapshot.EXTENSIONS["admission"] = snapshot_export.block

@@ -10,8 +10,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from django.conf import settings
-
 from admission.backends.base import StoreUnavailable
 
 __all__ = ["StoreUnavailable", "get_backend", "set_backend", "build_backend"]
@@ -21,6 +19,9 @@ _backend: Any = None
 
 
 def build_backend() -> Any:
+    # Imported here, not at the top: the backends themselves run without Django (admission.library).
+    from django.conf import settings
+
     kind = getattr(settings, "ADMISSION_BACKEND", "memory")
     if kind == "redis":
         from admission.backends.redis import DEFAULT_TIMEOUT_S, POOL_SIZE, RedisBackend

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -117,9 +118,17 @@ def _pools() -> list[dict[str, Any]]:
     return out
 
 
+# Blocks a higher app adds to the snapshot, by name: entitlements may not import them (layers), so
+# they register a builder at ready(). admission adds "admission": its enforcement parameters as its
+# serving path derives them, which a library-mode gateway (admission.library) enforces verbatim.
+EXTENSIONS: dict[str, Callable[[datetime], Any]] = {}
+
+
 def build_snapshot(at: datetime | None = None) -> dict[str, Any]:
     t = at or timezone.now()
     content = {"entitlements": _entitlements(t), "pools": _pools()}
+    for name, block in EXTENSIONS.items():
+        content[name] = block(t)
     canonical = json.dumps(content, sort_keys=True, cls=DjangoJSONEncoder, separators=(",", ":"))
     return {"version": hashlib.sha256(canonical.encode()).hexdigest()[:32], "generated_at": t, **content}
 

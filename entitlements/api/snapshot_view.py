@@ -60,6 +60,10 @@ class SnapshotSerializer(serializers.Serializer):
     generated_at = serializers.DateTimeField()
     entitlements = SnapshotEntitlementSerializer(many=True)
     pools = SnapshotPoolSerializer(many=True)
+    admission = serializers.DictField(
+        required=False,
+        help_text="what the serving path enforces (scopes, pools, settings) for library-mode gateways (admission.library)",
+    )
 
 
 class SnapshotView(APIView):
