@@ -122,3 +122,13 @@ class AdmissionClient:
             log.warning("admission complete not delivered (%s); the TTL will settle it", exc)
             return None
         return out if code == 200 else None
+
+    def fleet_sample(self, sample: dict[str, Any]) -> bool:
+        """Report one pool's fleet sample (`POST /api/v1/telemetry/fleet`, CONTRACT §6) on the same
+        connection and token; False when it was not delivered (the next sample supersedes it)."""
+        try:
+            code, _ = self._post("/api/v1/telemetry/fleet", sample)
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            log.warning("fleet sample not delivered (%s)", exc)
+            return False
+        return code == 200

@@ -50,7 +50,7 @@ def setup() -> None:
     django.setup()
     from django.core.management import call_command
 
-    from entitlements.demo import load_demo
+    from demo.fleet import load_demo
 
     call_command("migrate", verbosity=0)
     load_demo()

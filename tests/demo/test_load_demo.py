@@ -5,9 +5,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.utils import timezone
 
+from demo.fleet import load_demo
 from entitlements import models as m
 from entitlements import roles
-from entitlements.demo import load_demo
 from entitlements.selectors import Window, pool_sold_peak
 
 pytestmark = pytest.mark.django_db

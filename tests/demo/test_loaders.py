@@ -2,10 +2,10 @@ import csv
 
 import pytest
 
-from entitlements.loaders import (
+from demo.loaders import (
     MLPERF_MIXES,
-    accelerator_spec,
     default_path,
+    demo_accelerator,
     load_operating_points,
     model_slug,
     parse_limits,
@@ -69,7 +69,7 @@ def test_model_names_become_slugs(raw, slug):
     ],
 )
 def test_accelerator_names_become_slugs(raw, slug):
-    assert accelerator_spec(raw).slug == slug
+    assert demo_accelerator(raw).slug == slug
 
 
 def test_latency_limits_are_parsed_and_means_are_not_limits():

@@ -1,6 +1,6 @@
 """Read the published operating points (`shared/data/operating_points.csv`) into plain rows.
 
-Reading is kept apart from writing (`entitlements.demo` upserts the rows) so the parsing rules can
+Reading is kept apart from writing (`demo.fleet` upserts the rows) so the parsing rules can
 be tested without a database. Rows whose model or accelerator cannot be named unambiguously, or
 that publish no throughput, are skipped and reported, never guessed.
 """
@@ -20,7 +20,7 @@ def default_path() -> Path:
 
 
 @dataclass(frozen=True)
-class AcceleratorSpec:
+class DemoAccelerator:
     slug: str
     name: str
     kind: str  # "gpu" or "tpu"
@@ -29,17 +29,17 @@ class AcceleratorSpec:
 
 
 # Longest, most specific patterns first: "GB200" must not be read as "B200", nor "MI325X" as "MI300X".
-ACCELERATORS: list[tuple[re.Pattern[str], AcceleratorSpec]] = [
-    (re.compile(r"\bGB200\b", re.I), AcceleratorSpec("gb200-186gb", "NVIDIA GB200 186GB", "gpu", 186)),
-    (re.compile(r"\bB200\b", re.I), AcceleratorSpec("b200-180gb", "NVIDIA B200 SXM 180GB", "gpu", 180)),
-    (re.compile(r"\bH200\b", re.I), AcceleratorSpec("h200-141gb", "NVIDIA H200 SXM 141GB", "gpu", 141)),
-    (re.compile(r"\bH100\b", re.I), AcceleratorSpec("h100-80gb", "NVIDIA H100 SXM 80GB", "gpu", 80)),
-    (re.compile(r"\bA100\b", re.I), AcceleratorSpec("a100-80gb", "NVIDIA A100 80GB", "gpu", 80)),
-    (re.compile(r"\bL40S\b", re.I), AcceleratorSpec("l40s-48gb", "NVIDIA L40S 48GB", "gpu", 48)),
-    (re.compile(r"\bMI325X\b", re.I), AcceleratorSpec("mi325x-256gb", "AMD Instinct MI325X 256GB", "gpu", 256)),
-    (re.compile(r"\bMI300X\b", re.I), AcceleratorSpec("mi300x-192gb", "AMD Instinct MI300X 192GB", "gpu", 192)),
+ACCELERATORS: list[tuple[re.Pattern[str], DemoAccelerator]] = [
+    (re.compile(r"\bGB200\b", re.I), DemoAccelerator("gb200-186gb", "NVIDIA GB200 186GB", "gpu", 186)),
+    (re.compile(r"\bB200\b", re.I), DemoAccelerator("b200-180gb", "NVIDIA B200 SXM 180GB", "gpu", 180)),
+    (re.compile(r"\bH200\b", re.I), DemoAccelerator("h200-141gb", "NVIDIA H200 SXM 141GB", "gpu", 141)),
+    (re.compile(r"\bH100\b", re.I), DemoAccelerator("h100-80gb", "NVIDIA H100 SXM 80GB", "gpu", 80)),
+    (re.compile(r"\bA100\b", re.I), DemoAccelerator("a100-80gb", "NVIDIA A100 80GB", "gpu", 80)),
+    (re.compile(r"\bL40S\b", re.I), DemoAccelerator("l40s-48gb", "NVIDIA L40S 48GB", "gpu", 48)),
+    (re.compile(r"\bMI325X\b", re.I), DemoAccelerator("mi325x-256gb", "AMD Instinct MI325X 256GB", "gpu", 256)),
+    (re.compile(r"\bMI300X\b", re.I), DemoAccelerator("mi300x-192gb", "AMD Instinct MI300X 192GB", "gpu", 192)),
     # A TPU is sold and scheduled as a slice: one v5e-8 slice is one accelerator of 8 chips × 16 GB.
-    (re.compile(r"\bTPU v5e\b", re.I), AcceleratorSpec("tpu-v5e-8", "Google TPU v5e-8 slice", "tpu", 16, 8)),
+    (re.compile(r"\bTPU v5e\b", re.I), DemoAccelerator("tpu-v5e-8", "Google TPU v5e-8 slice", "tpu", 16, 8)),
 ]
 
 # Checked in order against the CSV's model column; anything else is skipped.
@@ -64,7 +64,7 @@ def model_slug(raw: str) -> str | None:
     return None
 
 
-def accelerator_spec(raw: str) -> AcceleratorSpec | None:
+def demo_accelerator(raw: str) -> DemoAccelerator | None:
     for pattern, spec in ACCELERATORS:
         if pattern.search(raw):
             return spec
@@ -72,7 +72,7 @@ def accelerator_spec(raw: str) -> AcceleratorSpec | None:
 
 
 @dataclass(frozen=True)
-class ReferenceMix:
+class DemoMix:
     prompt: float
     output: float
     source: str
@@ -80,27 +80,27 @@ class ReferenceMix:
 
 # The MLPerf datasets' mean tokens per request. Not verified against the reference implementation
 # here, so each says so where people see the conversion (CONTRACT §1).
-MLPERF_MIXES: dict[str, ReferenceMix] = {
-    "llama-2-70b": ReferenceMix(
+MLPERF_MIXES: dict[str, DemoMix] = {
+    "llama-2-70b": DemoMix(
         300, 300, "assumed: OpenOrca subset, ~300 in / ~300 out per request (MLPerf llama2-70b reference); not verified"
     ),
-    "llama-3.1-8b": ReferenceMix(
+    "llama-3.1-8b": DemoMix(
         800,
         70,
         "assumed: CNN/DailyMail summarisation, ~800 in / ~70 out per request (MLPerf llama3.1-8b); not verified",
     ),
-    "llama-3.1-405b": ReferenceMix(
+    "llama-3.1-405b": DemoMix(
         9400,
         680,
         "assumed: long-context mix (LongBench, RULER, GovReport…), ~9,400 in / ~680 out per request "
         "(MLPerf llama3.1-405b); not verified",
     ),
-    "mixtral-8x7b": ReferenceMix(
+    "mixtral-8x7b": DemoMix(
         150,
         150,
         "assumed: OpenOrca + GSM8K + MBXP, ~150 in / ~150 out per request (MLPerf mixtral-8x7b); not verified",
     ),
-    "deepseek-r1": ReferenceMix(
+    "deepseek-r1": DemoMix(
         800,
         3900,
         "assumed: reasoning prompts, ~800 in / ~3,900 out per request (MLPerf deepseek-r1); not verified",
@@ -114,7 +114,7 @@ class OperatingPointRow:
     """One mappable CSV row, in the units the catalogue stores."""
 
     model: str
-    accelerator: AcceleratorSpec
+    accelerator: DemoAccelerator
     accelerators_per_replica: int
     runtime: str
     scenario: str
@@ -153,12 +153,12 @@ def _float(text: str) -> float | None:
     return float(text) if text else None
 
 
-def reference_mix(model: str, row: dict[str, str], out_tps: float) -> ReferenceMix | None:
+def demo_mix(model: str, row: dict[str, str], out_tps: float) -> DemoMix | None:
     scenario, notes = row["scenario"], row["notes"]
     stated = _ISL_OSL.search(scenario)
     if stated:
         isl, osl = int(stated.group(1)), int(stated.group(2))
-        return ReferenceMix(isl, osl, f"stated by the benchmark: ISL/OSL {isl:,}/{osl:,} tokens per request")
+        return DemoMix(isl, osl, f"stated by the benchmark: ISL/OSL {isl:,}/{osl:,} tokens per request")
     if "(MLPerf)" in scenario and model in MLPERF_MIXES:
         return MLPERF_MIXES[model]
     if "sharegpt" in scenario.lower():
@@ -166,13 +166,13 @@ def reference_mix(model: str, row: dict[str, str], out_tps: float) -> ReferenceM
         if rate:
             # The row publishes both tokens/s and requests/s, so its mean output follows from them.
             out = round(out_tps / float(rate.group(1)), 1)
-            return ReferenceMix(
+            return DemoMix(
                 SHAREGPT_PROMPT,
                 out,
                 f"output derived from the row ({out_tps:,.2f} tok/s ÷ {rate.group(1)} req/s = {out:,.1f}); "
                 f"prompt assumed: ShareGPT ~{SHAREGPT_PROMPT} tokens; not verified",
             )
-        return ReferenceMix(
+        return DemoMix(
             SHAREGPT_PROMPT,
             190,
             "assumed: ShareGPT, ~220 in / ~190 out per request (capped at 1024/1024); not verified",
@@ -185,7 +185,7 @@ def parse_row(row: dict[str, str]) -> OperatingPointRow | str:
     model = model_slug(row["model"])
     if model is None:
         return f"unknown model {row['model']!r}"
-    acc = accelerator_spec(row["accelerator"])
+    acc = demo_accelerator(row["accelerator"])
     if acc is None:
         return f"unknown accelerator {row['accelerator']!r}"
     out_tps = _float(row["throughput_tokens_per_s"])
@@ -194,7 +194,7 @@ def parse_row(row: dict[str, str]) -> OperatingPointRow | str:
     chips = int(row["accelerators_per_replica"])
     if chips % acc.chips_per_slice:
         return f"{chips} chips is not a whole number of {acc.slug} slices"
-    mix = reference_mix(model, row, out_tps)
+    mix = demo_mix(model, row, out_tps)
     if mix is None:
         return f"no reference mix known for scenario {row['scenario']!r}"
     ttft, tpot = parse_limits(row["latency_constraint"])

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from django.db.models import Sum
 
+from demo.history import envelope_mean, lognormal_mean, seed_history
 from entitlements.services import entitlement_grant
-from telemetry.demo_history import envelope_mean, lognormal_mean, seed_history
 from telemetry.models import DayRollup, HourRollup, MinuteRollup
 from tests.factories import ENVELOPE, grant_kwargs
 

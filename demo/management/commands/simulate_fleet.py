@@ -14,8 +14,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from capacity.traces import parse_trace
+from demo.simulator import FleetSimulator, PoolState, SimConfig
 from entitlements.models import ApiToken, Pool
-from portal.simulator import FleetSimulator, PoolState, SimConfig
 
 
 class Command(BaseCommand):
@@ -82,8 +82,8 @@ class Command(BaseCommand):
             stop.set()
             stats = sim.stats
         self.stdout.write(
-            f"[simulate_fleet] done: sent={stats.sent} admitted={stats.admitted} "
-            f"throttled={stats.throttled} errors={stats.errors}"
+            f"[simulate_fleet] done: sent={stats.sent} admitted={stats.admitted} completed={stats.completed} "
+            f"throttled={stats.throttled} samples={stats.samples} errors={stats.errors}"
         )
 
     def _wait_for(self, base_url: str, seconds: float) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from telemetry.demo_history import seed_history
+from demo.history import seed_history
 
 
 class Command(BaseCommand):

@@ -20,10 +20,10 @@ from django.contrib.auth.models import Permission
 from django.db import transaction
 from django.utils import timezone
 
+from demo.loaders import OperatingPointRow, load_operating_points
 from entitlements import services
 from entitlements.compute_specs import load_compute_specs
 from entitlements.concurrency import derive_max_concurrency
-from entitlements.loaders import OperatingPointRow, load_operating_points
 from entitlements.models import (
     Accelerator,
     Entitlement,
@@ -44,7 +44,7 @@ PASSWORD = "demo"
 
 
 @dataclass(frozen=True)
-class ModelSpec:
+class DemoModel:
     name: str
     r_wt_per_s: float  # R: chosen so one replica of the demo pool is a few to tens of CU
     layers: int
@@ -60,17 +60,17 @@ class ModelSpec:
         return self.kv_bytes_override or self.layers * self.kv_heads * self.head_dim * 2 * 2
 
 
-MODELS: dict[str, ModelSpec] = {
-    "llama-2-70b": ModelSpec("Llama 2 70B Chat", 5000, 80, 8, 128, 4096, 138),
-    "llama-3-8b": ModelSpec("Llama 3 8B Instruct", 5000, 32, 8, 128, 8192, 16.1),
-    "llama-3.1-8b": ModelSpec("Llama 3.1 8B Instruct", 20000, 32, 8, 128, 131072, 16.1),
-    "llama-3.1-70b": ModelSpec("Llama 3.1 70B Instruct", 5000, 80, 8, 128, 131072, 141),
-    "llama-3.3-70b": ModelSpec("Llama 3.3 70B Instruct", 5000, 80, 8, 128, 131072, 141),
-    "llama-3.1-405b": ModelSpec("Llama 3.1 405B Instruct", 1000, 126, 8, 128, 131072, 812),
-    "mixtral-8x7b": ModelSpec("Mixtral 8x7B Instruct", 10000, 32, 8, 128, 32768, 93.4),
+MODELS: dict[str, DemoModel] = {
+    "llama-2-70b": DemoModel("Llama 2 70B Chat", 5000, 80, 8, 128, 4096, 138),
+    "llama-3-8b": DemoModel("Llama 3 8B Instruct", 5000, 32, 8, 128, 8192, 16.1),
+    "llama-3.1-8b": DemoModel("Llama 3.1 8B Instruct", 20000, 32, 8, 128, 131072, 16.1),
+    "llama-3.1-70b": DemoModel("Llama 3.1 70B Instruct", 5000, 80, 8, 128, 131072, 141),
+    "llama-3.3-70b": DemoModel("Llama 3.3 70B Instruct", 5000, 80, 8, 128, 131072, 141),
+    "llama-3.1-405b": DemoModel("Llama 3.1 405B Instruct", 1000, 126, 8, 128, 131072, 812),
+    "mixtral-8x7b": DemoModel("Mixtral 8x7B Instruct", 10000, 32, 8, 128, 32768, 93.4),
     # MLA caches one compressed latent per layer: (kv_lora_rank 512 + rope dim 64) × 2 bytes × 61 layers.
     # Weights are FP8 as released (671B parameters).
-    "deepseek-r1": ModelSpec("DeepSeek R1", 5000, 61, 1, 576, 163840, 671, kv_bytes_override=61 * 576 * 2),
+    "deepseek-r1": DemoModel("DeepSeek R1", 5000, 61, 1, 576, 163840, 671, kv_bytes_override=61 * 576 * 2),
 }
 
 # Illustrative costs per accelerator (per slice for TPUs): list-price assumptions for the cost

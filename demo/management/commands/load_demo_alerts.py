@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from alerts.demo import load_demo_rules
+from demo.alert_rules import load_demo_rules
 
 
 class Command(BaseCommand):

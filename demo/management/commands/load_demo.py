@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from entitlements.demo import load_demo
+from demo.fleet import load_demo
 
 
 class Command(BaseCommand):

@@ -11,19 +11,22 @@ every pool out at a chosen minute.
 from __future__ import annotations
 
 import heapq
-import http.client
-import json
 import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlparse
 
 import numpy as np
 
+from admission.client import AdmissionClient
+from admission.isotime import iso_utc
 from capacity.traces import Trace
+
+# The gateway client's own default (a quarter second) suits a gateway's hot path; the simulator's
+# one dev server under `make run` can take longer while it also renders pages.
+TIMEOUT_S = 5.0
 
 
 @dataclass
@@ -57,34 +60,9 @@ class Stats:
     sent: int = 0
     admitted: int = 0
     throttled: dict[str, int] = field(default_factory=dict)
+    completed: int = 0
+    samples: int = 0
     errors: int = 0
-
-
-class Http:
-    """One keep-alive connection per worker thread."""
-
-    def __init__(self, base_url: str, token: str) -> None:
-        self.url = urlparse(base_url)
-        self.headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
-        self.local = threading.local()
-
-    def post(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        for attempt in range(2):
-            conn = getattr(self.local, "conn", None)
-            if conn is None:
-                conn = http.client.HTTPConnection(self.url.hostname, self.url.port or 80, timeout=5)
-                self.local.conn = conn
-            try:
-                conn.request("POST", path, json.dumps(body), self.headers)
-                resp = conn.getresponse()
-                data = resp.read()
-                return resp.status, (json.loads(data) if data else {})
-            except (OSError, http.client.HTTPException):
-                conn.close()
-                self.local.conn = None
-                if attempt:
-                    raise
-        raise RuntimeError("unreachable")
 
 
 class FleetSimulator:
@@ -101,7 +79,7 @@ class FleetSimulator:
         self.ents = [e for e in entitlements if e["rate_wt_per_s"] > 0]
         self.pools = {p.slug: p for p in pools}
         self.ops = ops  # pool slug → (ttft_s, tpot_s)
-        self.http = Http(cfg.base_url, cfg.token)
+        self.client = AdmissionClient(cfg.base_url, cfg.token, timeout_s=TIMEOUT_S)
         self.stats = Stats()
         self.lock = threading.Lock()
         self.rng = random.Random(cfg.seed)
@@ -133,36 +111,34 @@ class FleetSimulator:
         ent = self._pick()
         prompt, output = int(self.trace.prompt[i]), int(self.trace.output[i])
         request_id = f"sim-{int(time.time() * 1000)}-{i}-{self.rng.randrange(1 << 30)}"
-        body = {
-            "request_id": request_id,
-            "tenant": ent["tenant"],
-            "model": ent["model"],
-            "region": ent["region"],
-            "traffic_class": ent["traffic_class"],
-            "prompt_tokens": prompt,
-            "max_output_tokens": min(ent["envelope"]["max_output_tokens"], max(output, ent["envelope"]["output_p95"])),
-        }
-        if ent.get("project"):
-            body["project"] = ent["project"]
-        try:
-            status, data = self.http.post("/api/v1/admission/reserve", body)
-        except Exception:
-            with self.lock:
-                self.stats.errors += 1
-            return
+        d = self.client.reserve(
+            request_id=request_id,
+            tenant=ent["tenant"],
+            model=ent["model"],
+            region=ent["region"],
+            traffic_class=ent["traffic_class"],
+            prompt_tokens=prompt,
+            max_output_tokens=min(ent["envelope"]["max_output_tokens"], max(output, ent["envelope"]["output_p95"])),
+            project=ent.get("project") or None,
+        )
         with self.lock:
+            # The client's local fail mode (portal unreachable) and a 400 are not answers the portal
+            # recorded: errors, not admissions or throttles.
+            if d.get("source") == "fail_open" or d.get("decision") not in ("admit", "throttle"):
+                self.stats.errors += 1
+                return
             self.stats.sent += 1
-            if status == 200:
+            if d["decision"] == "admit":
                 self.stats.admitted += 1
                 pool = self.pools.get(ent["pool"])
                 ttft, tpot = self.ops.get(ent["pool"], (0.5, 0.05))
                 e2e = ttft + output * tpot
                 if pool:
                     pool.in_flight += 1
-                    pool.in_flight_wt += data.get("reserved_wt", 0.0)
+                    pool.in_flight_wt += d.get("reserved_wt") or 0.0
                 due = time.monotonic() + e2e / self.speed
                 done = {
-                    "reservation_id": data["reservation_id"],
+                    "reservation_id": d["reservation_id"],
                     "prompt_tokens": prompt,
                     "output_tokens": output,
                     "status": "ok",
@@ -170,20 +146,18 @@ class FleetSimulator:
                     "e2e_ms": round(e2e * 1000),
                 }
                 self.seq += 1
-                heapq.heappush(self.completions, (due, self.seq, done, ent["pool"], data.get("reserved_wt", 0.0)))
-            elif status == 429:
-                reason = data.get("reason", "?")
-                self.stats.throttled[reason] = self.stats.throttled.get(reason, 0) + 1
+                heapq.heappush(self.completions, (due, self.seq, done, ent["pool"], d.get("reserved_wt") or 0.0))
             else:
-                self.stats.errors += 1
+                reason = d.get("reason", "?")
+                self.stats.throttled[reason] = self.stats.throttled.get(reason, 0) + 1
 
     def _complete(self, done: dict[str, Any], pool_slug: str, wt: float) -> None:
-        try:
-            self.http.post("/api/v1/admission/complete", done)
-        except Exception:
-            with self.lock:
-                self.stats.errors += 1
+        settled = self.client.complete(done.pop("reservation_id"), **done)
         with self.lock:
+            if settled is None:
+                self.stats.errors += 1
+            else:
+                self.stats.completed += 1
             pool = self.pools.get(pool_slug)
             if pool:
                 pool.in_flight = max(0, pool.in_flight - 1)
@@ -200,7 +174,7 @@ class FleetSimulator:
             util = min(1.0, pool.in_flight / max(1.0, 16.0 * max(1, healthy)))
             body = {
                 "pool": pool.slug,
-                "ts": _iso(now),
+                "ts": iso_utc(now),
                 "replicas_healthy": healthy,
                 "replicas_total": total,
                 "accelerator_util": round(0.05 + 0.9 * util, 4),
@@ -208,10 +182,11 @@ class FleetSimulator:
                 "requests_running": pool.in_flight,
                 "requests_waiting": 0,
             }
-            try:
-                self.http.post("/api/v1/telemetry/fleet", body)
-            except Exception:
-                with self.lock:
+            delivered = self.client.fleet_sample(body)
+            with self.lock:
+                if delivered:
+                    self.stats.samples += 1
+                else:
                     self.stats.errors += 1
 
     def run(self, stop: threading.Event, log: Any = print) -> Stats:
@@ -255,7 +230,3 @@ class FleetSimulator:
                     next_log = wall + 30.0
                 stop.wait(0.01)
         return self.stats
-
-
-def _iso(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"

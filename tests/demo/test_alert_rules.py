@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
-from alerts.demo import RULES
 from alerts.models import AlertRule
+from demo.alert_rules import RULES
 
 
 @pytest.mark.slow
