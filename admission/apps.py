@@ -8,7 +8,7 @@ class AdmissionConfig(AppConfig):
         from django.core.signals import setting_changed
         from django.db.models.signals import post_delete, post_migrate, post_save
 
-        from admission import params, snapshot_triggers
+        from admission import events, params, sinks, snapshot_triggers, tasks
         from admission.models import PoolHealthOverride
         from entitlements.models import Entitlement, Pool, PoolZone
 
@@ -19,6 +19,9 @@ class AdmissionConfig(AppConfig):
             post_delete.connect(params.changed, sender=model, dispatch_uid=f"admission-snapdel-{model.__name__}")
         post_migrate.connect(snapshot_triggers.reinstall_after_migrate, sender=self, dispatch_uid="admission-snap-trg")
         setting_changed.connect(params.setting_changed, dispatch_uid="admission-snap-settings")
+        # The event buffer's sink is given here, not imported by admission.events: no import circle
+        # through the tasks, and events.py knows nothing of telemetry.
+        events.configure(sink=tasks.default_sink, dead_letter=sinks.dead_letter_batch)
 
         # The gateway snapshot carries what this serving path enforces, for library-mode gateways.
         from admission import snapshot_export

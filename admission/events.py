@@ -1,10 +1,11 @@
 """Admission events, batched off the hot path (docs/INTERFACES.md: admission → telemetry).
 
 `emit()` appends to a bounded in-process buffer; a daemon thread flushes every FLUSH_S, and
-whole batches as soon as BATCH events wait, calling `telemetry.services.ingest_events(source="admission", …)`.
+whole batches as soon as BATCH events wait, calling the sink AdmissionConfig.ready() configures
+(admission.tasks.default_sink: telemetry's ingest, inline or in a Celery worker; admission.sinks).
 A failing sink keeps the events at the front of the buffer and is retried with exponential
 backoff, MAX_ATTEMPTS times for one batch: then the batch is dead-lettered
-(`telemetry.deadletter.dead_letter`, stage "admission.events": an operator sees and can replay
+(admission.sinks.dead_letter_batch, stage "admission.events": an operator sees and can replay
 it) and the rest goes on, so one poison batch never stalls the pipeline. Only what overflows the
 bound is lost, and it is counted (`stats()["dropped"]`).
 
@@ -33,50 +34,38 @@ log = logging.getLogger(__name__)
 Sink = Callable[[list[dict[str, Any]]], Any]
 THREAD_NAME = "admission-events"
 MAX_ATTEMPTS = 5  # per batch, with exponential backoff between them; then the batch is dead-lettered
-STAGE = "admission.events"
 
 
-def dead_letter_batch(batch: list[dict[str, Any]], error: str) -> None:
-    """Quarantine a batch the sink gave up on (raises when the database is down too)."""
-    from telemetry.deadletter import dead_letter
-
-    first = batch[0].get("event_id") if batch and isinstance(batch[0], dict) else None
-    dead_letter(stage=STAGE, key=f"{first}+{len(batch) - 1}", payload=batch, error=error)
+DeadLetter = Callable[[list[dict[str, Any]], str], Any]
+_sink: Sink | None = None
+_dead_letter: DeadLetter | None = None
 
 
-def default_sink(events: list[dict[str, Any]]) -> Any:
-    """With a Celery broker, ingest runs in a worker (not on the web worker's GIL); else here."""
-    from django.conf import settings
-
-    if getattr(settings, "CELERY_TASK_ALWAYS_EAGER", True):
-        return telemetry_sink(events)
-    from admission.tasks import ingest_events_batch
-
-    ingest_events_batch.delay(events)  # a broker that is down raises: the batch stays buffered
-    return None
+def configure(*, sink: Sink, dead_letter: DeadLetter) -> None:
+    """Where batches go and where a batch the sink gave up on is quarantined. AdmissionConfig.ready()
+    sets them (admission.tasks.default_sink, admission.sinks.dead_letter_batch), so this module imports
+    neither telemetry nor the tasks that import it."""
+    global _sink, _dead_letter
+    _sink, _dead_letter = sink, dead_letter
 
 
-def telemetry_sink(events: list[dict[str, Any]]) -> Any:
-    """The real sink; imported lazily because telemetry is built alongside admission."""
-    from django.db import close_old_connections
+def configured_sink(events: list[dict[str, Any]]) -> Any:
+    if _sink is None:
+        raise RuntimeError("admission events: no sink configured (AdmissionConfig.ready() sets it)")
+    return _sink(events)
 
-    from telemetry.services import ingest_events  # type: ignore[attr-defined]
 
-    if threading.current_thread().name != THREAD_NAME:
-        return ingest_events(source="admission", events=events)
-    # The long-lived flusher thread owns its connection: drop it when stale or broken.
-    close_old_connections()
-    try:
-        return ingest_events(source="admission", events=events)
-    finally:
-        close_old_connections()
+def configured_dead_letter(batch: list[dict[str, Any]], error: str) -> Any:
+    if _dead_letter is None:
+        raise RuntimeError("admission events: no dead letter configured (AdmissionConfig.ready() sets it)")
+    return _dead_letter(batch, error)
 
 
 class EventBuffer:
     def __init__(
-        self, sink: Sink = default_sink, *, bound: int = 100_000, batch: int = 500, flush_s: float = 1.0,
+        self, sink: Sink = configured_sink, *, bound: int = 100_000, batch: int = 500, flush_s: float = 1.0,
         max_backoff_s: float = 30.0, autostart: bool = True, max_attempts: int = MAX_ATTEMPTS,
-        dead_letter: Callable[[list[dict[str, Any]], str], Any] = dead_letter_batch,
+        dead_letter: DeadLetter = configured_dead_letter,
     ) -> None:  # fmt: skip
         self.sink = sink
         self.bound, self.batch, self.flush_s, self.max_backoff_s = bound, batch, flush_s, max_backoff_s

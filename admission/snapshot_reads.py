@@ -16,6 +16,7 @@ from django.db.models.functions import Cast
 
 from entitlements.models import Entitlement, Pool
 from entitlements.models.supply import as_cu
+from telemetry.selectors import latest_pool_health
 
 
 class Epoch(Func):
@@ -109,9 +110,5 @@ def health_rows(pool_ids: list[int]) -> dict[int, tuple[int, int] | None]:
 def pool_health(pool_id: int, overrides: dict[int, tuple[int, int]]) -> tuple[int, int] | None:
     if pool_id in overrides:
         return overrides[pool_id]
-    try:
-        from telemetry.selectors import latest_pool_health
-    except (ImportError, AttributeError):
-        return None
     got = latest_pool_health(pool_id)
     return (int(got[0]), int(got[1])) if got else None

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from celery import shared_task
+from django.conf import settings
 
-from admission import events, services
+from admission import events, services, sinks
 
 
 @shared_task(name="admission.tasks.sweep_expired", ignore_result=True)
@@ -31,9 +32,19 @@ def ingest_events_batch(self: Any, events_: list[dict[str, Any]]) -> None:
     """Admission events handed over by a web process; ingest dedups, so a retry is harmless. A batch
     that still fails after its retries is dead-lettered (never retried forever: issue 11.2)."""
     try:
-        events.telemetry_sink(events_)
+        sinks.ingest(events_)
     except Exception as exc:
         if self.request.retries >= INGEST_MAX_RETRIES:
-            events.dead_letter_batch(events_, f"{type(exc).__name__}: {exc} (after {self.request.retries} retries)")
+            sinks.dead_letter_batch(events_, f"{type(exc).__name__}: {exc} (after {self.request.retries} retries)")
             return
         raise self.retry(exc=exc, countdown=min(60, 2 ** (self.request.retries + 1))) from exc
+
+
+def default_sink(events_: list[dict[str, Any]]) -> Any:
+    """The event buffer's sink (AdmissionConfig.ready()): with a Celery broker, ingest runs in a worker
+    (not on the web worker's GIL); without one, here. A broker that is down raises: the batch stays
+    buffered."""
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        return sinks.ingest(events_)
+    ingest_events_batch.delay(events_)
+    return None

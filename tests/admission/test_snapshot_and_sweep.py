@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 import time
-import types
 
 import pytest
 
-from admission import events, params, services, tasks
+from admission import events, params, services, snapshot_reads, tasks
 from admission.backends.memory import MemoryBackend
+from telemetry.models import AdmissionEvent
 from telemetry.services import ingest_events
 from tests.admission.world import body, build_world
 
@@ -47,9 +46,7 @@ def test_snapshot_rebuilds_when_its_ttl_passes(w, settings):
 
 
 def test_pool_bucket_scales_with_telemetry_health_and_override_wins(w, monkeypatch, fleet):
-    fake = types.ModuleType("telemetry.selectors")
-    fake.latest_pool_health = lambda pool_id: (2, 4) if pool_id == w.pool.pk else None
-    monkeypatch.setitem(sys.modules, "telemetry.selectors", fake)
+    monkeypatch.setattr(snapshot_reads, "latest_pool_health", lambda pool_id: (2, 4) if pool_id == w.pool.pk else None)
     params.invalidate()
     p = params.current().pools[w.pool.pk]
     assert (p.rate, p.depth, p.health, p.degraded) == (140.0, 8400.0, (2, 4), True)
@@ -57,13 +54,6 @@ def test_pool_bucket_scales_with_telemetry_health_and_override_wins(w, monkeypat
     services.set_pool_health(pool=w.pool, replicas_healthy=4, replicas_total=4, actor=fleet.operator)
     p = params.current().pools[w.pool.pk]
     assert (p.rate, p.health, p.degraded) == (280.0, (4, 4), False)
-
-
-def test_missing_telemetry_selector_counts_as_healthy(w, monkeypatch):
-    monkeypatch.setitem(sys.modules, "telemetry.selectors", types.ModuleType("telemetry.selectors"))
-    params.invalidate()
-    p = params.current().pools[w.pool.pk]
-    assert (p.rate, p.health) == (280.0, None)
 
 
 def test_sweep_task_settles_abandoned_reservations_at_full_estimate(w, settings, sink):
@@ -112,9 +102,22 @@ def test_default_sink_ingests_inline_without_a_broker(w, settings, sink):
     settings.CELERY_TASK_ALWAYS_EAGER = True
     reserve(body("acme", "reserved", "inline-1"))
     events.buffer().flush()
-    result = events.default_sink(sink.events)
+    result = tasks.default_sink(sink.events)
     assert (result.accepted, result.errors) == (1, [])
-    assert events.default_sink(sink.events).duplicates == 1
+    assert tasks.default_sink(sink.events).duplicates == 1
+
+
+def test_the_buffer_sends_to_the_sink_ready_configured(w, settings):
+    """A buffer made without a sink uses the one AdmissionConfig.ready() gave admission.events."""
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    buf = events.EventBuffer(flush_s=3600, autostart=False)
+    prev = events.set_buffer(buf)
+    try:
+        reserve(body("acme", "reserved", "ready-1"))
+        assert buf.flush() == 1
+        assert AdmissionEvent.objects.filter(source="admission", event_id__startswith="ready-1").count() == 1
+    finally:
+        events.set_buffer(prev)
 
 
 @pytest.mark.django_db
