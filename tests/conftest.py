@@ -1,8 +1,10 @@
 """Shared fixtures.
 
-Under CI=true, a configured service that does not answer fails the run instead of skipping it.
-Tests marked `postgres` run only when DATABASE_URL points at PostgreSQL; the embedded pass
-deselects them (`-m "not postgres"`) rather than skipping them silently.
+Services (tests/servers): REDIS_URL / DATABASE_URL name real servers when given (pass (b) of CI).
+Without them, tests that need Redis get a throwaway redis-server (`redis_url`, or one of their own),
+and a selection that holds `postgres` tests runs on a throwaway PostgreSQL cluster (the whole
+session: Django has one default database). A missing binary skips those tests, or under CI=true
+fails the run. The embedded pass deselects them (`-m "not postgres"`) and stays on SQLite.
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ import os
 import socket
 from urllib.parse import urlparse
 
+import dj_database_url
 import pytest
+from asgiref.local import Local
 from django.conf import settings
+from django.db import connections
 
 from tests.audit_flush import flush_past_append_only  # noqa: F401 - flushes lift the audit tables' delete guard
 from tests.browser import browser, serial_live_server  # noqa: F401 - fixtures for every browser test
@@ -38,13 +43,65 @@ def pytest_sessionstart(session: pytest.Session) -> None:
                 raise pytest.UsageError(msg)
 
 
+@pytest.hookimpl(trylast=True)  # after `-m` / `-k` deselection: only tests that will run count
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    wants_pg = [item for item in items if "postgres" in item.keywords]
     on_pg = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
-    for item in items:
-        if "postgres" in item.keywords and not on_pg:
-            if CI and os.environ.get("HEADROOM_REQUIRE_POSTGRES") == "1":
-                raise pytest.UsageError(f"{item.nodeid} needs PostgreSQL but DATABASE_URL is not PostgreSQL")
-            item.add_marker(pytest.mark.skip(reason="needs DATABASE_URL=postgres://…"))
+    if wants_pg and not on_pg and not os.environ.get("DATABASE_URL"):
+        on_pg = _switch_to_throwaway_postgres(config)
+    for item in wants_pg:
+        if not on_pg:
+            if CI:
+                raise pytest.UsageError(
+                    f"{item.nodeid} needs PostgreSQL: DATABASE_URL is not PostgreSQL and no PostgreSQL binaries "
+                    "(initdb, pg_ctl) are installed to start a throwaway one (CI=true: it fails rather than skips)"
+                )
+            item.add_marker(pytest.mark.skip(reason="needs PostgreSQL: DATABASE_URL=postgres://… or initdb/pg_ctl"))
+
+
+def _switch_to_throwaway_postgres(config: pytest.Config) -> bool:
+    """Start a throwaway cluster and point Django's default database at it, before any test runs
+    (no connection is open yet: pytest-django creates the test database in its first DB fixture)."""
+    from tests.servers.postgres import PostgresServer, postgres_bin_dir
+
+    bin_dir = postgres_bin_dir()
+    if bin_dir is None:
+        return False
+    server = PostgresServer(bin_dir)
+    config.add_cleanup(server.stop)
+    server.start()
+    os.environ["DATABASE_URL"] = server.url  # subprocesses (manage.py, celery workers) see it too
+    settings.DATABASES["default"] = dj_database_url.parse(server.url, conn_max_age=60)
+    connections.close_all()
+    # Forget the SQLite wrapper objects too: the handler re-reads settings.DATABASES on next use.
+    connections.__dict__.pop("settings", None)
+    connections._connections = Local(connections.thread_critical)
+    config.stash[_THROWAWAY_PG] = server.url
+    return True
+
+
+_THROWAWAY_PG = pytest.StashKey[str]()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if config.stash.get(_THROWAWAY_PG, None):
+        terminalreporter.write_line(f"ran on a throwaway PostgreSQL: {config.stash[_THROWAWAY_PG]}")
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory):
+    """A Redis the test may write to under a key prefix of its own (never flushed): REDIS_URL when
+    given, otherwise a throwaway redis-server for the session."""
+    given = os.environ.get("REDIS_URL")
+    if given:
+        yield given
+        return
+    from tests.servers.redis import RedisServer
+
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server.url
+    server.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 
 import pytest
@@ -11,15 +10,14 @@ from admission import backends, params
 from admission.backends.memory import MemoryBackend
 from tests.admission.sinks import Collector, memory_store, sink  # noqa: F401 - shared with the token tests
 
-REDIS_TEST_URL = os.environ.get("ADMISSION_TEST_REDIS_URL", "redis://127.0.0.1:6379/3")
 
-
-def redis_backend(**kw):
-    """The production timeout is 50 ms; two busy shared cores need more slack in tests."""
+def redis_backend(url: str, **kw):
+    """A backend with a key prefix of its own on `url` (the session's `redis_url`). The production
+    timeout is 50 ms; two busy shared cores need more slack in tests."""
     from admission.backends.redis import RedisBackend
 
     kw.setdefault("socket_timeout", 0.5)
-    return RedisBackend(REDIS_TEST_URL, prefix=f"t{uuid.uuid4().hex[:8]}:", **kw)
+    return RedisBackend(url, prefix=f"t{uuid.uuid4().hex[:8]}:", **kw)
 
 
 @pytest.fixture(autouse=True)
@@ -32,7 +30,7 @@ def _no_background_sweep(settings):
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
 def store(request):
     """Each backend in turn, installed process-wide; Redis keys get a prefix of their own."""
-    b = MemoryBackend() if request.param == "memory" else redis_backend()
+    b = MemoryBackend() if request.param == "memory" else redis_backend(request.getfixturevalue("redis_url"))
     prev = backends.set_backend(b)
     params.invalidate()
     yield b

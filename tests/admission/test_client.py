@@ -6,7 +6,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from admission.client import AdmissionClient
-from tests.admission.redis_server import free_port
+from tests.servers import free_port
 
 
 def ask(c: AdmissionClient, cls: str, rid: str, tenant: str = "acme") -> dict:

@@ -14,8 +14,8 @@ import pytest
 from admission.backends.base import StoreUnavailable
 from admission.backends.connections import BoundedConnections, Exhausted
 from admission.backends.redis import RedisBackend
-from tests.admission.redis_server import RedisServer
 from tests.admission.test_backend_contract import op, prefixed
+from tests.servers.redis import RedisServer
 
 
 @pytest.fixture

@@ -11,22 +11,21 @@ import pytest
 import redis
 
 from tests.admission import hammer
-from tests.admission.conftest import REDIS_TEST_URL
 
 
 @pytest.mark.redis
 @pytest.mark.slow
-def test_two_processes_never_over_admit_exceed_the_cap_or_fail_open_while_redis_is_up():
+def test_two_processes_never_over_admit_exceed_the_cap_or_fail_open_while_redis_is_up(redis_url):
     prefix = f"load{uuid.uuid4().hex[:8]}:"
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=hammer.run, args=(REDIS_TEST_URL, prefix, 16, 10.0, q)) for _ in range(2)]
+    procs = [ctx.Process(target=hammer.run, args=(redis_url, prefix, 16, 10.0, q)) for _ in range(2)]
     for p in procs:
         p.start()
     results = [q.get() for _ in procs]
     for p in procs:
         p.join()
-    client = redis.Redis.from_url(REDIS_TEST_URL)
+    client = redis.Redis.from_url(redis_url)
     violations = int(client.get(f"{prefix}violations") or 0)
     for k in client.scan_iter(match=prefix + "*"):
         client.delete(k)

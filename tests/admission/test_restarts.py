@@ -15,8 +15,8 @@ import pytest
 
 from admission import backends, events, ids, params, services
 from admission.backends.redis import RedisBackend
-from tests.admission.redis_server import RedisServer
 from tests.admission.world import body, build_world
+from tests.servers.redis import RedisServer
 
 
 @pytest.fixture

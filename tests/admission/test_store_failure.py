@@ -9,8 +9,8 @@ import pytest
 
 from admission import backends, events, params
 from admission.backends.redis import RedisBackend
-from tests.admission.redis_server import RedisServer
 from tests.admission.world import body, build_world, grant
+from tests.servers.redis import RedisServer
 
 RESERVE, COMPLETE = "/api/v1/admission/reserve", "/api/v1/admission/complete"
 

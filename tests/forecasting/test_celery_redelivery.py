@@ -17,14 +17,13 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask
 from forecasting.models import ForecastRun, ForecastSeries
 from tests import factories as f
 from tests.forecasting.helpers import END, daily_cu, write_demand
+from tests.servers.redis import RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]
-# The run's own Redis database (REDIS_URL) when one is given: the test flushes its broker database.
-BROKER = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/5"
 N_SERIES = 6
 
 
-def _env() -> dict[str, str]:
+def _env(broker: str) -> dict[str, str]:
     db = connection.settings_dict
     return {
         **os.environ,
@@ -32,28 +31,28 @@ def _env() -> dict[str, str]:
         # The worker must use pytest-django's test database (test_<name>), not the one in the URL.
         "DATABASE_URL": f"postgres://{db['USER']}{':' + db['PASSWORD'] if db['PASSWORD'] else ''}"
         f"@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}",
-        "CELERY_BROKER_URL": BROKER,
+        "CELERY_BROKER_URL": broker,
         "CELERY_VISIBILITY_TIMEOUT": "12",
     }
 
 
-def _start(args: list[str], log: Path) -> subprocess.Popen:
+def _start(args: list[str], log: Path, broker: str) -> subprocess.Popen:
     # Own session, so SIGKILL reaches the whole worker (no orphaned child keeps computing).
     return subprocess.Popen(
         [str(ROOT / ".venv/bin/celery"), "-A", "config", *args],
         cwd=ROOT,
-        env=_env(),
+        env=_env(broker),
         stdout=log.open("w"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
 
 
-def _worker(name: str, log: Path) -> subprocess.Popen:
+def _worker(name: str, log: Path, broker: str) -> subprocess.Popen:
     # The pool production runs (prefork). With --pool=solo this test passed even with acks_late off.
     return _start(
         ["worker", "--pool=prefork", "--concurrency=1", "-n", f"{name}@%h", "--without-mingle", "--without-gossip",
-         "-l", "INFO"], log,
+         "-l", "INFO"], log, broker,
     )  # fmt: skip
 
 
@@ -78,9 +77,18 @@ def _wait_for(what: str, predicate, logs: list[Path], deadline_s: float = 900) -
 @pytest.mark.postgres
 @pytest.mark.slow
 def test_killed_worker_run_is_redelivered_and_written_once(transactional_db, tmp_path):
-    import redis
+    # A broker of its own (a throwaway redis-server): nothing queued by another run, nothing flushed.
+    broker_dir = tmp_path / "redis"
+    broker_dir.mkdir()
+    broker = RedisServer(broker_dir)
+    broker.start()
+    try:
+        _run_and_kill_a_worker(tmp_path, broker.url)
+    finally:
+        broker.stop()
 
-    redis.Redis.from_url(BROKER).flushdb()
+
+def _run_and_kill_a_worker(tmp_path: Path, broker: str) -> None:
     f.build_fleet()
     for i in range(N_SERIES):
         write_demand(
@@ -101,8 +109,8 @@ def test_killed_worker_run_is_redelivered_and_written_once(transactional_db, tmp
         kwargs=json.dumps(params),
     )
     logs = [tmp_path / "beat.log", tmp_path / "w1.log", tmp_path / "w2.log"]
-    beat = _start(["beat", "--max-interval", "1", "-s", str(tmp_path / "beat-schedule")], logs[0])
-    w1 = _worker("w1", logs[1])
+    beat = _start(["beat", "--max-interval", "1", "-s", str(tmp_path / "beat-schedule")], logs[0], broker)
+    w1 = _worker("w1", logs[1], broker)
     w2 = None
     try:
         # Given the first worker is part-way through the run (it has checkpointed at least one batch)
@@ -112,7 +120,7 @@ def test_killed_worker_run_is_redelivered_and_written_once(transactional_db, tmp
         # When that worker dies without a chance to clean up, and another starts
         _kill(w1)
         _kill(beat)
-        w2 = _worker("w2", logs[2])
+        w2 = _worker("w2", logs[2], broker)
         _wait_for("the run to finish", lambda: ForecastRun.objects.get(pk=run.pk).is_done, logs)
         # The run was claimed by w2's pool process (a child of w2), read while it is alive.
         claimer = ForecastRun.objects.get(pk=run.pk).claimed_by.split(":")[1]

@@ -1,4 +1,4 @@
-"""A private redis-server for store-failure tests: started, stopped, killed and restarted on one port.
+"""A private redis-server: started, stopped, killed and restarted on one port.
 
 `aof=True` runs it as production does (CONTRACT §5: `--appendonly yes --appendfsync everysec`),
 with its files in the test's own directory, so a restart finds what the last run wrote.
@@ -6,27 +6,33 @@ with its files in the test's own directory, so a restart finds what the last run
 
 from __future__ import annotations
 
+import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import redis
 
+from tests.servers import free_port, on_pytest_death, unavailable
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+
+def redis_server_binary() -> str:
+    """redis-server on PATH (Debian's is /usr/bin/redis-server); skips, or under CI=true fails, without it."""
+    found = shutil.which("redis-server")
+    if found is None:
+        unavailable("redis-server is not installed (apt-get install redis-server), and REDIS_URL is not set")
+    return found
 
 
 class RedisServer:
     def __init__(self, workdir: Path, *, aof: bool = False) -> None:
         self.dir = workdir
+        self.binary = redis_server_binary()
         self.port = free_port()
         self.aof = aof
         self.proc: subprocess.Popen | None = None
+        self._watchdog: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
@@ -38,12 +44,16 @@ class RedisServer:
     def start(self) -> None:
         durability = ["--appendonly", "yes", "--appendfsync", "everysec"] if self.aof else ["--appendonly", "no"]
         self.proc = subprocess.Popen(
-            ["/usr/bin/redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             *durability, "--dir", str(self.dir)],
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", *durability,
+             "--dir", str(self.dir)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
+        if self._watchdog is None:  # ends the server (on this port, whichever run of it) if pytest dies
+            self._watchdog = on_pytest_death("redis-cli", "-p", str(self.port), "shutdown", "nosave")
         client = redis.Redis(port=self.port, socket_timeout=1)
         for _ in range(500):  # up to ~10 s on a busy machine; a hang guard, not a timing assertion
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"redis-server exited with {self.proc.returncode} on port {self.port}")
             try:
                 client.ping()
                 return
@@ -57,6 +67,10 @@ class RedisServer:
             self.proc.terminate()
             self.proc.wait()
         self.proc = None
+        if self._watchdog is not None:
+            self._watchdog.terminate()
+            self._watchdog.wait()
+            self._watchdog = None
 
     def kill(self) -> None:
         """kill -9: whatever the AOF had not fsynced yet is lost."""
