@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "telemetry",
     "sizing",
     "forecasting",
+    "reconciliation",
     "alerts",
     "portal",
     "demo",  # the top layer: nothing imports it (pyproject's import-linter contracts)
@@ -135,6 +136,22 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 # A forecast run whose worker has not checkpointed for this long may be taken over by a redelivery;
 # keep it above the slowest batch, and the visibility timeout above the slowest run.
 FORECAST_RUN_STALE_AFTER_S = int(os.environ.get("FORECAST_RUN_STALE_AFTER_S", "600"))
+# Reconciliation (issue 17.2): the thresholds its findings use, over a trailing window of whole hours.
+RECONCILE_WINDOW_DAYS = int(os.environ.get("RECONCILE_WINDOW_DAYS", "14"))
+# right-size down: the p95 of hourly use stayed below this share of what was bought, all window long
+RECONCILE_RIGHTSIZE_SHARE = float(os.environ.get("RECONCILE_RIGHTSIZE_SHARE", "0.40"))
+# the new CU a right-size or a grow recommends: the p95 hour of demand at this utilisation
+RECONCILE_TARGET_UTILISATION = float(os.environ.get("RECONCILE_TARGET_UTILISATION", "0.70"))
+# grow: tenant-caused throttles (quota, concurrency, budget) above this share of arrivals …
+RECONCILE_TENANT_THROTTLE_SHARE = float(os.environ.get("RECONCILE_TENANT_THROTTLE_SHARE", "0.01"))
+# … or (best_effort) borrowing on more than this share of the window's days
+RECONCILE_BORROW_DAYS_SHARE = float(os.environ.get("RECONCILE_BORROW_DAYS_SHARE", "0.5"))
+# envelope drift: refused outside the envelope above this share of arrivals, or an observed p95
+# length above the promised one (within the histogram's bin, ±26 %: above by more than this factor)
+RECONCILE_OUTSIDE_SHARE = float(os.environ.get("RECONCILE_OUTSIDE_SHARE", "0.01"))
+RECONCILE_P95_TOLERANCE = float(os.environ.get("RECONCILE_P95_TOLERANCE", "1.26"))
+# platform owes: at least this many platform-caused throttles plus latency misses inside the promise
+RECONCILE_PLATFORM_MIN = int(os.environ.get("RECONCILE_PLATFORM_MIN", "1"))
 # Hour and day rollups are folded from the minute rollups by Celery beat every 30 s, and by ingest
 # when this process has not folded for this long (telemetry.fold): how stale they may get.
 TELEMETRY_FOLD_EVERY_S = float(os.environ.get("TELEMETRY_FOLD_EVERY_S", "30"))

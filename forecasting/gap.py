@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 import numpy as np
+from django.db.models import F
 from django.utils import timezone
 
 from capacity.deliverable import deliverable, deliverable_under_failure
@@ -22,7 +23,7 @@ from entitlements.models import Entitlement
 from entitlements.models.supply import as_cu
 from entitlements.selectors import Window, peak_sold
 from forecasting.cost_report import replica_hour_cost
-from forecasting.models import ForecastRun, PoolDemand, SupplyOrder
+from forecasting.models import CommittedAdjustment, ForecastRun, PoolDemand, SupplyOrder
 from forecasting.selectors import latest_run
 
 WEEK_H = 168
@@ -150,6 +151,33 @@ def cost_of_being_wrong(pd_row: PoolDemand, weeks: list[dict], *, per_replica: f
     return rows
 
 
+def committed_rows(pool_ids: list[int]) -> dict[int, list]:
+    """pool → (start, end, cu) rows whose sweep is the committed series: the sold entitlements, plus the
+    committed adjustments still pending (an accepted reconciliation finding, issue 17.2)."""
+    sold: dict[int, list] = {}
+    ents = Entitlement.objects.filter(pool_id__in=pool_ids, revoked_at__isnull=True, traffic_class__counts_as_sold=True)
+    for pool_id, s, e, cu in ents.values_list("pool_id", "starts_at", "ends_at", "cu"):
+        sold.setdefault(pool_id, []).append((s, e, cu))
+    for pool_id, row in committed_adjustments(pool_ids):
+        sold.setdefault(pool_id, []).append(row)
+    return sold
+
+
+def committed_adjustments(pool_ids: list[int]) -> list[tuple[int, tuple]]:
+    """(pool, (from, until, cu_delta)) of every CommittedAdjustment whose entitlement is still at the
+    version it was made for and still sold; the sweep (peak_sold) takes negative rows as they come."""
+    out = []
+    adjustments = CommittedAdjustment.objects.filter(
+        entitlement__pool_id__in=pool_ids,
+        entitlement__revoked_at__isnull=True,
+        entitlement__traffic_class__counts_as_sold=True,
+        entitlement_version=F("entitlement__version"),
+    ).values_list("entitlement__pool_id", "from_ts", "entitlement__starts_at", "entitlement__ends_at", "cu_delta")
+    for pool_id, from_ts, starts, ends, delta in adjustments:
+        out.append((pool_id, (max(from_ts, starts), ends, delta)))
+    return out
+
+
 def supply_gap(*, run: ForecastRun | None = None, today: date | None = None) -> tuple[ForecastRun | None, list[dict]]:
     run = run or latest_run()
     if run is None:
@@ -164,10 +192,7 @@ def supply_gap(*, run: ForecastRun | None = None, today: date | None = None) -> 
     orders: dict[int, list[SupplyOrder]] = {}
     for o in SupplyOrder.objects.filter(pool_id__in=pool_ids, status__in=SupplyOrder.PENDING):
         orders.setdefault(o.pool_id, []).append(o)
-    sold: dict[int, list] = {}
-    ents = Entitlement.objects.filter(pool_id__in=pool_ids, revoked_at__isnull=True, traffic_class__counts_as_sold=True)
-    for pool_id, s, e, cu in ents.values_list("pool_id", "starts_at", "ends_at", "cu"):
-        sold.setdefault(pool_id, []).append((s, e, cu))
+    sold = committed_rows(pool_ids)
     return run, [
         pool_gap(r, today=today, orders=orders.get(r.pool_id, []), committed_rows=sold.get(r.pool_id, [])) for r in rows
     ]

@@ -149,3 +149,25 @@ class SupplyOrder(models.Model):
 
     def __str__(self) -> str:
         return f"{self.replicas} replicas for {self.pool_id} on {self.arrival_date}"
+
+
+class CommittedAdjustment(models.Model):
+    """A change to an entitlement's committed CU that planning counts before the entitlement itself is
+    amended: an accepted reconciliation finding (issue 17.2) says "this one will be 2 CU smaller".
+
+    The committed series (forecasting.gap) adds `cu_delta` from `from_ts` to the entitlement's end, as
+    long as the entitlement is still at `entitlement_version`: once it is amended, the amendment
+    carries the change itself and the adjustment lapses (never counted twice)."""
+
+    entitlement = models.ForeignKey("entitlements.Entitlement", on_delete=models.CASCADE, related_name="+")
+    cu_delta = models.DecimalField(max_digits=12, decimal_places=3)
+    from_ts = models.DateTimeField()
+    entitlement_version = models.PositiveIntegerField()
+    source = models.CharField(max_length=200, help_text="what asked for it, e.g. reconciliation finding <id>")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.cu_delta:+} CU on {self.entitlement_id} from {self.from_ts:%Y-%m-%d}"

@@ -1,0 +1,212 @@
+"""Figures → recommendations (issue 17.2). Each rule returns a Proposal or None; thresholds are the
+RECONCILE_* settings (config/settings.py)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, Decimal
+from typing import Any
+
+from django.conf import settings
+
+from entitlements.models.grants import BORROWING_CLASS
+from entitlements.sizing_specs import pool_pricing
+from reconciliation.figures import Figures, p95
+from sizing.parsing import run_sizing
+
+STEP = Decimal("0.1")  # recommended CU are rounded up to a tenth
+
+
+@dataclass
+class Proposal:
+    kind: str
+    action: str
+    evidence: dict[str, Any]
+    cu_delta: Decimal | None = None
+    recommended: dict[str, Any] = field(default_factory=dict)
+
+
+def _cu_up(x: float) -> Decimal:
+    return max(STEP, (Decimal(str(x)) / STEP).to_integral_value(ROUND_CEILING) * STEP)
+
+
+def right_size_down(f: Figures) -> Proposal | None:
+    ent = f.ent
+    if ent.traffic_class_id == BORROWING_CLASS or not f.bought_all_window or not f.hours:
+        return None
+    share = p95(f.use_share)
+    if share >= settings.RECONCILE_RIGHTSIZE_SHARE:
+        return None
+    new = min(ent.cu, _cu_up(p95(f.use_cu) / settings.RECONCILE_TARGET_UTILISATION))
+    if new >= ent.cu:
+        return None
+    days = settings.RECONCILE_WINDOW_DAYS
+    return Proposal(
+        "right_size_down",
+        f"Amend to {new} CU (from {ent.cu}): the busiest 5 % of hours used {share:.0%} of what was bought "
+        f"over {days} days, below the {settings.RECONCILE_RIGHTSIZE_SHARE:.0%} threshold.",
+        {
+            "p95_hourly_use_share": round(share, 4),
+            "peak_hourly_use_share": round(max(f.use_share), 4),
+            "p95_hourly_use_cu": round(p95(f.use_cu), 4),
+            "bought_cu": float(ent.cu),
+            "hours": f.hours,
+            "threshold": settings.RECONCILE_RIGHTSIZE_SHARE,
+        },
+        new - ent.cu,
+        {"cu": float(new), "target_utilisation": settings.RECONCILE_TARGET_UTILISATION},
+    )
+
+
+def grow(f: Figures) -> Proposal | None:
+    ent, req = f.ent, f.statement["requests"]
+    by_reason = req["throttled"]["by_reason"]
+    tenant_throttles = sum(by_reason.get(c, 0) for c in ("QUOTA_EXCEEDED", "CONCURRENCY_LIMIT", "BUDGET_EXHAUSTED"))
+    attempted = req["attempted"]
+    share = tenant_throttles / attempted if attempted else 0.0
+    borrow_share = f.borrow_days / f.days if f.days else 0.0
+    borrowing = ent.traffic_class_id == BORROWING_CLASS and borrow_share > settings.RECONCILE_BORROW_DAYS_SHARE
+    if share <= settings.RECONCILE_TENANT_THROTTLE_SHARE and not borrowing:
+        return None
+    need = _cu_up(p95(f.demand_cu) / settings.RECONCILE_TARGET_UTILISATION)
+    evidence = {
+        "tenant_throttles": tenant_throttles,
+        "attempted": attempted,
+        "tenant_throttle_share": round(share, 4),
+        "threshold": settings.RECONCILE_TENANT_THROTTLE_SHARE,
+        "borrow_days": f.borrow_days,
+        "days": f.days,
+        "p95_hourly_demand_cu": round(p95(f.demand_cu), 4),
+        "bought_cu": float(ent.cu),
+    }
+    if borrowing:
+        # best_effort has no guarantee: what it keeps borrowing is capacity to buy as reserved
+        return Proposal(
+            "grow",
+            f"File a launch request for {need} CU reserved: borrowing on {f.borrow_days} of {f.days} days.",
+            evidence,
+            need,
+            {"cu": float(need), "traffic_class": "reserved", "launch_request": True},
+        )
+    new = max(need, ent.cu + STEP)
+    return Proposal(
+        "grow",
+        f"Amend to {new} CU (from {ent.cu}): {share:.1%} of arrivals were throttled for quota, concurrency or "
+        f"budget (threshold {settings.RECONCILE_TENANT_THROTTLE_SHARE:.0%}).",
+        evidence,
+        new - ent.cu,
+        {"cu": float(new)},
+    )
+
+
+def _round_up(x: float, to: int = 10) -> int:
+    return int(math.ceil(x / to) * to)
+
+
+def envelope_drift(f: Figures) -> Proposal | None:
+    ent, env, req = f.ent, f.statement["envelope"], f.statement["requests"]
+    o = env["observed"]
+    tol = settings.RECONCILE_P95_TOLERANCE
+    outside_share = env["share_outside"] or 0.0
+    conc = req["throttled"]["by_reason"].get("CONCURRENCY_LIMIT", 0)
+    drift = {
+        "outside_share": outside_share > settings.RECONCILE_OUTSIDE_SHARE,
+        "prompt_p95": o["prompt_p95"] is not None and o["prompt_p95"] > ent.prompt_p95 * tol,
+        "output_p95": o["output_p95"] is not None and o["output_p95"] > ent.output_p95 * tol,
+        "concurrency": conc > 0 and (o["concurrency_peak"] or 0) >= ent.max_concurrency,
+    }
+    if not any(drift.values()):
+        return None
+    new = {
+        "prompt_p50": max(ent.prompt_p50, _round_up(o["prompt_p50"] or 0)),
+        "prompt_p95": max(ent.prompt_p95, _round_up(o["prompt_p95"] or 0)),
+        "max_prompt_tokens": max(ent.max_prompt_tokens, f.refused_prompt_max, o["prompt_max"] or 0),
+        "output_p50": max(ent.output_p50, _round_up(o["output_p50"] or 0)),
+        "output_p95": max(ent.output_p95, _round_up(o["output_p95"] or 0)),
+        "max_output_tokens": max(ent.max_output_tokens, o["output_max"] or 0),
+        "max_concurrency": max(ent.max_concurrency, math.ceil((o["concurrency_peak"] or 0) * 1.25))
+        if drift["concurrency"]
+        else ent.max_concurrency,
+    }
+    new["prompt_p95"] = max(new["prompt_p95"], new["prompt_p50"])
+    new["output_p95"] = max(new["output_p95"], new["output_p50"])
+    new["max_prompt_tokens"] = max(new["max_prompt_tokens"], new["prompt_p95"])
+    new["max_output_tokens"] = max(new["max_output_tokens"], new["output_p95"])
+    sized, cu, error = _resize(f, new)
+    recommended: dict[str, Any] = {"envelope": new, "sizing": sized}
+    delta = None
+    if cu is not None:
+        recommended["cu"] = float(cu)
+        delta = cu - ent.cu
+    if error:
+        recommended["sizing_error"] = error
+    changed = ", ".join(k for k, v in drift.items() if v)
+    return Proposal(
+        "envelope_drift",
+        f"Renegotiate the envelope ({changed} outside it): prompt p50/p95/max {new['prompt_p50']}/"
+        f"{new['prompt_p95']}/{new['max_prompt_tokens']}, output {new['output_p50']}/{new['output_p95']}/"
+        f"{new['max_output_tokens']}, concurrency {new['max_concurrency']}"
+        + (f"; re-sized at the busiest hour's rate: {cu} CU (now {ent.cu})." if cu is not None else "."),
+        {
+            "drift": drift,
+            "observed": o,
+            "promised": env["promised"],
+            "outside": env["outside"],
+            "share_outside": env["share_outside"],
+            "concurrency_limit_throttles": conc,
+            "refused_prompt_max": f.refused_prompt_max,
+        },  # fmt: skip
+        delta,
+        recommended,
+    )
+
+
+def _resize(f: Figures, env: dict[str, int]) -> tuple[dict[str, Any], Decimal | None, str]:
+    """The sizing code's CU for the new envelope at the busiest hour's request rate (sizing.parsing →
+    capacity.sizing, the catalogue through entitlements.sizing_specs, as the calculator does)."""
+    ent = f.ent
+    rate = max(f.served_per_hour, default=0) / 3600.0
+    if rate <= 0:
+        return {}, None, "no served requests to size from"
+
+    def lengths(p50: int, p95v: int, top: int) -> dict[str, float]:
+        return {"mean": float(p50), "p50": float(p50), "p95": float(p95v), "p99": float(max(p95v, top))}
+
+    payload = {
+        "model": ent.model.slug,
+        "accelerator": ent.pool.accelerator.slug,
+        "arrival_rate_rps": rate,
+        "prompt_tokens": lengths(env["prompt_p50"], env["prompt_p95"], env["max_prompt_tokens"]),
+        "output_tokens": lengths(env["output_p50"], env["output_p95"], env["max_output_tokens"]),
+        "slo": {"ttft_p99_s": ent.ttft_p99_ms / 1000.0, "tpot_p99_s": ent.tpot_p99_ms / 1000.0},
+        "cost": {"pricing": pool_pricing(ent.pool.accelerator)},  # how the pool's accelerators are paid for
+    }
+    try:
+        _, result = run_sizing(payload, None)
+    except Exception as exc:  # noqa: BLE001 - a finding still stands without its re-size; the error says why
+        return payload, None, f"{type(exc).__name__}: {exc}"[:300]
+    return payload | {"capacity_units": result.capacity_units}, _cu_up(result.capacity_units), ""
+
+
+def platform_owes(f: Figures) -> Proposal | None:
+    missed = f.statement["latency"]["missed"]
+    hours = dict(f.platform_throttle_hours)
+    for h, n in missed["platform_hours"].items():
+        hours[h] = hours.get(h, 0) + n
+    throttles = sum(f.platform_throttle_hours.values())
+    total = throttles + missed["platform"]
+    if total < settings.RECONCILE_PLATFORM_MIN:
+        return None
+    pool = f.ent.pool
+    return Proposal(
+        "platform_owes",
+        f"Review pool {pool.slug}: {throttles} platform-caused throttles and {missed['platform']} latency "
+        f"misses while the tenant was inside its envelope and entitlement, in {len(hours)} hours.",
+        {"platform_throttles": throttles, "platform_misses": missed["platform"], "pool": pool.slug},
+        None,
+        {"pool": pool.slug, "hours": dict(sorted(hours.items()))},
+    )
+
+
+RULES = (right_size_down, grow, envelope_drift, platform_owes)
