@@ -28,14 +28,17 @@ from admission.auth import CachedGatewayTokenAuthentication, remembered
 from entitlements import roles
 from entitlements.models import Pool
 from entitlements.permissions import IsGateway, IsOperator
+from entitlements.reasons import REASONS
 
 _THROTTLE = inline_serializer(
     "AdmissionThrottle",
     {
         "decision": serializers.CharField(),
-        "reason": serializers.CharField(),
+        "reason": serializers.ChoiceField(choices=list(REASONS)),
         "responsible": serializers.CharField(),
         "retry_after_s": serializers.IntegerField(allow_null=True),
+        # QUOTA_EXCEEDED only: which limit was hit, the token rate or the request rate (issue 23)
+        "limit": serializers.ChoiceField(choices=["rate", "rps"], required=False),
     },
 )
 

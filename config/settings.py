@@ -247,6 +247,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "LaunchTrafficClassEnum": "portal.models.LaunchRequest.TrafficClassChoice",
         "ScenarioBasisEnum": "portal.models.Basis",
+        "BudgetUnitEnum": "entitlements.limits.UNIT_CHOICES",
     },
 }
 

@@ -97,7 +97,10 @@ def test_unknown_reservation_is_404(w):
 
 def _throttled(r, reason, responsible, retry):
     assert r.status_code == 429
-    assert r.json() == {"decision": "throttle", "reason": reason, "responsible": responsible, "retry_after_s": retry}
+    expected = {"decision": "throttle", "reason": reason, "responsible": responsible, "retry_after_s": retry}
+    if reason == "QUOTA_EXCEEDED":
+        expected["limit"] = "rate"  # which limit: the token rate here, "rps" for the request rate (issue 23)
+    assert r.json() == expected
     assert r.get("Retry-After") == (None if retry is None else str(retry))
 
 
