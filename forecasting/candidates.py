@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from statsforecast.models import MSTL, AutoETS, AutoTheta, SeasonalNaive
-
 DAY = 24
 WEEK = 168
 NAIVE = ("naive_daily", "naive_weekly")
@@ -23,6 +21,10 @@ MIN_TRAIN = {"naive_daily": DAY, "naive_weekly": WEEK, "ets_damped": 2 * DAY, "m
 
 
 def build(name: str) -> Any:
+    # Imported here, not at the top: the web process reads NAIVE and ORDER to render pages, and
+    # statsforecast brings pandas, scipy and pyarrow with it (only the forecast worker fits models).
+    from statsforecast.models import MSTL, AutoETS, AutoTheta, SeasonalNaive
+
     if name == "naive_daily":
         return SeasonalNaive(season_length=DAY, alias=name)
     if name == "naive_weekly":

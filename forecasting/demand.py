@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import numpy as np
-from statsforecast import StatsForecast
-from statsforecast.models import SeasonalNaive
 
 from forecasting import guard, selection
 from forecasting.candidates import DAY, NAIVE, ORDER, WEEK, build
@@ -38,6 +36,10 @@ class SeriesForecast:
 
 def _forecast(method: str, batch: list[DemandSeries], h: int, n_jobs: int) -> list[tuple[np.ndarray, ...]]:
     """One StatsForecast call for every series that uses `method`: (P50, hi-80, hi-98) per series."""
+    # Imported on use: the web process imports this module and must not load pandas/scipy/pyarrow.
+    from statsforecast import StatsForecast
+    from statsforecast.models import SeasonalNaive
+
     sf = StatsForecast(models=[build(method)], freq="h", n_jobs=n_jobs, fallback_model=SeasonalNaive(season_length=DAY))
     fc = sf.forecast(df=selection.frame(batch), h=h, level=selection.LEVELS).sort_values(["unique_id", "ds"])
     cols = [fc[c].to_numpy(dtype=float).reshape(len(batch), h) for c in (method, f"{method}-hi-80", f"{method}-hi-98")]

@@ -16,7 +16,6 @@ level itself and would let any drift through.
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
 from forecasting.candidates import DAY, WEEK
 
@@ -28,6 +27,8 @@ def is_stationary(values: np.ndarray) -> bool:
     if k < 3:
         return True
     means = values[len(values) - k * WEEK :].reshape(k, WEEK).mean(axis=1)
+    from scipy import stats  # on use: the web process imports this module, and scipy is heavy
+
     fit = stats.linregress(np.arange(k, dtype=float), means)
     if fit.stderr == 0:
         return bool(fit.slope == 0)

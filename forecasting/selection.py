@@ -10,14 +10,15 @@ their coverage is measured on the holdout.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-from statsforecast import StatsForecast
-from statsforecast.models import SeasonalNaive
 
 from forecasting.candidates import DAY, ORDER, WEEK, build, feasible
 from forecasting.history import DemandSeries
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 H = WEEK  # each origin forecasts one week ahead
 LEVELS = [80, 98]  # upper ends: the 90th and 99th percentiles
@@ -77,6 +78,9 @@ def wape(actual: np.ndarray, predicted: np.ndarray) -> float | None:
 
 
 def frame(batch: list[DemandSeries]) -> pd.DataFrame:
+    # Imported on use: the web process imports this module and must not load pandas/scipy/pyarrow.
+    import pandas as pd
+
     parts = []
     for i, s in enumerate(batch):
         ds = pd.date_range(s.start.replace(tzinfo=None), periods=len(s.values), freq="h")
@@ -96,6 +100,10 @@ def cross_validate(
     batch: list[DemandSeries], windows: int, names: tuple[str, ...], n_jobs: int = 1
 ) -> dict[str, np.ndarray]:
     """Arrays shaped (series, origins, H): actuals under "y", each candidate's P50 / hi-80 / hi-98."""
+    # Imported on use: the web process imports this module and must not load pandas/scipy/pyarrow.
+    from statsforecast import StatsForecast
+    from statsforecast.models import SeasonalNaive
+
     sf = StatsForecast(
         models=[build(n) for n in names], freq="h", n_jobs=n_jobs, fallback_model=SeasonalNaive(season_length=DAY)
     )
