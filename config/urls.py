@@ -12,6 +12,7 @@ api = [
     path("", include("portal.api_urls")),
     path("", include("sizing.api_urls")),
     path("", include("alerts.api_urls")),
+    path("", include("reconciliation.api_urls")),
 ]
 
 # The portal's own error pages, in its layout (portal.views.errors); 405 via its middleware.
@@ -27,5 +28,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("alerts/", include("alerts.urls")),
+    path("reconciliation/", include("reconciliation.urls")),
     path("", include("portal.urls")),
 ]

@@ -137,10 +137,12 @@ def visible_findings(user: Any) -> Any:
 
 
 @transaction.atomic
-def finding_accept(*, actor: Any, finding: Finding, reason: str) -> Finding:
+def finding_accept(*, actor: Any, finding: Finding, reason: str, adjust: bool = True) -> Finding:
+    """Accept; with a CU delta (and `adjust`, unless the caller amended the entitlement itself just now),
+    the committed series counts the delta from now until the entitlement is amended."""
     f = _lock_open(actor, finding, reason)
     _close(f, actor, "accepted", reason)
-    if f.cu_delta is not None and f.cu_delta != 0:
+    if adjust and f.cu_delta is not None and f.cu_delta != 0:
         ent = Entitlement.objects.get(pk=f.entitlement_id)
         CommittedAdjustment.objects.create(
             entitlement=ent,

@@ -101,11 +101,24 @@ MATRIX: dict[str, dict[str, int]] = {
     'alerts/webhooks/':                                  row(302, 200, 200, 200, 200, 404, 200),
     'alerts/webhooks/<uuid:endpoint>/':                  row(302, 200, 200, 200, 200, 404, 404),
     'alerts/webhooks/<uuid:endpoint>/test':              row(405, 405, 405, 405, 405, 405, 405),
+    'api/v1/reconciliation':                             row(401, 200, 200, 200, 200, 403, 200),
+    'api/v1/reconciliation/runs':                        row(401, 405, 405, 405, 405, 403, 405),
+    'api/v1/reconciliation/<uuid:finding>':              row(401, 200, 200, 200, 200, 403, 404),
+    'api/v1/reconciliation/<uuid:finding>/accept':       row(401, 405, 405, 405, 405, 403, 405),
+    'api/v1/reconciliation/<uuid:finding>/dismiss':      row(401, 405, 405, 405, 405, 403, 405),
+    'reconciliation/':                                   row(302, 200, 200, 200, 200, 404, 200),
+    'reconciliation/run':                                row(302, 405, 405, 405, 405, 405, 405),
+    'reconciliation/<uuid:finding>/':                    row(302, 200, 200, 200, 200, 404, 404),
+    'reconciliation/<uuid:finding>/accept':              row(302, 405, 405, 405, 405, 405, 405),
+    'reconciliation/<uuid:finding>/dismiss':             row(302, 405, 405, 405, 405, 405, 405),
+    'reconciliation/<uuid:finding>/amend/':              row(302, 404, 404, 404, 200, 404, 404),
 }
 
 # Probed with an empty POST, personas in order; a requester's submit or withdraw moves the draft on,
 # so later personas meet a submitted or withdrawn request (409 for the approver where a draft is expected).
 POST_PROBES: dict[str, dict[str, int]] = {
+    'api/v1/reconciliation/<uuid:finding>/accept':       row(401, 403, 403, 400, 400, 403, 403),
+    'reconciliation/<uuid:finding>/dismiss':             row(302, 403, 403, 400, 400, 404, 404),
     'api/v1/admission/complete':                         row(401, 403, 403, 403, 403, 400, 403),
     'api/v1/admission/pools/<dotslug:slug>/health':         row(401, 403, 403, 403, 400, 403, 403),
     'api/v1/admission/reserve':                          row(401, 403, 403, 403, 403, 400, 403),

@@ -29,6 +29,7 @@ def build_world() -> World:
     from alerts.models import AlertRule, Notification, WebhookEndpoint
     from forecasting.models import ForecastRun
     from portal.services.intake import launch_request_create
+    from reconciliation.models import Finding
     from telemetry.trace_import import trace_import
 
     fleet = f.build_fleet()
@@ -54,6 +55,11 @@ def build_world() -> World:
     rule = AlertRule.objects.create(name="acme use", scope="tenant", tenant=fleet.acme, kind="use_over_bought")
     hook = WebhookEndpoint.objects.create(tenant=fleet.acme, name="acme hook", url="http://127.0.0.1:9/")
     note = Notification.objects.create(user=users["viewer"], kind="alert.opened", title="acme use")
+    # reconciliation: an open acme finding (issue 17.2)
+    finding = Finding.objects.create(
+        entitlement=ent, tenant=fleet.acme, pool=ent.pool, kind="right_size_down", window_start=ent.starts_at,
+        window_end=ent.starts_at, action="Amend", recommended={"cu": 5.0},
+    )  # fmt: skip
     op = fleet.pool_a.operating_point
     kwargs = {
         "slug:catalogue-model-detail": op.model.slug,
@@ -72,5 +78,6 @@ def build_world() -> World:
         "rule": str(rule.uuid),
         "endpoint": str(hook.uuid),
         "note": str(note.uuid),
+        "finding": str(finding.pk),
     }
     return World(users=users, kwargs=kwargs)
