@@ -22,6 +22,7 @@ from entitlements.reasons import OUTSIDE_ENVELOPE, REASONS
 from entitlements.selectors import active_at
 from forecasting.gap import supply_gap
 from forecasting.models import ForecastRun
+from telemetry.budgets import budget_usage
 from telemetry.models import MinuteRollup
 
 Kind = AlertRule.Kind
@@ -35,6 +36,7 @@ SCOPES: dict[str, tuple[str, ...]] = {
     Kind.ENVELOPE_DRIFT: ("tenant", "pool", "platform"),
     Kind.SUPPLY_GAP_ORDER_BY: ("pool", "platform"),
     Kind.FORECAST_RUN_FAILED: ("platform",),
+    Kind.BUDGET_USED: ("tenant", "pool", "platform"),
 }
 
 # threshold: (default, lowest allowed, highest allowed, unit)
@@ -46,6 +48,7 @@ THRESHOLDS: dict[str, tuple[float, float, float, str]] = {
     Kind.ENVELOPE_DRIFT: (150, 100, 1000, "% of the envelope's p50"),
     Kind.SUPPLY_GAP_ORDER_BY: (14, 0, 365, "days"),
     Kind.FORECAST_RUN_FAILED: (0, 0, 0, "(none)"),
+    Kind.BUDGET_USED: (80, 1, 100, "% of a daily or monthly budget"),
 }
 
 
@@ -272,6 +275,33 @@ def forecast_run_failed(rule: AlertRule, ctx: Context) -> dict[str, Finding]:
     }
 
 
+def budget_used(rule: AlertRule, ctx: Context) -> dict[str, Finding]:
+    """Each period budget (issue 23) of an active entitlement, settled use in the current day / month
+    of the budget's zone (telemetry.budgets): at the threshold (80 % by default) one finding, and a
+    second one once the budget is spent (100 %), so one rule tells both. Their keys name the period:
+    a new day or month resolves them and starts afresh."""
+    out = {}
+    for e in _entitlements(rule, ctx.now):
+        if e.daily_budget is None and e.monthly_budget is None:
+            continue
+        usage = budget_usage(e, at=ctx.now) or {}
+        for kind in ("daily", "monthly"):
+            b = usage.get(kind)
+            if not b:
+                continue
+            pct = 100.0 * b["share"]
+            detail = {"entitlement": str(e.uuid), "period": b["period"], "unit": usage["unit"], "limit": b["limit"],
+                      "used": b["used"], "used_pct": round(pct, 2), "resets_at": b["resets_at"]}  # fmt: skip
+            key = f"budget:{e.uuid}:{kind}:{b['period']}"
+            what = f"{_label(e)} {kind} budget {b['period']}"
+            if pct >= rule.threshold:
+                out[key] = Finding(f"{what}: {pct:.0f} % used ({b['used']:,.0f} of {b['limit']:,} {usage['unit']})",
+                                   e.tenant, detail)  # fmt: skip
+            if pct >= 100:
+                out[key + ":spent"] = Finding(f"{what} is spent: throttled until {b['resets_at']}", e.tenant, detail)
+    return out
+
+
 EVALUATORS: dict[str, Callable[[AlertRule, Context], dict[str, Finding]]] = {
     Kind.USE_OVER_BOUGHT: use_over_bought,
     Kind.TENANT_THROTTLES_OVER: tenant_throttles_over,
@@ -280,4 +310,5 @@ EVALUATORS: dict[str, Callable[[AlertRule, Context], dict[str, Finding]]] = {
     Kind.ENVELOPE_DRIFT: envelope_drift,
     Kind.SUPPLY_GAP_ORDER_BY: supply_gap_order_by_within,
     Kind.FORECAST_RUN_FAILED: forecast_run_failed,
+    Kind.BUDGET_USED: budget_used,
 }

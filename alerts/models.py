@@ -43,6 +43,7 @@ class AlertRule(models.Model):
         ENVELOPE_DRIFT = "envelope_drift", "Envelope drift"
         SUPPLY_GAP_ORDER_BY = "supply_gap_order_by_within", "Supply-gap order-by date within N days, or late"
         FORECAST_RUN_FAILED = "forecast_run_failed", "A forecast run failed"
+        BUDGET_USED = "budget_used", "Period budget used over X % (and again when spent)"
 
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     name = models.CharField(max_length=120)
