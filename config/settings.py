@@ -7,10 +7,12 @@ Production: `DJANGO_DEBUG=0` plus `DJANGO_SECRET_KEY`, `DJANGO_ALLOWED_HOSTS`.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 SHARED_DIR = Path(os.environ.get("HEADROOM_SHARED_DIR", BASE_DIR.parent / "shared"))
@@ -158,6 +160,26 @@ TELEMETRY_FOLD_EVERY_S = float(os.environ.get("TELEMETRY_FOLD_EVERY_S", "30"))
 # Plausible event and fleet-sample times (CONTRACT §6): older or further ahead is a bad event.
 TELEMETRY_TS_MAX_AGE_S = float(os.environ.get("TELEMETRY_TS_MAX_AGE_S", str(7 * 86400)))
 TELEMETRY_TS_MAX_AHEAD_S = float(os.environ.get("TELEMETRY_TS_MAX_AHEAD_S", "300"))
+# Retention (CONTRACT §6), in whole UTC days back from today's midnight; the hourly beat task
+# telemetry.tasks.maintain_storage applies it (telemetry.retention). Raw events: on PostgreSQL whole
+# daily partitions are dropped, on SQLite the rows are deleted.
+TELEMETRY_EVENT_RETENTION_DAYS = int(os.environ.get("TELEMETRY_EVENT_RETENTION_DAYS", "35"))
+TELEMETRY_MINUTE_ROLLUP_RETENTION_DAYS = int(os.environ.get("TELEMETRY_MINUTE_ROLLUP_RETENTION_DAYS", "35"))
+TELEMETRY_HOUR_ROLLUP_RETENTION_DAYS = int(os.environ.get("TELEMETRY_HOUR_ROLLUP_RETENTION_DAYS", "730"))
+TELEMETRY_DAY_ROLLUP_RETENTION_DAYS = int(os.environ.get("TELEMETRY_DAY_ROLLUP_RETENTION_DAYS", "730"))
+# Dedup keys (source, event_id) outlive the events by the plausible-ts window: a replayed event is then
+# either still known (a duplicate) or older than TELEMETRY_TS_MAX_AGE_S (refused by validation), never
+# stored twice. Shorter than that window would let a replay in: refused at start-up.
+TELEMETRY_DEDUP_RETENTION_DAYS = int(
+    os.environ.get(
+        "TELEMETRY_DEDUP_RETENTION_DAYS",
+        str(TELEMETRY_EVENT_RETENTION_DAYS + math.ceil(TELEMETRY_TS_MAX_AGE_S / 86400)),
+    )
+)
+if math.ceil(TELEMETRY_TS_MAX_AGE_S / 86400) > TELEMETRY_DEDUP_RETENTION_DAYS:
+    raise ImproperlyConfigured("TELEMETRY_DEDUP_RETENTION_DAYS must cover TELEMETRY_TS_MAX_AGE_S")
+# PostgreSQL: daily event partitions created this many days ahead (the DEFAULT partition catches the rest).
+TELEMETRY_PARTITIONS_AHEAD_DAYS = int(os.environ.get("TELEMETRY_PARTITIONS_AHEAD_DAYS", "7"))
 # Cost defaults where the catalogue has no figure, read only by entitlements.sizing_specs.CostOptions:
 # the sizing API, the calculator page's first values and the planning cost report start from them.
 # Power usage effectiveness, electricity price (USD/kWh), idle draw as a share of busy draw (owned

@@ -3,11 +3,14 @@ transaction a batch (hours and days are folded from the minutes: telemetry.fold)
 
 On PostgreSQL the batch streams into a binary COPY straight into the events table while Python
 validates the next chunk and sums the rollups: the server inserts the rows on its own core in the
-meantime, so ingest costs about what the COPY costs plus the rollup upsert. Dedup is the unique
-(source, event_id) index under a per-source advisory lock: when it refuses the COPY (a replay), the
-savepoint is rolled back, the batch's ids are probed and only the new rows copied. So the
+meantime, so ingest costs about what the COPY costs plus the rollup upsert. Dedup is EventKey's unique
+(source, event_id) index (the events table is partitioned by day and cannot hold a unique index
+without ts), written by a second, narrow COPY in the same savepoint under a per-source advisory
+lock: when it refuses a key (a replay), the savepoint is rolled back with the events copied in it,
+the batch's ids are probed among the keys and only the new rows and keys copied. So the
 rollups only ever see rows this transaction inserted, and a replayed or concurrently delivered
-event is counted once. SQLite: INSERT … ON CONFLICT DO NOTHING RETURNING, then the same rollups.
+event is counted once. SQLite: the keys INSERT … ON CONFLICT DO NOTHING RETURNING, the new events
+inserted, then the same rollups.
 """
 
 from __future__ import annotations
@@ -23,13 +26,15 @@ from django.utils import timezone
 from telemetry import metrics
 from telemetry.columns import FIELDS, Columns, clean_columns, rows_to_columns, take
 from telemetry.fold import fold_if_due
-from telemetry.models import AdmissionEvent
+from telemetry.models import AdmissionEvent, EventKey
 from telemetry.rollups import add_minutes, minute_deltas
-from telemetry.sql import copy_in, insert_ignore_returning, lock_scope, stored_idents
+from telemetry.sql import copy_in, insert_ignore_returning, insert_rows, lock_scope, stored_idents
 from telemetry.validation import Catalogue, FieldError, clean_event, has_control
 
 # The stored columns: who sent it and when it was stored, around the cleaned fields.
 EVENT_COLUMNS = ("source", *FIELDS[:2], "received_at", *FIELDS[2:])
+# The dedup key of each stored event (telemetry.models.EventKey).
+KEY_COLUMNS = ("source", "event_id", "ts")
 # Small enough that the server starts inserting early, large enough that the per-chunk checks stay cheap.
 CHUNK = 2048
 
@@ -112,33 +117,51 @@ def _discard(row: Sequence[Any]) -> None:
     pass
 
 
+def _key_rows(batch: _Batch) -> Iterator[tuple]:
+    """EventKey rows (source, event_id, ts) of the batch's events."""
+    cols = batch.cols
+    return zip(repeat(batch.source), cols["event_id"], cols["ts"])
+
+
 def _store_pg(events: list[Any], batch: _Batch, result: IngestResult) -> dict:
     from psycopg.errors import UniqueViolation
 
     lock_scope(AdmissionEvent, batch.source)
     try:
-        # a savepoint: a refused COPY leaves the transaction usable
-        with transaction.atomic(), copy_in(AdmissionEvent, EVENT_COLUMNS) as write:
-            _stream(events, batch, result, write)
-            deltas = minute_deltas(batch.cols)  # while the server works through the COPY
+        # a savepoint: a refused key COPY takes the events COPY back with it and leaves the transaction usable
+        with transaction.atomic():
+            with copy_in(AdmissionEvent, EVENT_COLUMNS) as write:
+                _stream(events, batch, result, write)
+                deltas = minute_deltas(batch.cols)  # while the server works through the COPY
+            with copy_in(EventKey, KEY_COLUMNS) as write_key:
+                for key in _key_rows(batch):
+                    write_key(key)
         return deltas
     except UniqueViolation:
         _stream(events, batch, result, _discard)  # in case the refusal came before the last chunk
-    stored = stored_idents(AdmissionEvent, "source", batch.source, "event_id", batch.cols["event_id"])
+    stored = stored_idents(EventKey, "source", batch.source, "event_id", batch.cols["event_id"])
     batch.cols = take(batch.cols, [i for i, k in enumerate(batch.cols["event_id"]) if k not in stored])
     with copy_in(AdmissionEvent, EVENT_COLUMNS) as write:
         for row in batch.rows(batch.cols):
             write(row)
+    with copy_in(EventKey, KEY_COLUMNS) as write_key:
+        for key in _key_rows(batch):
+            write_key(key)
     return minute_deltas(batch.cols)
 
 
 def _store_sqlite(events: list[Any], batch: _Batch, result: IngestResult) -> dict:
     rows: list[Sequence[Any]] = []
     _stream(events, batch, result, rows.append)
-    inserted = insert_ignore_returning(AdmissionEvent, EVENT_COLUMNS, rows, ("source", "event_id"), "event_id")
+    inserted = insert_ignore_returning(
+        EventKey, KEY_COLUMNS, list(_key_rows(batch)), ("source", "event_id"), "event_id"
+    )
     if len(inserted) != len(rows):
         new = set(inserted)
-        batch.cols = take(batch.cols, [i for i, k in enumerate(batch.cols["event_id"]) if k in new])
+        keep = [i for i, k in enumerate(batch.cols["event_id"]) if k in new]
+        batch.cols = take(batch.cols, keep)
+        rows = [rows[i] for i in keep]
+    insert_rows(AdmissionEvent, EVENT_COLUMNS, rows)
     return minute_deltas(batch.cols)
 
 

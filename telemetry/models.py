@@ -55,17 +55,37 @@ class AdmissionEvent(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["source", "event_id"], name="event_unique_per_source"),
             models.CheckConstraint(
                 condition=Q(prompt_tokens__gte=0) & Q(cached_prompt_tokens__gte=0) & Q(output_tokens__gte=0),
                 name="event_tokens_nonneg",
             ),
         ]
         # No secondary indexes on purpose: every read goes to the rollups, and each index on this
-        # write-heavy table costs ingest throughput. The unique (source, event_id) index is the dedup.
+        # write-heavy table costs ingest throughput. Dedup is EventKey's unique index, not this table's:
+        # on PostgreSQL the table is partitioned by day on ts (telemetry.partitions), its primary key
+        # is (id, ts) there, and a unique index on a partitioned table has to include ts.
 
     def __str__(self) -> str:
         return f"{self.source}:{self.event_id} {self.decision}"
+
+
+class EventKey(models.Model):
+    """The dedup key of every stored event: (source, event_id) unique across all of the events' partitions.
+
+    Kept longer than the events (TELEMETRY_DEDUP_RETENTION_DAYS ≥ the events' retention + the plausible
+    timestamp window), so an event is either still known here or already refused by ts validation.
+    `ts` is the event's own time: retention deletes keys by it (a BRIN index on PostgreSQL).
+    """
+
+    source = models.CharField(max_length=64)
+    event_id = models.CharField(max_length=160)
+    ts = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["source", "event_id"], name="event_key_unique_per_source")]
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.event_id}"
 
 
 class FleetSample(models.Model):

@@ -136,6 +136,18 @@ def insert_ignore_returning(
     return [r[0] for r in _write(model, _columns(model, names), rows, on, tail)]
 
 
+def insert_rows(model: type[models.Model], names: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """Insert rows as they are (no conflict handling): a binary COPY on PostgreSQL, VALUES on SQLite."""
+    if not rows:
+        return
+    if _is_pg():
+        with copy_in(model, names) as write:
+            for r in rows:
+                write(r)
+        return
+    _write(model, _columns(model, names), rows, "", "")
+
+
 def lock_scope(model: type[models.Model], value: str) -> None:
     """PostgreSQL: serialise this transaction with every other writer of `value` into `model`, until
     commit. (SQLite serialises all writers already.)"""
