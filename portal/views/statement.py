@@ -90,6 +90,8 @@ def page(request: HttpRequest, uuid: Any) -> HttpResponse:
         "start_date": s["period"]["start"][:10],
         "end_date": s["period"]["end"][:10],
         "query": request.GET.urlencode(),
+        # period budgets (issue 23): the statement's budget block, one row per period that has one
+        "budget_rows": [(k, (s.get("budget") or {}).get(k)) for k in ("daily", "monthly")],
     }
     return render(request, "portal/statement.html", ctx)
 

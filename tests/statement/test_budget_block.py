@@ -3,6 +3,8 @@ it, in the budget's unit and time zone, read from the rollups (telemetry.budgets
 
 from __future__ import annotations
 
+import csv
+import io
 from datetime import timedelta
 from zoneinfo import ZoneInfo
 
@@ -11,6 +13,7 @@ import pytest
 from entitlements.services import entitlement_amend
 from telemetry.budgets import budget_usage
 from telemetry.statement import statement
+from tests.clients import web_client
 from tests.telemetry.helpers import T0
 
 H = timedelta(hours=1)
@@ -55,3 +58,21 @@ def test_the_day_is_the_budget_time_zones_day(known, fleet):
     day = budget_usage(ent, at=T0 + 2 * H)["daily"]
     assert day["used"] == 18_000  # c3 (12,000) and c4 (6,000), settled after local midnight
     assert day["start"] == (T0 + H).astimezone(ZoneInfo("Pacific/Noumea")).isoformat()
+
+
+@pytest.mark.django_db
+def test_page_and_csv_show_the_budget(known, fleet):
+    _budget(known, fleet, daily_budget=200_000)
+    period = {"start": T0.isoformat(), "end": (T0 + 2 * H).isoformat()}
+    viewer = web_client(fleet.operator)
+    page = viewer.get(f"/entitlements/{known.uuid}/statement/", period).content.decode()
+    assert 'id="budget"' in page and 'data-budget="daily"' in page and "132000" in page and "66 %" in page
+    assert 'data-budget="monthly"' not in page
+    table = dict(
+        csv.reader(io.StringIO(viewer.get(f"/entitlements/{known.uuid}/statement.csv", period).content.decode()))
+    )
+    assert (table["budget.unit"], table["budget.daily.limit"], table["budget.daily.used"]) == (
+        "wt",
+        "200000",
+        "132000.0",
+    )
