@@ -2,7 +2,8 @@
 
 Embedded default (no env): SQLite, in-process cache and admission backend, Celery inline.
 `DATABASE_URL`, `REDIS_URL`, `CELERY_BROKER_URL` switch to PostgreSQL, Redis and real workers.
-Production: `DJANGO_DEBUG=0` plus `DJANGO_SECRET_KEY`, `DJANGO_ALLOWED_HOSTS`.
+DEBUG is off unless `DJANGO_DEBUG=1`. Production: `DJANGO_SECRET_KEY`, `DJANGO_ALLOWED_HOSTS`.
+`make run` serves plain HTTP on 127.0.0.1 with DEBUG off (`HEADROOM_LOCAL_HTTP=1`, a local key).
 """
 
 from __future__ import annotations
@@ -23,10 +24,14 @@ def env_bool(name: str, default: bool) -> bool:
     return default if raw is None else raw.strip().lower() in ("1", "true", "yes", "on")
 
 
-DEBUG = env_bool("DJANGO_DEBUG", True)
+# Off unless asked for: what a newcomer meets is what production runs (tracebacks only on opt-in).
+DEBUG = env_bool("DJANGO_DEBUG", False)
+# With DEBUG off there is no default key: serving refuses to start without one (config/wsgi.py),
+# while commands that sign nothing (migrate, makemigrations --check) still run.
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me" if DEBUG else "")
-if not SECRET_KEY:
-    raise RuntimeError("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG=0")
+# Plain HTTP on this machine (`make run`): no HTTPS redirect, no Secure-only cookies, no HSTS.
+# Never in production, which is HTTPS only.
+LOCAL_HTTP = env_bool("HEADROOM_LOCAL_HTTP", False)
 ALLOWED_HOSTS = [
     h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h
 ]
@@ -273,7 +278,7 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
-if not DEBUG:
+if not DEBUG and not LOCAL_HTTP:
     SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SESSION_COOKIE_SECURE = True
