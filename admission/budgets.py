@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from admission.backends.base import Bucket, Limits, Period, budget_units
+from admission.backends.base import Bucket, Limits, Period, budget_units, periods_at
 from capacity.periods import DAILY, MONTHLY, WT
 
-__all__ = ["LimitSpec", "combine", "limits_for", "spec_of", "units_of", "period_key", "rps_key"]
+__all__ = ["LimitSpec", "combine", "keys_around", "limits_for", "spec_of", "units_of", "period_key", "rps_key"]
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,17 @@ def limits_for(spec: LimitSpec | None, prefix: str, scope_key: str) -> Limits | 
     if spec.max_rps is not None:
         rps = Bucket(rps_key(prefix, scope_key), spec.max_rps, spec.burst or max(1.0, spec.max_rps))
     return Limits(spec.unit, spec.tz, periods, rps)
+
+
+def keys_around(scope_limits: Limits | None, t: float) -> list[str]:
+    """Every period key a reservation made at epoch `t` (a signed id's expiry minus its TTL) may
+    have been charged to: its period's and both neighbours' (the store's clock picked one), so a
+    complete can pass them in KEYS (Redis Cluster) without the record. Empty without budgets."""
+    if scope_limits is None:
+        return []
+    return [
+        f"{per.key}:{pid}" for per in scope_limits.periods for pid, _, _ in periods_at(per.kind, scope_limits.tz, t)
+    ]
 
 
 def units_of(scope_limits: Limits | None, wt: float, prompt_tokens: int, output_tokens: int) -> float:
