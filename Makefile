@@ -19,6 +19,7 @@ run: $(STAMP)
 	$(BIN)/python manage.py load_demo
 	$(BIN)/python manage.py load_demo_alerts
 	$(BIN)/python manage.py seed_history
+	$(BIN)/python manage.py reconcile
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	@echo ""
 	@echo "  Headroom is at http://$(HOST):$(PORT)/   (password for every demo login: demo)"

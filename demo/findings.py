@@ -1,0 +1,100 @@
+"""What the demo's history holds besides plain demand, so reconciliation (issue 17.2) finds one of each
+kind on first start: a tenant throttled for quota (grow), prompts longer than the envelope promised
+(envelope drift), platform-caused throttles in a few hours (platform owes). Right-size down comes from
+demo.history.QUIET. Written over the reconciliation window, on top of seed_history's rows, once."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Sum
+
+from demo.history import HOUR, _scale, envelope_mean
+from entitlements.models import Entitlement
+from telemetry.columns import rows_to_columns
+from telemetry.models import HourRollup
+from telemetry.rollups import add_deltas, minute_deltas
+
+GROW = ("acme", "llama-2-70b-us-east-h200")  # 3 % of arrivals refused QUOTA_EXCEEDED, every hour
+DRIFT = ("acme", "llama-3.1-8b-us-east-h100")  # a third more requests, prompts 1.8 × the promised p95
+PLATFORM = ("globex", "llama-2-70b-eu-west-h100")  # PLATFORM_CAPACITY throttles in three hours
+PLATFORM_HOURS = {30: 5, 31: 12, 200: 3}  # hours into the window → throttles
+
+
+def _ent(tenant: str, pool: str) -> Entitlement | None:
+    return (
+        Entitlement.objects.filter(tenant__slug=tenant, pool__slug=pool, revoked_at__isnull=True)
+        .exclude(traffic_class_id="best_effort")
+        .select_related("tenant", "project", "model", "region", "pool")
+        .first()
+    )
+
+
+def _admits_per_hour(ent: Entitlement, start: datetime, end: datetime) -> dict[datetime, int]:
+    rows = HourRollup.objects.filter(entitlement=str(ent.uuid), decision="admit", bucket__gte=start, bucket__lt=end)
+    return {r["bucket"]: int(r["n"]) for r in rows.values("bucket").annotate(n=Sum("requests")).order_by()}
+
+
+def _write(ent: Entitlement, rows: list[dict[str, Any]], n: dict[Any, int], lengths: tuple[float, float]) -> None:
+    if not rows:
+        return
+    slo = dict.fromkeys(n, 1.0)
+    with transaction.atomic():
+        add_deltas(_scale(minute_deltas(rows_to_columns(rows)), n, slo, lengths), with_minutes=False)
+
+
+def _row(ent: Entitlement, ts: datetime, decision: str, **kw: Any) -> dict[str, Any]:
+    base = {
+        "ts": ts, "tenant": ent.tenant.slug, "project": ent.project.slug if ent.project else "",
+        "model": ent.model.slug, "region": ent.region.slug, "traffic_class": ent.traffic_class_id,
+        "entitlement": ent.uuid, "reason": "", "cached_prompt_tokens": 0, "estimated_wt": 0.0,
+        "actual_wt": None, "prompt_tokens": 0, "output_tokens": 0, "slo_met": None, "ttft_ms": None, "e2e_ms": None,
+    }  # fmt: skip
+    return base | {"decision": decision} | kw
+
+
+def seed_findings(end: datetime) -> int:
+    """Rows over [end − RECONCILE_WINDOW_DAYS, end); returns the entitlements touched."""
+    start = end - timedelta(days=settings.RECONCILE_WINDOW_DAYS)
+    touched = 0
+    ent = _ent(*GROW)
+    if ent is not None:
+        prompt, _, wt = envelope_mean(ent)
+        rows, n = [], {}
+        for hour, admits in _admits_per_hour(ent, start, end).items():
+            ts = hour + timedelta(minutes=40)
+            n[(ts, "throttle")] = k = max(1, round(admits * 0.03))
+            rows.append(_row(ent, ts, "throttle", reason="QUOTA_EXCEEDED", estimated_wt=k * wt,
+                             prompt_tokens=round(k * prompt)))  # fmt: skip
+        _write(ent, rows, n, (prompt, 0.0))
+        touched += 1
+    ent = _ent(*DRIFT)
+    if ent is not None:
+        _, output, _ = envelope_mean(ent)
+        prompt = float(min(ent.max_prompt_tokens, round(1.8 * ent.prompt_p95)))
+        wt = prompt + ent.model.w_out * output
+        rows, n = [], {}
+        for hour, admits in _admits_per_hour(ent, start, end).items():
+            ts = hour + timedelta(minutes=40)
+            k = max(1, round(admits / 3))
+            n[(ts, "admit")] = n[(ts, "complete")] = k
+            rows.append(_row(ent, ts, "admit", estimated_wt=k * wt, prompt_tokens=round(k * prompt)))
+            rows.append(_row(ent, ts + timedelta(seconds=30), "complete", actual_wt=k * wt,
+                             output_tokens=round(k * output), slo_met=True, ttft_ms=400.0, e2e_ms=8000.0))  # fmt: skip
+        _write(ent, rows, n, (prompt, output))
+        touched += 1
+    ent = _ent(*PLATFORM)
+    if ent is not None:
+        prompt, _, wt = envelope_mean(ent)
+        rows, n = [], {}
+        for h, k in PLATFORM_HOURS.items():
+            ts = start + h * HOUR + timedelta(minutes=20)
+            n[(ts, "throttle")] = k
+            rows.append(_row(ent, ts, "throttle", reason="PLATFORM_CAPACITY", estimated_wt=k * wt,
+                             prompt_tokens=round(k * prompt)))  # fmt: skip
+        _write(ent, rows, n, (prompt, 0.0))
+        touched += 1
+    return touched
