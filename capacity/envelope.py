@@ -20,6 +20,14 @@ from dataclasses import dataclass
 from capacity.lengths import Z95, Z99, LengthQuantiles
 from capacity.units import TokenWeights, weighted_tokens, wt_per_s_to_cu
 
+# (lower, higher): an envelope's lengths are ordered, p50 ≤ p95 ≤ max (capacity.ordering checks them).
+ENVELOPE_ORDER = (
+    ("prompt_p50", "prompt_p95"),
+    ("prompt_p95", "max_prompt_tokens"),
+    ("output_p50", "output_p95"),
+    ("output_p95", "max_output_tokens"),
+)
+
 
 def _phi(x: float) -> float:
     return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))

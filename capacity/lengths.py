@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from capacity.input_errors import SizingInputError
+from capacity.ordering import ordering_errors
 from capacity.ranges import in_range
 
 FloatArray = npt.NDArray[np.float64]
@@ -111,10 +112,11 @@ def validate_length(spec: LengthSpec, name: str) -> None:
         return
     for field in ("mean", "p50", "p95", "p99"):
         in_range(f"{name}.{field}", getattr(spec, field), "tokens")
-    if spec.p50 > spec.p95:
-        raise SizingInputError(f"{name}.p50", f"p50 ({spec.p50:g}) must be ≤ p95 ({spec.p95:g})")
-    if spec.p95 > spec.p99:
-        raise SizingInputError(f"{name}.p95", f"p95 ({spec.p95:g}) must be ≤ p99 ({spec.p99:g})")
+    quantiles = {"p50": spec.p50, "p95": spec.p95, "p99": spec.p99}
+    errors = ordering_errors(quantiles, (("p50", "p95"), ("p95", "p99")))
+    if errors:
+        field, message = next(iter(errors.items()))
+        raise SizingInputError(f"{name}.{field}", message)
 
 
 def spec_mean(spec: LengthSpec) -> float:

@@ -12,16 +12,15 @@ from django.conf import settings
 from capacity.concurrency import ConcurrencyCap, concurrency_cap
 from capacity.envelope import envelope_shape
 from capacity.sizing import kv_capacity_tokens
-from capacity.sizing_inputs import AcceleratorSpec
 from entitlements.models import Pool
-from entitlements.sizing_specs import model_spec
+from entitlements.sizing_specs import accelerator_spec, model_spec
 
 # Without a measured or limited latency (a throughput ceiling), the contract's interactive defaults.
 FALLBACK_TTFT_MS, FALLBACK_TPOT_MS = 2000.0, 200.0
 
 
 def burst_factor() -> float:
-    return float(getattr(settings, "CONCURRENCY_BURST_FACTOR", 2.0))
+    return settings.CONCURRENCY_BURST_FACTOR
 
 
 def _latencies(op: Any) -> tuple[float, float, str]:
@@ -46,7 +45,7 @@ def derive_max_concurrency(*, pool: Pool, cu: float, envelope: Any) -> Concurren
     ttft_ms, tpot_ms, source = _latencies(op)
     kv_per_replica = kv_capacity_tokens(
         model_spec(model),
-        AcceleratorSpec(slug=acc.slug, memory_gb=float(acc.memory_gb) * acc.chips_per_slice),
+        accelerator_spec(acc),
         int(op.accelerators_per_replica),
         int(op.instances_per_replica),
     )

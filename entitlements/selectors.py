@@ -13,6 +13,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from entitlements import roles
+from entitlements.activity import active_q
 from entitlements.models import Entitlement, EntitlementHistory, Pool
 from entitlements.models.supply import as_cu
 
@@ -29,7 +30,7 @@ def entitlements_visible_to(user: Any) -> QuerySet[Entitlement]:
 
 
 def active_at(qs: QuerySet[Entitlement], t: datetime) -> QuerySet[Entitlement]:
-    return qs.filter(revoked_at__isnull=True, starts_at__lte=t).filter(Q(ends_at__isnull=True) | Q(ends_at__gt=t))
+    return qs.filter(active_q(t))
 
 
 def overlapping(qs: QuerySet[Entitlement], start: datetime, end: datetime | None) -> QuerySet[Entitlement]:

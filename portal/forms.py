@@ -12,6 +12,8 @@ import django_filters
 from django import forms
 from django.core.validators import MaxValueValidator
 
+from capacity.envelope import ENVELOPE_ORDER
+from capacity.ordering import ordering_errors, spaced
 from entitlements.models import Region, ServedModel, Tenant
 from portal.models import SCENARIO_MAX, SCENARIOS, Basis, LaunchRequest, State
 
@@ -104,10 +106,10 @@ class LaunchRequestForm(forms.Form):
             value, limit = data.get(f"{s}_value"), SCENARIO_MAX.get(data.get(f"{s}_basis") or "")
             if value is not None and limit is not None and value > limit:
                 self.add_error(f"{s}_value", f"at most {limit:,.0f} {Basis(data[f'{s}_basis']).label}")
-        for small, big in (("prompt_p50", "prompt_p95"), ("output_p50", "output_p95")):
-            a, b = data.get(small), data.get(big)
-            if a is not None and b is not None and a > b:
-                self.add_error(big, f"must be ≥ {small.replace('_', ' ')} ({a})")
+        # p50 ≤ p95 here; against the max at submission (portal.services.intake), once both are in.
+        percentiles = [(low, high) for low, high in ENVELOPE_ORDER if not high.startswith("max_")]
+        for name, message in ordering_errors(data, percentiles, blame="higher", label=spaced).items():
+            self.add_error(name, message)
         return data
 
     def valid_changes(self) -> dict[str, Any]:

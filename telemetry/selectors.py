@@ -11,6 +11,7 @@ from django.db.models import Avg, Max, Min, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import TruncDay, TruncHour, TruncMinute
 
 from entitlements import roles
+from entitlements.activity import is_active
 from entitlements.models import Entitlement, Pool, Tenant
 from entitlements.reasons import REASONS
 from entitlements.selectors import entitlements_visible_to, overlapping
@@ -110,8 +111,7 @@ def _entitled(span: Span, ents: list[tuple[datetime, datetime | None, datetime |
     for t in span.points:
         total = 0.0
         for s, e, revoked, rate in ents:
-            stop = min(x for x in (e, revoked) if x is not None) if (e or revoked) else None
-            if s <= t and (stop is None or t < stop):
+            if is_active(s, e, revoked, t):
                 total += rate
         out.append(total)
     return out

@@ -16,16 +16,16 @@ from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from capacity.envelope import ENVELOPE_ORDER
+from capacity.ordering import ordering_errors
 from entitlements import limits, roles, services
+from entitlements.activity import is_active
 from entitlements.api.history import history_for
 from entitlements.concurrency import max_concurrency_derivation
 from entitlements.models import Entitlement, Pool, Project, Region, ServedModel, Tenant, TrafficClass
 from entitlements.selectors import active_at, entitlements_visible_to
 from entitlements.services import ENVELOPE_FIELDS
 
-# (lower, higher): the envelope's percentiles must be ordered; the error names the higher one.
-ORDERED = [("prompt_p50", "prompt_p95"), ("prompt_p95", "max_prompt_tokens"),
-           ("output_p50", "output_p95"), ("output_p95", "max_output_tokens")]  # fmt: skip
 CU_FIELD = {"max_digits": 14, "decimal_places": 3, "coerce_to_string": False}
 
 
@@ -83,7 +83,7 @@ class EntitlementSerializer(serializers.ModelSerializer):
 
     def get_active(self, obj: Entitlement) -> bool:
         now = self.context.get("now") or timezone.now()
-        return obj.revoked_at is None and obj.starts_at <= now and (obj.ends_at is None or obj.ends_at > now)
+        return is_active(obj.starts_at, obj.ends_at, obj.revoked_at, now)
 
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_max_concurrency_derivation(self, obj: Entitlement) -> dict[str, object] | None:
@@ -104,9 +104,10 @@ class _EnvelopeRules(serializers.Serializer):
         if unknown:
             raise serializers.ValidationError({unknown[0]: self.unknown_message})
         merged = {**self.current(), **attrs}
-        for low, high in ORDERED:
-            if low in merged and high in merged and merged[low] > merged[high]:
-                raise serializers.ValidationError({high: f"must be ≥ {low} ({merged[low]})"})
+        # The envelope's lengths are ordered; the error names the higher field (the one usually amended).
+        disordered = ordering_errors(merged, ENVELOPE_ORDER, blame="higher")
+        if disordered:
+            raise serializers.ValidationError(disordered)
         if "starts_at" in merged and merged.get("ends_at") is not None and merged["ends_at"] <= merged["starts_at"]:
             raise serializers.ValidationError({"ends_at": "must be after starts_at"})
         return attrs

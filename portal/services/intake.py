@@ -19,8 +19,10 @@ from django.db import transaction
 from django.utils import timezone
 from django_fsm import ConcurrentTransition, TransitionNotAllowed, can_proceed
 
+from capacity.envelope import ENVELOPE_ORDER
+from capacity.ordering import ordering_errors, spaced
 from entitlements import roles
-from entitlements.models import Pool, Region, ServedModel
+from entitlements.models import Pool, Region
 from entitlements.services import ENVELOPE_FIELDS, Envelope, OversellError, entitlement_grant
 from portal.models import SCENARIOS, LaunchRequest, LaunchRequestEvent, LaunchRequestRegion, State
 from portal.selectors import launch_requests_visible_to, size_request, window_of
@@ -240,15 +242,9 @@ def launch_request_missing(req: LaunchRequest) -> dict[str, str]:
     for name in ENVELOPE_FIELDS:
         if getattr(req, name) is None:
             errors[name] = "required before submitting"
-    for small, big in (
-        ("prompt_p50", "prompt_p95"),
-        ("prompt_p95", "max_prompt_tokens"),
-        ("output_p50", "output_p95"),
-        ("output_p95", "max_output_tokens"),
-    ):
-        a, b = getattr(req, small), getattr(req, big)
-        if a is not None and b is not None and a > b and small not in errors:
-            errors[small] = f"must be ≤ {big.replace('_', ' ')} ({b})"
+    envelope = {name: getattr(req, name) for name in ENVELOPE_FIELDS}
+    for name, message in ordering_errors(envelope, ENVELOPE_ORDER, label=spaced).items():
+        errors.setdefault(name, message)
     if req.max_concurrency == 0:
         errors["max_concurrency"] = "must be at least 1"
     longest = (req.max_prompt_tokens or 0) + (req.max_output_tokens or 0)
@@ -455,7 +451,3 @@ def launch_request_return(*, actor: Any, request: LaunchRequest | UUID | str, co
         comment=comment,
         why="say what the requester should change",
     )
-
-
-def served_models() -> list[ServedModel]:
-    return list(ServedModel.objects.filter(pools__isnull=False).distinct().order_by("slug"))

@@ -26,7 +26,7 @@ def test_submit_refuses_envelope_out_of_order(fleet, people):
     req = intake.launch_request_create(actor=people.requester, **complete_fields(fleet, prompt_p95=500))
     with pytest.raises(ValidationError) as exc:
         intake.launch_request_submit(actor=people.requester, request=req)
-    assert exc.value.message_dict == {"prompt_p50": ["must be ≤ prompt p95 (500)"]}
+    assert exc.value.message_dict == {"prompt_p50": ["prompt p50 (1000) must be ≤ prompt p95 (500)"]}
 
 
 def test_submit_writes_event_and_emails_requester_and_approvers(submitted, people, django_capture_on_commit_callbacks):
