@@ -35,7 +35,7 @@ def _epoch() -> int:
     """The shared revocation epoch: read on every request by default (exact: a revocation is refused
     on the next request in every process), or at most every ADMISSION_REVOCATION_POLL_S seconds for a
     deployment that trades that bound for one cache round trip less per request."""
-    poll = float(getattr(settings, "ADMISSION_REVOCATION_POLL_S", 0.0))
+    poll = settings.ADMISSION_REVOCATION_POLL_S
     now = time.monotonic()
     if poll <= 0 or now - _epoch_seen[0] > poll:
         _epoch_seen[:] = [now, float(revocation_epoch())]
@@ -69,7 +69,7 @@ class CachedGatewayTokenAuthentication(ApiTokenAuthentication):
         got = super().authenticate(request)  # raises on a bad, expired or revoked key: never cached
         if got is not None:
             roles.roles_of(got[0])  # computed once, kept on the cached user object
-            ttl = float(getattr(settings, "ADMISSION_AUTH_CACHE_S", 30.0))
+            ttl = settings.ADMISSION_AUTH_CACHE_S
             with _lock:
                 if len(_cache) >= MAX_KEYS:
                     _cache.clear()
@@ -91,10 +91,3 @@ def remembered(authorization: str) -> tuple[Any, Any] | None:
     if got is None or got[1].scope == ApiToken.Scope.READ:
         return None
     return got
-
-
-def forget() -> None:
-    """Drop every cached key in this process (tests; revocations use the shared epoch instead)."""
-    with _lock:
-        _cache.clear()
-        _epoch_seen[:] = [0.0, -1.0]

@@ -221,9 +221,9 @@ def buffer() -> EventBuffer:
 
                 install_shutdown_flush()
                 _buffer = EventBuffer(
-                    bound=int(getattr(settings, "ADMISSION_EVENT_BUFFER", 100_000)),
-                    batch=int(getattr(settings, "ADMISSION_EVENT_BATCH", 500)),
-                    flush_s=float(getattr(settings, "ADMISSION_EVENT_FLUSH_S", 1.0)),
+                    bound=settings.ADMISSION_EVENT_BUFFER,
+                    batch=settings.ADMISSION_EVENT_BATCH,
+                    flush_s=settings.ADMISSION_EVENT_FLUSH_S,
                 )
     return _buffer
 
@@ -247,7 +247,7 @@ def _flush_at_exit() -> None:
 
     buf = _buffer
     if buf is not None and (buf.pending() or buf._thread is not None):
-        buf.shutdown(float(getattr(settings, "ADMISSION_EVENT_SHUTDOWN_S", 10.0)))
+        buf.shutdown(settings.ADMISSION_EVENT_SHUTDOWN_S)
 
 
 def _sigterm(signum: int, frame: Any) -> None:

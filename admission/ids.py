@@ -28,9 +28,9 @@ _cached_keys: list[bytes] | None = None  # read once: every reserve signs, and s
 def _keys() -> list[bytes]:
     global _cached_keys
     if _cached_keys is None:
-        current = getattr(settings, "ADMISSION_SIGNING_KEY", "") or ""
+        current = settings.ADMISSION_SIGNING_KEY
         keys = [current.encode() if current else idcodec.derive_signing_key(settings.SECRET_KEY)]
-        keys += [k.encode() for k in getattr(settings, "ADMISSION_SIGNING_KEYS_PREVIOUS", ()) or () if k]
+        keys += [k.encode() for k in settings.ADMISSION_SIGNING_KEYS_PREVIOUS if k]
         _cached_keys = keys
     return _cached_keys
 

@@ -30,16 +30,9 @@ from admission.budgets import LimitSpec
 from admission.snapshot_reads import EntRow, PoolBase
 from admission.snapshot_types import PoolParams, ScopeParams, Snapshot
 
-BUCKET_DEPTH_S = 60.0
 LIMIT_NAMES = rd.ENT_FIELDS[rd.LIMITS]
-CHECK_S = 0.25  # how stale another process's write may be seen: one counter read per interval
-SAFETY_NET_S = 300.0  # a full rebuild whatever the counters say
 log = logging.getLogger(__name__)
 pool_health = snapshot_reads.pool_health
-
-
-def _setting(name: str, default: float) -> float:
-    return float(getattr(settings, name, default))
 
 
 # ---- derivation: pure, from rows already held ---------------------------------------------------
@@ -122,8 +115,8 @@ def derive_scopes(rows: list[EntRow], t: float) -> _Derived:
 def derive_pools(
     bases: list[PoolBase], health: dict[int, tuple[int, int] | None], d: _Derived
 ) -> dict[int, PoolParams]:
-    depth_s = _setting("ADMISSION_BUCKET_DEPTH_S", BUCKET_DEPTH_S)
-    margin_frac = _setting("ADMISSION_RECLAIM_MARGIN", 0.2)
+    depth_s = settings.ADMISSION_BUCKET_DEPTH_S
+    margin_frac = settings.ADMISSION_RECLAIM_MARGIN
     pools: dict[int, PoolParams] = {}
     for b in bases:
         h = health.get(b.pool_id)
@@ -176,7 +169,7 @@ def _refresh(snap: Snapshot | None, now: float) -> Snapshot:
         stamp = snapshot_triggers.read(connection)
         if snap is None or now >= _held.full_at:
             parts = set(ALL_PARTS)
-            _held.full_at = now + _setting("ADMISSION_SNAPSHOT_TTL_S", SAFETY_NET_S)
+            _held.full_at = now + settings.ADMISSION_SNAPSHOT_TTL_S
         parts |= _changed_parts(_held.stamp, stamp)
         if "catalogue" in parts:
             parts |= {"entitlements", "supply"}
@@ -193,10 +186,10 @@ def _refresh(snap: Snapshot | None, now: float) -> Snapshot:
         # The database is away: keep serving what we have, try again at the next check.
         log.warning("admission snapshot: database read failed; serving version %s", snap.version, exc_info=True)
         _dirty |= parts
-        _next_check = now + _setting("ADMISSION_SNAPSHOT_CHECK_S", CHECK_S)
+        _next_check = now + settings.ADMISSION_SNAPSHOT_CHECK_S
         return snap
     _held.stamp = stamp
-    _next_check = now + _setting("ADMISSION_SNAPSHOT_CHECK_S", CHECK_S)
+    _next_check = now + settings.ADMISSION_SNAPSHOT_CHECK_S
     if not parts and snap is not None and now < snap.valid_until:
         return snap  # nothing moved: same snapshot, its plans kept
     if parts - {"supply", "health"} or _held.derived is None or snap is None or now >= snap.valid_until:

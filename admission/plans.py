@@ -12,21 +12,17 @@ from __future__ import annotations
 from django.conf import settings
 
 from admission.core import Plan, build_plan
-from admission.params import BUCKET_DEPTH_S
 from admission.snapshot_types import PoolParams, ScopeParams, Snapshot
 
 __all__ = ["Plan", "plan_for", "ttl_s", "idem_ttl_s"]
 
-DEFAULT_TTL_S = 600.0
-DEFAULT_IDEM_TTL_S = 900
-
 
 def ttl_s() -> float:
-    return float(getattr(settings, "ADMISSION_RESERVATION_TTL_S", DEFAULT_TTL_S))
+    return settings.ADMISSION_RESERVATION_TTL_S
 
 
 def idem_ttl_s() -> int:
-    return int(getattr(settings, "ADMISSION_IDEMPOTENCY_TTL_S", DEFAULT_IDEM_TTL_S))
+    return settings.ADMISSION_IDEMPOTENCY_TTL_S
 
 
 def plan_for(snap: Snapshot, sp: ScopeParams, pool: PoolParams, prefix: str, who: tuple[str, str, str, str]) -> Plan:
@@ -34,7 +30,7 @@ def plan_for(snap: Snapshot, sp: ScopeParams, pool: PoolParams, prefix: str, who
     key = (prefix, sp.key)
     got = snap.plans.get(key)
     if got is None:
-        depth_s = float(getattr(settings, "ADMISSION_BUCKET_DEPTH_S", BUCKET_DEPTH_S))
+        depth_s = settings.ADMISSION_BUCKET_DEPTH_S
         got = snap.plans[key] = build_plan(
             sp, pool, prefix, who, depth_s=depth_s, ttl_s=ttl_s(), idem_ttl_s=idem_ttl_s()
         )

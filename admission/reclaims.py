@@ -31,7 +31,7 @@ _lock = threading.Lock()
 
 
 def idle_s() -> float:
-    return float(getattr(settings, "ADMISSION_RECLAIM_IDLE_S", 5.0))
+    return settings.ADMISSION_RECLAIM_IDLE_S
 
 
 def _pool(pool_id: int) -> _Pool:

@@ -23,7 +23,6 @@ __all__ = ["NEVER_PASSES", "CompleteRequest", "Decision", "ReserveRequest", "thr
 
 CLASSES = ("reserved", "shared", "best_effort")
 STATUSES = ("ok", "cancelled", "error")
-DEFAULT_TTL_S, DEFAULT_IDEM_TTL_S = plans.DEFAULT_TTL_S, plans.DEFAULT_IDEM_TTL_S
 
 
 # ---- input ----------------------------------------------------------------------------------

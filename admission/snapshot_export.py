@@ -43,7 +43,7 @@ def block(_at: datetime) -> dict[str, Any]:
     ]
     return {
         "format": FORMAT,
-        "bucket_depth_s": float(getattr(settings, "ADMISSION_BUCKET_DEPTH_S", params.BUCKET_DEPTH_S)),
+        "bucket_depth_s": settings.ADMISSION_BUCKET_DEPTH_S,
         "ttl_s": plans.ttl_s(),
         "idem_ttl_s": plans.idem_ttl_s(),
         "placements": sorted([m, r] for m, r in snap.placements),

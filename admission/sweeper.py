@@ -25,14 +25,14 @@ _stop = threading.Event()  # the running thread's; replaced for each new thread
 
 
 def wanted() -> bool:
-    forced = getattr(settings, "ADMISSION_SWEEP_IN_PROCESS", None)
+    forced = settings.ADMISSION_SWEEP_IN_PROCESS
     if forced is not None:
         return bool(forced)
-    return bool(getattr(settings, "CELERY_TASK_ALWAYS_EAGER", True))
+    return bool(settings.CELERY_TASK_ALWAYS_EAGER)
 
 
 def every_s() -> float:
-    return float(getattr(settings, "ADMISSION_SWEEP_EVERY_S", 30.0))
+    return settings.ADMISSION_SWEEP_EVERY_S
 
 
 def ensure_started() -> None:

@@ -22,7 +22,7 @@ class MailFailed(Exception):
 
 
 def _link(path: str) -> str:
-    base = getattr(settings, "HEADROOM_BASE_URL", "")
+    base = settings.HEADROOM_BASE_URL
     return f"{base.rstrip('/')}{path}" if base and path.startswith("/") else path
 
 

@@ -18,7 +18,7 @@ Status = WebhookDelivery.Status
 
 def alerts_sweep(*, now: datetime | None = None) -> dict[str, int]:
     now = now or timezone.now()
-    days = int(getattr(settings, "ALERTS_RETENTION_DAYS", 90))
+    days = settings.ALERTS_RETENTION_DAYS
     cutoff = now - timedelta(days=days)
     deliveries, _ = WebhookDelivery.objects.filter(
         status__in=(Status.DELIVERED, Status.RETRIED, Status.FAILED), next_attempt_at__lt=cutoff

@@ -32,23 +32,23 @@ Status = WebhookDelivery.Status
 
 
 def max_attempts() -> int:
-    return int(getattr(settings, "ALERTS_WEBHOOK_MAX_ATTEMPTS", 6))
+    return settings.ALERTS_WEBHOOK_MAX_ATTEMPTS
 
 
 def backoff(attempt: int) -> timedelta:
     """Delay after failed attempt number `attempt` (1-based): 30 s, 60 s, 120 s, … capped at 1 h."""
-    base = float(getattr(settings, "ALERTS_WEBHOOK_BACKOFF_BASE_S", 30))
+    base = settings.ALERTS_WEBHOOK_BACKOFF_BASE_S
     return timedelta(seconds=min(3600.0, base * 2 ** (attempt - 1)))
 
 
 def timeout_s() -> float:
-    return float(getattr(settings, "ALERTS_WEBHOOK_TIMEOUT_S", 5))
+    return settings.ALERTS_WEBHOOK_TIMEOUT_S
 
 
 def allow_private() -> bool:
     # Tenants configure URLs; without this guard a tenant could make the server call its own
     # network (SSRF). Development and tests point webhooks at 127.0.0.1 and turn it on.
-    return bool(getattr(settings, "ALERTS_WEBHOOK_ALLOW_PRIVATE", settings.DEBUG))
+    return settings.ALERTS_WEBHOOK_ALLOW_PRIVATE
 
 
 def body_of(payload: dict[str, Any]) -> bytes:

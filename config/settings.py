@@ -123,6 +123,57 @@ else:
 
 # Admission store: "redis" when REDIS_URL is set, otherwise the in-process backend.
 ADMISSION_BACKEND = os.environ.get("ADMISSION_BACKEND", "redis" if REDIS_URL else "memory")
+# A Redis for admission alone (else REDIS_URL), its key prefix, socket timeout in seconds (measured:
+# admission.backends.redis) and connections per process.
+ADMISSION_REDIS_URL = os.environ.get("ADMISSION_REDIS_URL", "")
+ADMISSION_KEY_PREFIX = os.environ.get("ADMISSION_KEY_PREFIX", "adm:")
+ADMISSION_REDIS_TIMEOUT_S = float(os.environ.get("ADMISSION_REDIS_TIMEOUT_S", "0.3"))
+ADMISSION_REDIS_MAX_CONNECTIONS = int(os.environ.get("ADMISSION_REDIS_MAX_CONNECTIONS", "64"))
+# CONTRACT §5: each bucket holds this many seconds of its rate.
+ADMISSION_BUCKET_DEPTH_S = float(os.environ.get("ADMISSION_BUCKET_DEPTH_S", "60"))
+# Reclaim keeps this share of a reserved scope's rate in hand before lending the rest.
+ADMISSION_RECLAIM_MARGIN = float(os.environ.get("ADMISSION_RECLAIM_MARGIN", "0.2"))
+# A reclaim ends after this many seconds without a reserved request asking for its capacity.
+ADMISSION_RECLAIM_IDLE_S = float(os.environ.get("ADMISSION_RECLAIM_IDLE_S", "5"))
+# The snapshot: how stale another process's write may be seen (one counter read per interval), and a
+# full rebuild at least this often whatever the counters say.
+ADMISSION_SNAPSHOT_CHECK_S = float(os.environ.get("ADMISSION_SNAPSHOT_CHECK_S", "0.25"))
+ADMISSION_SNAPSHOT_TTL_S = float(os.environ.get("ADMISSION_SNAPSHOT_TTL_S", "300"))
+# A reservation never completed is settled at its full estimate after this TTL; a request id is
+# remembered this long for idempotent replays.
+ADMISSION_RESERVATION_TTL_S = float(os.environ.get("ADMISSION_RESERVATION_TTL_S", "600"))
+ADMISSION_IDEMPOTENCY_TTL_S = int(os.environ.get("ADMISSION_IDEMPOTENCY_TTL_S", "900"))
+# Reservation ids are signed with this key (empty: derived from SECRET_KEY); previous keys, comma
+# separated, still verify during a rotation.
+ADMISSION_SIGNING_KEY = os.environ.get("ADMISSION_SIGNING_KEY", "")
+ADMISSION_SIGNING_KEYS_PREVIOUS = [k for k in os.environ.get("ADMISSION_SIGNING_KEYS_PREVIOUS", "").split(",") if k]
+# Gateway tokens are remembered for this many seconds per process; the shared revocation epoch is
+# read on every request (0) or at most every this many seconds.
+ADMISSION_AUTH_CACHE_S = float(os.environ.get("ADMISSION_AUTH_CACHE_S", "30"))
+ADMISSION_REVOCATION_POLL_S = float(os.environ.get("ADMISSION_REVOCATION_POLL_S", "0"))
+# Expired reservations are swept in the web process when there is no beat (None: exactly then; set
+# 1 or 0 to force), every this many seconds.
+ADMISSION_SWEEP_IN_PROCESS = (
+    None if os.environ.get("ADMISSION_SWEEP_IN_PROCESS", "") == "" else env_bool("ADMISSION_SWEEP_IN_PROCESS", False)
+)
+ADMISSION_SWEEP_EVERY_S = float(os.environ.get("ADMISSION_SWEEP_EVERY_S", "30"))
+# Admission events: the in-process buffer's bound, its batch, how often it flushes (seconds) and how
+# long a process exit may spend flushing it.
+ADMISSION_EVENT_BUFFER = int(os.environ.get("ADMISSION_EVENT_BUFFER", "100000"))
+ADMISSION_EVENT_BATCH = int(os.environ.get("ADMISSION_EVENT_BATCH", "500"))
+ADMISSION_EVENT_FLUSH_S = float(os.environ.get("ADMISSION_EVENT_FLUSH_S", "1"))
+ADMISSION_EVENT_SHUTDOWN_S = float(os.environ.get("ADMISSION_EVENT_SHUTDOWN_S", "10"))
+# Most events or fleet samples one telemetry POST may carry.
+TELEMETRY_MAX_BATCH = int(os.environ.get("TELEMETRY_MAX_BATCH", "50000"))
+# Alerts: links in emails start with this (e.g. https://headroom.example); webhook attempts, the first
+# retry's wait (doubling after), the request timeout, whether private addresses may be called (on in
+# development), and how many days resolved alerts are kept.
+HEADROOM_BASE_URL = os.environ.get("HEADROOM_BASE_URL", "")
+ALERTS_WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("ALERTS_WEBHOOK_MAX_ATTEMPTS", "6"))
+ALERTS_WEBHOOK_BACKOFF_BASE_S = float(os.environ.get("ALERTS_WEBHOOK_BACKOFF_BASE_S", "30"))
+ALERTS_WEBHOOK_TIMEOUT_S = float(os.environ.get("ALERTS_WEBHOOK_TIMEOUT_S", "5"))
+ALERTS_WEBHOOK_ALLOW_PRIVATE = env_bool("ALERTS_WEBHOOK_ALLOW_PRIVATE", DEBUG)
+ALERTS_RETENTION_DAYS = int(os.environ.get("ALERTS_RETENTION_DAYS", "90"))
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL

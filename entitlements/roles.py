@@ -12,7 +12,6 @@ REQUESTER = "requester"
 APPROVER = "approver"
 OPERATOR = "operator"
 GATEWAY = "gateway"
-PLATFORM_ROLES = frozenset({APPROVER, OPERATOR, GATEWAY})
 STAFF_ROLES = frozenset({APPROVER, OPERATOR})
 
 

@@ -19,7 +19,7 @@ def client_address(request: Any) -> str:
     """REMOTE_ADDR, or with NUM_PROXIES trusted proxies in front the address the nearest one saw.
     Shared by django-axes (sign-in) and the token throttle, so both key on the same address."""
     meta = getattr(request, "META", {})
-    proxies = int(getattr(settings, "NUM_PROXIES", 0) or 0)
+    proxies = settings.NUM_PROXIES
     forwarded = [a.strip() for a in meta.get("HTTP_X_FORWARDED_FOR", "").split(",") if a.strip()]
     if proxies and forwarded:
         return forwarded[-min(proxies, len(forwarded))]
@@ -33,7 +33,7 @@ class InvalidTokenThrottle(SimpleRateThrottle):
         return client_address(request)
 
     def get_rate(self) -> str:
-        return str(getattr(settings, "INVALID_TOKEN_RATE", "20/min"))
+        return settings.INVALID_TOKEN_RATE
 
     def get_cache_key(self, request: Any, view: Any) -> str:
         return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}

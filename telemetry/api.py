@@ -25,7 +25,7 @@ from telemetry.validation import FieldError, parse_ts
 
 
 def _max_batch() -> int:
-    return int(getattr(settings, "TELEMETRY_MAX_BATCH", 50_000))
+    return settings.TELEMETRY_MAX_BATCH
 
 
 class IngestResultSerializer(serializers.Serializer):

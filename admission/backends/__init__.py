@@ -1,8 +1,8 @@
 """The enforcement store behind one interface: `get_backend()` picks Redis or in-process from settings.
 
-Settings read (all optional): ADMISSION_BACKEND ("redis" | "memory"), ADMISSION_REDIS_URL (else
-REDIS_URL), ADMISSION_REDIS_TIMEOUT_S (default redis.DEFAULT_TIMEOUT_S, measured: see there),
-ADMISSION_REDIS_MAX_CONNECTIONS (per process, default 64), ADMISSION_KEY_PREFIX (default "adm:").
+Settings read (declared in config/settings.py): ADMISSION_BACKEND ("redis" | "memory"),
+ADMISSION_REDIS_URL (else REDIS_URL), ADMISSION_REDIS_TIMEOUT_S, ADMISSION_REDIS_MAX_CONNECTIONS
+(per process), ADMISSION_KEY_PREFIX.
 """
 
 from __future__ import annotations
@@ -22,18 +22,18 @@ def build_backend() -> Any:
     # Imported here, not at the top: the backends themselves run without Django (admission.library).
     from django.conf import settings
 
-    kind = getattr(settings, "ADMISSION_BACKEND", "memory")
+    kind = settings.ADMISSION_BACKEND
     if kind == "redis":
-        from admission.backends.redis import DEFAULT_TIMEOUT_S, POOL_SIZE, RedisBackend
+        from admission.backends.redis import RedisBackend
 
-        url = getattr(settings, "ADMISSION_REDIS_URL", "") or getattr(settings, "REDIS_URL", "")
+        url = settings.ADMISSION_REDIS_URL or settings.REDIS_URL
         if not url:
             raise RuntimeError("ADMISSION_BACKEND=redis needs REDIS_URL or ADMISSION_REDIS_URL")
         return RedisBackend(
             url,
-            prefix=getattr(settings, "ADMISSION_KEY_PREFIX", "adm:"),
-            socket_timeout=float(getattr(settings, "ADMISSION_REDIS_TIMEOUT_S", DEFAULT_TIMEOUT_S)),
-            pool_size=int(getattr(settings, "ADMISSION_REDIS_MAX_CONNECTIONS", POOL_SIZE)),
+            prefix=settings.ADMISSION_KEY_PREFIX,
+            socket_timeout=settings.ADMISSION_REDIS_TIMEOUT_S,
+            pool_size=settings.ADMISSION_REDIS_MAX_CONNECTIONS,
         )
     from admission.backends.memory import MemoryBackend
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from admission import events, services, sweeper
+from admission import events, keys, services, sweeper
 from tests.admission.world import body, build_world
 
 
@@ -30,14 +30,16 @@ def test_a_reserve_settles_its_scopes_expired_reservations_below_the_cap(w, stor
     assert sorted((e["event_id"], e["status"]) for e in sink.of("complete")) == [
         ("abandoned-1:complete", "expired"), ("abandoned-2:complete", "expired"),
     ]  # fmt: skip
-    assert store.inflight(store.prefix + "if:acme::llama-test:tiny-region:reserved") == 1
+    assert (
+        store.inflight(keys.inflight(keys.tag(store.prefix, w.pool.pk), "acme::llama-test:tiny-region:reserved")) == 1
+    )
 
 
 def test_without_beat_the_web_process_sweeps_scopes_that_see_no_traffic(w, store, sink, settings):
     settings.ADMISSION_RESERVATION_TTL_S = 0.05
     settings.ADMISSION_SWEEP_EVERY_S = 0.05
     settings.CELERY_TASK_ALWAYS_EAGER = True  # no broker, so no beat
-    del settings.ADMISSION_SWEEP_IN_PROCESS  # the default: on exactly when there is no beat
+    settings.ADMISSION_SWEEP_IN_PROCESS = None  # the default: on exactly when there is no beat
     assert sweeper.wanted()
     sweeper.stop()
     try:
@@ -54,5 +56,5 @@ def test_without_beat_the_web_process_sweeps_scopes_that_see_no_traffic(w, store
 
 def test_with_a_broker_beat_sweeps_and_the_web_process_does_not(settings):
     settings.CELERY_TASK_ALWAYS_EAGER = False
-    del settings.ADMISSION_SWEEP_IN_PROCESS
+    settings.ADMISSION_SWEEP_IN_PROCESS = None
     assert not sweeper.wanted()

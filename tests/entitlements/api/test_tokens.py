@@ -7,7 +7,6 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from admission.auth import forget
 from entitlements import token_services
 from entitlements.models import ApiToken
 from entitlements.models.tenancy import hash_key
@@ -117,7 +116,6 @@ def test_revoking_in_the_portal_is_immediate_and_only_for_the_owner(people, flee
 
 @pytest.mark.usefixtures("memory_store", "sink")
 def test_revocation_reaches_the_gateway_fast_path_cache(fleet, django_capture_on_commit_callbacks):
-    forget()
     w = build_world(fleet)
     gw_user = ApiToken.objects.get(user__username="gw").user
     token, key = token_services.token_create(actor=gw_user, name="litellm", scope="gateway")
@@ -136,7 +134,7 @@ def test_revocation_reaches_the_gateway_fast_path_cache(fleet, django_capture_on
     )
     with django_capture_on_commit_callbacks(execute=True):
         token_services.token_revoke(actor=gw_user, token=token)
-    # No forget(): the cached key is dropped because the shared revocation epoch moved.
+    # The cached key is dropped because the shared revocation epoch moved (no per-process reset exists).
     resp = c.post("/api/v1/admission/reserve", body("acme", "reserved", "r-3", prompt=10, out=10), format="json")
     assert resp.status_code == 401
     assert (
@@ -149,7 +147,6 @@ def test_revocation_reaches_the_gateway_fast_path_cache(fleet, django_capture_on
 
 @pytest.mark.usefixtures("memory_store", "sink")
 def test_read_only_tokens_refuse_writes_also_on_the_fast_path(fleet):
-    forget()
     build_world(fleet)
     gw_user = ApiToken.objects.get(user__username="gw").user
     _, key = token_services.token_create(actor=gw_user, name="ro", scope="read")
