@@ -172,7 +172,7 @@ class MemoryBackend:
         """`limit`: which limit a QUOTA_EXCEEDED hit when it is not the token rate ("rps")."""
         ra = retry_after_s(reason, wait, op.scope.retry_defaults)
         raw = f"T|{reason}|{ra}|{limit}" if limit else f"T|{reason}|{ra}"
-        self._s.idem[op.reservation_id] = (raw, now + max(1, ra))
+        self._s.idem[op.reservation_id] = (raw, now + max(1, min(3600, ra)))  # as reserve.lua: at most an hour
         return Answer(raw=raw, replay=False, expired_metas=expired)
 
     def complete(self, op: CompleteOp) -> Settled | None:

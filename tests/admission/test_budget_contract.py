@@ -226,3 +226,17 @@ def test_a_spent_budget_refuses_even_with_room_everywhere_else(store):
     t = store.reserve(lop(store, cost=1.0, daily=100, rps=(10.0, 10.0))).raw
     assert t.startswith("T|BUDGET_EXHAUSTED|")
     assert store.level(f"{store.prefix}rq:s1") is None  # a throttled request takes nothing from the rate
+
+
+def test_a_budget_throttle_replays_for_an_hour_at_most_then_is_decided_afresh(store):
+    clock = Clock(store)
+    noon(clock)
+    assert store.reserve(lop(store, cost=100.0, daily=100)).admitted
+    t = store.reserve(lop(store, cost=1.0, daily=100, req="again"))
+    assert int(t.raw.split("|")[2]) > 3600  # the advice: midnight, 12 h away
+    if clock.redis:
+        ttl = store.client.ttl(store.record_key("again"))
+        assert 3590 <= ttl <= 3600  # the record of a refused request is kept an hour, not until midnight
+    else:
+        clock.at(clock.now() + 3601)
+        assert not store.reserve(lop(store, cost=1.0, daily=200, req="again")).replay  # decided afresh

@@ -29,7 +29,9 @@ local out = {'', 0, 0}
 local function throttle(reason, ra, limit)
   local ans = 'T|' .. reason .. '|' .. ra
   if limit then ans = ans .. '|' .. limit end  -- which limit a QUOTA_EXCEEDED hit, when not the rate
-  redis.call('SET', KEYS[1], ans, 'EX', math.max(1, tonumber(ra)))
+  -- Replayed for its wait, at most an hour: a BUDGET_EXHAUSTED may advise days, and a record per
+  -- refused request must not live that long (nor hide a budget raised meanwhile from a retry).
+  redis.call('SET', KEYS[1], ans, 'EX', math.max(1, math.min(3600, tonumber(ra))))
   out[1] = ans
   return out
 end
