@@ -14,12 +14,14 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from entitlements import roles
 from entitlements.models import Entitlement
 from entitlements.selectors import overlapping
+from entitlements.services import ENVELOPE_FIELDS
 from forecasting.history import demand_series
 from forecasting.models import CommittedAdjustment, ForecastSeries
 from reconciliation import figures, rules
@@ -208,3 +210,30 @@ def forecast_accuracy(*, now: Any = None) -> int:
         )  # fmt: skip
         n += 1
     return n
+
+
+def launch_request_fields(user: Any, finding: Any) -> dict[str, Any] | None:
+    """A launch request's fields prefilled from a finding this person may see (None: no such finding):
+    the entitlement's model, region and envelope (the recommended one for a drift), the recommended
+    traffic class, and the recommended CU as the committed and expected demand in weighted tokens a
+    minute (CU × R × 60). portal's intake files it (portal sits above this layer)."""
+    try:
+        f = visible_findings(user).select_related("entitlement__model", "entitlement__region").get(pk=finding)
+    except (Finding.DoesNotExist, ValueError, ValidationError):
+        return None
+    ent, rec = f.entitlement, f.recommended or {}
+    env = {name: getattr(ent, name) for name in ENVELOPE_FIELDS} | (rec.get("envelope") or {})
+    cu = float(rec.get("cu") or ent.cu)
+    wt_per_min = round(cu * ent.model.r_wt_per_s * 60, 3)
+    return {
+        "title": f"{f.get_kind_display()}: {ent.model.slug} in {ent.region.slug}"[:160],
+        "model": ent.model,
+        "regions": [ent.region],
+        "traffic_class": rec.get("traffic_class", ent.traffic_class_id),
+        **env,
+        "committed_basis": "wt_per_min",
+        "committed_value": wt_per_min,
+        "expected_basis": "wt_per_min",
+        "expected_value": wt_per_min,
+        "justification": f"From reconciliation finding {f.pk}: {f.action}",
+    }

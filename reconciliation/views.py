@@ -66,7 +66,8 @@ def run_now(request: HttpRequest) -> HttpResponse:
 def detail(request: HttpRequest, finding: Any) -> HttpResponse:
     f = _finding(request, finding)
     ctx = {"f": f, "may_act": services.may_act(request.user), "acts": f.acts.select_related("actor"),
-           "may_amend": roles.has_any(request.user, roles.OPERATOR), "error": request.GET.get("error")}  # fmt: skip
+           "may_amend": roles.has_any(request.user, roles.OPERATOR), "error": request.GET.get("error"),
+           "may_file": roles.has_any(request.user, roles.REQUESTER)}  # fmt: skip
     return render(request, "reconciliation/finding.html", ctx)
 
 

@@ -35,6 +35,7 @@ from portal.selectors import (
     sold_steps,
 )
 from portal.services import intake
+from reconciliation.services import launch_request_fields
 
 _JSON_ESCAPES = {ord(">"): "\\u003E", ord("<"): "\\u003C", ord("&"): "\\u0026"}
 EDIT = "portal/intake/edit.html"
@@ -98,7 +99,12 @@ def queue(request: HttpRequest) -> HttpResponse:
 @require_POST
 @person_required
 def request_create(request: HttpRequest) -> HttpResponse:
-    req = intake.launch_request_create(actor=request.user, title="Untitled launch")
+    fields: dict[str, Any] | None = {"title": "Untitled launch"}
+    if request.POST.get("from_finding"):  # prefilled from a reconciliation finding's evidence (issue 17.2)
+        fields = launch_request_fields(request.user, request.POST["from_finding"])
+        if fields is None:
+            raise Http404("no such finding")
+    req = intake.launch_request_create(actor=request.user, **fields)
     return redirect("intake-edit", uuid=req.uuid)
 
 

@@ -88,3 +88,31 @@ def test_the_amendment_is_prefilled_and_amends_then_accepts(grant, people):
     assert not CommittedAdjustment.objects.exists()  # the amendment itself carries the change
     bad = op.post(f"/reconciliation/{_finding(ent).pk}/amend/", {"cu": "-1", "reason": "x"})
     assert bad.status_code == 400 and "cu:" in bad.content.decode()
+
+
+@pytest.mark.django_db
+def test_a_requester_files_a_launch_request_prefilled_from_a_grow_finding(grant, people, fleet, django_user_model):
+    from portal.models import LaunchRequest
+
+    ent = grant("1", traffic_class="best_effort", overage="borrow", borrowing_limit_cu=Decimal("2"))
+    start, end = window()
+    f = Finding.objects.create(
+        entitlement=ent, tenant=ent.tenant, pool=ent.pool, kind="grow", window_start=start, window_end=end,
+        action="File a launch request for 1.5 CU reserved", cu_delta=Decimal("1.5"),
+        recommended={"cu": 1.5, "traffic_class": "reserved", "launch_request": True},
+    )  # fmt: skip
+    requester = django_user_model.objects.create_user("acme-r", password="x")
+    Membership.objects.create(user=requester, tenant=fleet.acme, role="requester")
+    page = _client(requester).get(f"/reconciliation/{f.pk}/").content.decode()
+    assert 'id="new-launch-request"' in page
+    r = _client(requester).post("/launch/new", {"from_finding": str(f.pk)})
+    assert r.status_code == 302
+    req = LaunchRequest.objects.get()
+    assert (req.model, req.traffic_class, req.tenant) == (ent.model, "reserved", fleet.acme)
+    assert [row.region for row in req.region_rows.all()] == [ent.region]
+    assert (req.committed_basis, req.committed_value) == ("wt_per_min", 1.5 * 1000 * 60)
+    assert req.max_prompt_tokens == ent.max_prompt_tokens and str(f.pk) in req.justification
+    outsider = django_user_model.objects.create_user("globex-r", password="x")
+    Membership.objects.create(user=outsider, tenant=fleet.globex, role="requester")
+    assert _client(outsider).post("/launch/new", {"from_finding": str(f.pk)}).status_code == 404
+    assert LaunchRequest.objects.count() == 1
