@@ -5,7 +5,6 @@ Numbers are formatted here (thousands separators, 1 decimal for CU) so the templ
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from datetime import datetime
 from decimal import Decimal
@@ -18,8 +17,6 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
-from django.utils.html import format_html
-from django.utils.safestring import SafeString, mark_safe
 from django_htmx.middleware import HtmxDetails
 
 from capacity.deliverable import deliverable_under_failure
@@ -45,18 +42,6 @@ class LoginView(auth_views.LoginView):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         # The demo logins are listed only on a development server.
         return super().get_context_data(**kwargs) | {"show_demo_logins": settings.DEBUG}
-
-
-# The same escapes as Django's json_script, so figure text cannot close the <script> element.
-_JSON_ESCAPES = {ord("<"): "\\u003C", ord(">"): "\\u003E", ord("&"): "\\u0026"}
-
-
-def figure_tag(target: str, figure: dict[str, Any]) -> SafeString:
-    """`<script type="application/json" class="plotly-fig" data-target=…>`, drawn by static/js/charts.js."""
-    payload = json.dumps(figure, separators=(",", ":")).translate(_JSON_ESCAPES)
-    # Safe: JSON with <, > and & escaped cannot leave the script element (same as json_script).
-    body = mark_safe(payload)  # noqa: S308
-    return format_html('<script type="application/json" class="plotly-fig" data-target="{}">{}</script>', target, body)
 
 
 def cu(value: Decimal | float) -> str:
@@ -147,7 +132,7 @@ def operator_context(at: datetime | None = None) -> dict[str, Any]:
     drawn = {trace["name"] for trace in figure["data"]}
     return {
         "rows": rows,
-        "figure_tag": figure_tag("capacity-breakdown", figure),
+        "figure": figure,
         "legend": [(name, colour) for name, colour in SEGMENT_COLOURS.items() if name in drawn],
         "goodput_in_words": GOODPUT_IN_WORDS,
     }

@@ -7,7 +7,6 @@ tenant's member gets a 404 from pages, partials and actions alike.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable
 from decimal import Decimal
 from functools import wraps
@@ -15,10 +14,8 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.core.serializers.json import DjangoJSONEncoder
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 
 from entitlements import roles
@@ -37,7 +34,6 @@ from portal.selectors import (
 from portal.services import intake
 from reconciliation.services import launch_request_fields
 
-_JSON_ESCAPES = {ord(">"): "\\u003E", ord("<"): "\\u003C", ord("&"): "\\u0026"}
 EDIT = "portal/intake/edit.html"
 DETAIL = "portal/intake/detail.html"
 
@@ -202,12 +198,6 @@ def submit(request: HttpRequest, uuid: Any) -> HttpResponse:
 # --- detail, review and decisions -------------------------------------------------------------
 
 
-def _fig_json(fig: dict[str, Any]) -> str:
-    # What json_script does, for a <script> tag that also needs a class and a data-target.
-    text = json.dumps(fig, cls=DjangoJSONEncoder).translate(_JSON_ESCAPES)
-    return mark_safe(text)  # noqa: S308 — escaped above, like django.utils.html.json_script
-
-
 def _charts(req: LaunchRequest, result: Any) -> list[dict[str, Any]]:
     if result.window is None:
         return []
@@ -223,7 +213,7 @@ def _charts(req: LaunchRequest, result: Any) -> list[dict[str, Any]]:
                 request_cu=committed,
                 request_counts=result.counts_as_sold,
             )
-            figs.append({"id": f"chart-{ps.pool.slug}", "json": _fig_json(fig)})
+            figs.append({"id": f"chart-{ps.pool.slug}", "fig": fig})
     return figs
 
 

@@ -7,16 +7,14 @@ Anyone who may not see a page gets 404, never 403, so a page's existence does no
 from __future__ import annotations
 
 import csv
-import json
 from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
+from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils import timezone
-from django.utils.html import format_html
-from django.utils.safestring import SafeString, mark_safe
 
 from entitlements import roles
 from entitlements.concurrency import max_concurrency_derivation
@@ -24,6 +22,8 @@ from entitlements.models import Tenant
 from entitlements.reasons import REASONS
 from entitlements.selectors import entitlement_history, entitlements_visible_to, pools_with_totals
 from portal.charts import live as charts_live
+from portal.usage_meters import usage_of
+from portal.usage_range import default_range
 from telemetry.deadletter import quarantined_by_stage
 from telemetry.selectors import entitlement_series, fleet_series, latest_samples, usage_series
 
@@ -38,18 +38,6 @@ RANGES: dict[str, timedelta] = {
 }
 POLL_UP_TO = timedelta(hours=24)  # coarser ranges read hour/day rollups that barely move in 5 s
 
-_JSON_ESCAPES = {ord("<"): "\\u003C", ord(">"): "\\u003E", ord("&"): "\\u0026"}
-
-
-def figure_tag(target: str, figure: dict[str, Any]) -> SafeString:
-    """What json_script emits, with the class and data-target static/js/charts.js looks for."""
-    payload = json.dumps(figure, separators=(",", ":")).translate(_JSON_ESCAPES)
-    return format_html(
-        '<script type="application/json" class="plotly-fig" data-target="{}">{}</script>',
-        target,
-        mark_safe(payload),  # noqa: S308 - <, >, & escaped above, as json_script does
-    )
-
 
 def _range(request: HttpRequest, default: str) -> tuple[str, Any, Any]:
     key = request.GET.get("range", default)
@@ -57,6 +45,16 @@ def _range(request: HttpRequest, default: str) -> tuple[str, Any, Any]:
         key = default
     end = timezone.now()
     return key, end - RANGES[key], end
+
+
+def _data_range(request: HttpRequest, scope: Q) -> tuple[str, Any, Any, str]:
+    """Like _range, but a page opened without ?range= shows the shortest range with data."""
+    if request.GET.get("range") in RANGES:
+        key, start, end = _range(request, "24h")
+        return key, start, end, f"showing the last {key}"
+    end = timezone.now()
+    key, why = default_range(scope, RANGES, end)
+    return key, end - RANGES[key], end, why
 
 
 def _page(request: HttpRequest, template: str, ctx: dict[str, Any]) -> HttpResponse:
@@ -110,15 +108,12 @@ def fleet(request: HttpRequest) -> HttpResponse:
         "range": key,
         "poll": RANGES[key] <= POLL_UP_TO,
         "pools": pools,
-        "fleet_figs": [
-            {"id": f"fleet-{k}", "tag": figure_tag(f"fleet-{k}", fig)}
-            for k, fig in charts_live.fleet_figures(per_pool).items()
-        ],
+        "fleet_figs": [{"id": f"fleet-{k}", "fig": fig} for k, fig in charts_live.fleet_figures(per_pool).items()],
         "totals": charts_live.totals(usage),
         "level": usage["level"],
-        "decisions_fig": figure_tag("fleet-decisions", charts_live.decisions_figure(usage)),
-        "tenant_fig": figure_tag("fleet-tenant-throttles", tenant_fig),
-        "platform_fig": figure_tag("fleet-platform-throttles", platform_fig),
+        "decisions_fig": charts_live.decisions_figure(usage),
+        "tenant_fig": tenant_fig,
+        "platform_fig": platform_fig,
         "quarantined": (quarantined := quarantined_by_stage()),
         "quarantined_total": sum(quarantined.values()),
     }
@@ -133,7 +128,7 @@ def entitlement(request: HttpRequest, uuid: Any) -> HttpResponse:
     ent = entitlements_visible_to(request.user).filter(uuid=uuid).first()
     if ent is None:
         raise Http404
-    key, start, end = _range(request, "6h")
+    key, start, end, range_note = _data_range(request, Q(entitlement=str(ent.uuid)))
     usage = entitlement_series(ent, start, end, latency=False)
     tenant_fig, platform_fig = charts_live.throttle_split(usage)
     over = ent.revoked_at or ent.ends_at
@@ -141,18 +136,20 @@ def entitlement(request: HttpRequest, uuid: Any) -> HttpResponse:
         "ent": ent,
         "rate": ent.rate_wt_per_s,
         "range": key,
+        "range_note": range_note,
         # stop polling once the entitlement is over and the range is not the live edge any more
         "poll": RANGES[key] <= POLL_UP_TO and (over is None or over > start),
         "level": usage["level"],
         "totals": charts_live.totals(usage),
-        "rate_fig": figure_tag("ent-rate", charts_live.rate_figure(usage)),
-        "tokens_fig": figure_tag("ent-tokens", charts_live.tokens_figure(usage)),
-        "tenant_fig": figure_tag("ent-tenant-throttles", tenant_fig),
-        "platform_fig": figure_tag("ent-platform-throttles", platform_fig),
+        "rate_fig": charts_live.rate_figure(usage),
+        "tokens_fig": charts_live.tokens_figure(usage),
+        "tenant_fig": tenant_fig,
+        "platform_fig": platform_fig,
     }
     if not getattr(request, "htmx", False):  # the polled panels do not show it: derive once per page
         ctx["cap"] = max_concurrency_derivation(ent)
         ctx["history"] = entitlement_history(ent)
+        ctx["usage"] = usage_of(ent, timezone.now())
     return _page(request, "portal/live/entitlement.html", ctx)
 
 
@@ -176,9 +173,10 @@ def _usage_scope(request: HttpRequest) -> tuple[Tenant | None, str | None]:
 @login_required
 def usage(request: HttpRequest) -> HttpResponse:
     tenant, slug = _usage_scope(request)
-    key, start, end = _range(request, "6h")
     model = request.GET.get("model") or None
     region = request.GET.get("region") or None
+    scope = Q(**{k: v for k, v in (("tenant", slug), ("model", model), ("region", region)) if v})
+    key, start, end, range_note = _data_range(request, scope)
     try:
         data = usage_series(request.user, slug, model, region, start, end, latency=False)
     except Tenant.DoesNotExist:
@@ -187,14 +185,15 @@ def usage(request: HttpRequest) -> HttpResponse:
     ctx = {
         "tenant": tenant,
         "range": key,
+        "range_note": range_note,
         "query": request.GET.urlencode(),
         "poll": RANGES[key] <= POLL_UP_TO,
         "level": data["level"],
         "totals": charts_live.totals(data),
-        "rate_fig": figure_tag("usage-rate", charts_live.rate_figure(data)),
-        "tokens_fig": figure_tag("usage-tokens", charts_live.tokens_figure(data)),
-        "tenant_fig": figure_tag("usage-tenant-throttles", tenant_fig),
-        "platform_fig": figure_tag("usage-platform-throttles", platform_fig),
+        "rate_fig": charts_live.rate_figure(data),
+        "tokens_fig": charts_live.tokens_figure(data),
+        "tenant_fig": tenant_fig,
+        "platform_fig": platform_fig,
         "tenant_slug": slug or "",
     }
     return _page(request, "portal/live/usage.html", ctx)

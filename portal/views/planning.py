@@ -6,15 +6,12 @@ the staff page is refused to them outright.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET, require_POST
 
 from entitlements import roles
@@ -22,12 +19,6 @@ from forecasting import cost_report, gap, selectors, services
 from portal.charts import planning as charts_planning
 
 PAGE = "portal/planning/index.html"
-# The same escapes json_script applies, so figure JSON cannot close its <script> element.
-_JSON_ESCAPES = {ord(">"): "\\u003E", ord("<"): "\\u003C", ord("&"): "\\u0026"}
-
-
-def _fig_json(fig: dict[str, Any]) -> SafeString:
-    return mark_safe(json.dumps(fig, cls=DjangoJSONEncoder).translate(_JSON_ESCAPES))  # noqa: S308 - escaped above
 
 
 def _staff(request: HttpRequest) -> None:
@@ -53,9 +44,7 @@ def planning(request: HttpRequest) -> HttpResponse:
         {
             **_status_context(request),
             "finished": run,
-            "pools": [
-                {**p, "fig": _fig_json(charts_planning.pool_fan(p)), "fig_id": f"fan-{p['pool']}"} for p in pools
-            ],
+            "pools": [{**p, "fig": charts_planning.pool_fan(p), "fig_id": f"fan-{p['pool']}"} for p in pools],
             "series": series,
             "costs": cost_report.pool_cost_report(days=7),
         },
@@ -89,7 +78,7 @@ def mine(request: HttpRequest) -> HttpResponse:
     rows = []
     for i, s in enumerate(selectors.series_visible_to(request.user)):
         summary = selectors.series_summary(s)
-        rows.append({**summary, "fig": _fig_json(charts_planning.series_fan(summary)), "fig_id": f"series-{i}"})
+        rows.append({**summary, "fig": charts_planning.series_fan(summary), "fig_id": f"series-{i}"})
     return render(
         request, "portal/planning/mine.html", {"tenant": tenant, "series": rows, "run": selectors.latest_run()}
     )

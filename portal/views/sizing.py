@@ -27,7 +27,6 @@ from entitlements import roles
 from entitlements.models import Accelerator, OperatingPoint, ServedModel
 from entitlements.sizing_specs import PRICING, CostOptions
 from portal.charts import sizing as charts_sizing
-from portal.views.live import figure_tag
 from sizing.parsing import PreparedSizing, run_sizing, sizing_response
 from telemetry.trace_import import TraceNotFound, traces_visible_to
 
@@ -215,18 +214,13 @@ def _results(form: SizingForm, user: Any) -> dict[str, Any]:
         "day": day.to_dict(),
         "day_cost": day,
         "currency": result.cost.per_hour.currency,
-        "kv_chart": figure_tag(
-            "kv-chart",
-            charts_sizing.kv_distribution_figure(
-                edges=[float(x) for x in kv.hist_edges],
-                time_fraction=[float(x) for x in kv.hist_time_fraction],
-                p99=kv.kv_tokens_p99,
-                capacity_per_replica=result.kv_capacity_tokens_per_replica,
-            ),
+        "kv_chart": charts_sizing.kv_distribution_figure(
+            edges=[float(x) for x in kv.hist_edges],
+            time_fraction=[float(x) for x in kv.hist_time_fraction],
+            p99=kv.kv_tokens_p99,
+            capacity_per_replica=result.kv_capacity_tokens_per_replica,
         ),
-        "day_chart": figure_tag(
-            "day-chart", charts_sizing.day_cost_figure(day.to_dict()["rows"], currency=day.cost_per_day.currency)
-        ),
+        "day_chart": charts_sizing.day_cost_figure(day.to_dict()["rows"], currency=day.cost_per_day.currency),
         "extra_errors": extra,
         **_basis_charts(prepared, result, user),
     }
@@ -255,15 +249,10 @@ def _basis_charts(prepared: PreparedSizing, result: SizingResult, user: Any) -> 
         costs["explicit"] = result.cost.per_hour.value
     return {
         "basis_costs": [(b, num(c)) for b, c in costs.items()],
-        "rate_chart": figure_tag(
-            "rate-chart",
-            charts_sizing.minute_rate_figure(
-                window_rates=[float(x) for x in rates.window_rates], rates=shown, used=used
-            ),
+        "rate_chart": charts_sizing.minute_rate_figure(
+            window_rates=[float(x) for x in rates.window_rates], rates=shown, used=used
         ),
-        "basis_cost_chart": figure_tag(
-            "basis-cost-chart", charts_sizing.basis_cost_figure(costs=costs, used=used, currency=currency)
-        ),
+        "basis_cost_chart": charts_sizing.basis_cost_figure(costs=costs, used=used, currency=currency),
     }
 
 

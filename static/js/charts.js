@@ -1,26 +1,38 @@
-// Renders every <script type="application/json" class="plotly-fig" data-target="ID"> into the
-// element with that id. Figures are built server-side (portal/charts/); this file only draws.
+// The one way a figure reaches a page: the view puts a plotly figure dict in the context and the
+// template writes
+//   <div id="X" class="chart" data-figure="X-fig"></div>{{ fig|json_script:"X-fig" }}
+// (Django's json_script escapes <, > and & so figure text cannot leave the script element).
+// This file draws every [data-figure] element from the JSON script it names; figures are built
+// server-side (portal/charts/), this file only draws.
 (function () {
   "use strict";
 
-  function render(root) {
-    if (typeof Plotly === "undefined") return;
-    (root || document).querySelectorAll('script.plotly-fig[type="application/json"]').forEach(function (el) {
-      var target = document.getElementById(el.dataset.target);
-      if (!target) return;
-      var fig;
-      try {
-        fig = JSON.parse(el.textContent);
-      } catch (err) {
-        console.error("plotly-fig: bad JSON for #" + el.dataset.target, err);
-        return;
-      }
-      Plotly.react(target, fig.data || [], fig.layout || {}, { displayModeBar: false, responsive: true });
-    });
+  function draw(el) {
+    var source = document.getElementById(el.dataset.figure);
+    if (!source) return;
+    var fig;
+    try {
+      fig = JSON.parse(source.textContent);
+    } catch (err) {
+      console.error("data-figure: bad JSON in #" + el.dataset.figure, err);
+      return;
+    }
+    Plotly.react(el, fig.data || [], fig.layout || {}, { displayModeBar: false, responsive: true });
   }
 
-  document.addEventListener("DOMContentLoaded", function () { render(document); });
-  // htmx swaps replace chart containers (inner or outer swaps): redraw; Plotly.react only diffs.
-  document.addEventListener("htmx:afterSettle", function () { render(document); });
+  function render(root) {
+    if (typeof Plotly === "undefined") return;
+    root = root || document;
+    if (root.matches && root.matches("[data-figure]")) draw(root);
+    root.querySelectorAll("[data-figure]").forEach(draw);
+  }
+
+  // htmx.onLoad runs for the page once loaded and again for every element htmx swaps in, so a
+  // figure inside a refreshed partial is drawn after the swap. Without htmx, draw once on load.
+  if (typeof htmx !== "undefined") {
+    htmx.onLoad(render);
+  } else {
+    document.addEventListener("DOMContentLoaded", function () { render(document); });
+  }
   window.headroomCharts = { render: render };
 })();

@@ -1,4 +1,3 @@
-import json
 from decimal import Decimal
 
 import pytest
@@ -6,8 +5,8 @@ import pytest
 from entitlements.selectors import pools_with_totals
 from entitlements.services import entitlement_grant, reserve_set
 from portal.charts.home import PoolBar, Segment, capacity_breakdown_figure, pool_segments
-from portal.views.home import figure_tag
 from tests import factories as f
+from tests.figures import figures
 
 
 def segments_for(row):
@@ -132,9 +131,12 @@ def test_figure_stacks_one_bar_per_pool_in_shares_of_physical():
     assert fig["layout"]["barmode"] == "stack"
 
 
-def test_figure_tag_is_inert_json_for_charts_js():
-    tag = str(figure_tag("chart-1", {"data": [], "layout": {"title": "</script><b>x</b>"}}))
-    assert tag.startswith('<script type="application/json" class="plotly-fig" data-target="chart-1">')
-    assert "</script><b>" not in tag
-    body = tag.removeprefix('<script type="application/json" class="plotly-fig" data-target="chart-1">')
-    assert json.loads(body.removesuffix("</script>")) == {"data": [], "layout": {"title": "</script><b>x</b>"}}
+def test_home_page_and_its_htmx_partial_embed_the_breakdown_figure(client, fleet):
+    """The figure reaches the page through json_script (the one way charts.js reads), whole and
+    parseable, in the full page and in the pools partial htmx swaps in."""
+    client.force_login(fleet.operator)
+    for headers in ({}, {"HX-Request": "true"}):
+        html = client.get("/", headers=headers).content.decode()
+        fig = figures(html)["capacity-breakdown"]
+        assert fig["layout"]["barmode"] == "stack"
+        assert {"pool-a", "pool-b"} <= set(fig["data"][0]["y"])

@@ -1,4 +1,3 @@
-import json
 import re
 from datetime import timedelta
 
@@ -8,6 +7,7 @@ from portal.models import LaunchRequest
 from portal.selectors import day_start
 from tests.clients import web_client as _web
 from tests.factories import grant_kwargs
+from tests.figures import figures
 
 
 def test_requester_creates_draft_and_sees_sectioned_form(fleet, people):
@@ -122,15 +122,11 @@ def test_review_page_has_chart_commitments_and_gap(fleet, people, submitted):
             **grant_kwargs(pool, fleet.globex, cu, start=start, days=60, traffic_class=cls),
         )
     body = _web(people.approver).get(f"/launch/{submitted.uuid}/").content.decode()
-    m = re.search(
-        r'<script type="application/json" class="plotly-fig" data-target="chart-pool-a">(.*?)</script>', body, re.S
-    )
-    fig = json.loads(m.group(1))
+    fig = figures(body)["chart-pool-a"]
     assert [t["name"] for t in fig["data"]][:3] == ["already sold", "this request", "deliverable"]
     # The window starts at midnight, the globex grants two hours later: sold steps 0 → 270 inside it.
     assert fig["data"][0]["y"][:2] == [0.0, 270.0]
     assert set(fig["data"][1]["y"]) == {25.175} and set(fig["data"][2]["y"]) == {280.0}
-    assert '<div id="chart-pool-a" class="chart"></div>' in body
     assert body.count("<td>globex</td>") == 2  # the two commitments
     # pool-a has 10 CU, pool-b 15 CU: 25.175 CU is 15.175 and 10.175 short; the region is 10.175 CU short.
     assert '<td class="num gap">15.175</td>' in body and '<td class="num gap">10.175</td>' in body
@@ -142,7 +138,7 @@ def test_requester_detail_hides_other_tenants_commitments(fleet, people, submitt
     entitlement_grant(actor=fleet.operator, reason="x", **grant_kwargs(fleet.pool_a, fleet.globex, "50", days=60))
     body = _web(people.requester).get(f"/launch/{submitted.uuid}/").content.decode()
     assert "globex" not in body
-    assert "plotly-fig" not in body
+    assert figures(body) == {} and "data-figure" not in body
     assert 'id="approve"' not in body
     assert '<li data-transition="submit">' in body
 
