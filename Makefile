@@ -1,12 +1,15 @@
-# Two commands: `make run` and `make test`. Each makes .venv and installs on first use.
+# Two commands: `make run` and `make test`. Each makes .venv and installs on first use:
+# `make run` (and `make prod`) what runs (requirements.txt), `make test` that plus the tests and
+# linters (requirements-dev.txt).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint check serve demo bench clean
+.PHONY: run prod test lint check serve demo bench clean
 
 $(STAMP): requirements.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -14,19 +17,35 @@ $(STAMP): requirements.txt
 	$(BIN)/pip install --quiet -r requirements.txt
 	touch $(STAMP)
 
-run: $(STAMP)
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py load_demo
-	$(BIN)/python manage.py load_demo_alerts
-	$(BIN)/python manage.py seed_history
-	$(BIN)/python manage.py reconcile
-	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
+$(DEV_STAMP): requirements-dev.txt $(STAMP)
+	$(BIN)/pip install --quiet -r requirements-dev.txt
+	touch $(DEV_STAMP)
+
+# A production image installs this alone: no test runner, linters or browser driver.
+prod: $(STAMP)
+
+# `make run` serves the demo as production does (gunicorn + whitenoise, DEBUG off; bin/run_all.py
+# starts the processes beside it), over plain HTTP on this machine. Its key is local: made once per
+# checkout in .venv, never a production secret. DJANGO_DEBUG=1 make run shows tracebacks.
+RUN_SECRET := $(VENV)/.run-secret-key
+RUN_ENV = HEADROOM_LOCAL_HTTP=1 DJANGO_SECRET_KEY="$$(cat $(RUN_SECRET))"
+
+$(RUN_SECRET): | $(STAMP)
+	@$(BIN)/python -c 'import secrets; print("local-make-run-" + secrets.token_urlsafe(64))' > $@
+
+run: $(STAMP) $(RUN_SECRET)
+	$(RUN_ENV) $(BIN)/python manage.py migrate --noinput
+	$(RUN_ENV) $(BIN)/python manage.py load_demo
+	$(RUN_ENV) $(BIN)/python manage.py load_demo_alerts
+	$(RUN_ENV) $(BIN)/python manage.py seed_history
+	$(RUN_ENV) $(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	@echo ""
 	@echo "  Headroom is at http://$(HOST):$(PORT)/   (password for every demo login: demo)"
 	@echo "  logins: demo-operator, demo-approver, demo-requester, demo-viewer (acme), demo-outsider (globex)"
 	@echo "  API docs: http://$(HOST):$(PORT)/api/docs/"
+	@$(RUN_ENV) $(BIN)/python bin/run_all.py --host $(HOST) --port $(PORT) --print | sed 's/^/  /'
 	@echo ""
-	$(BIN)/python bin/run_all.py --host $(HOST) --port $(PORT)
+	$(RUN_ENV) $(BIN)/python bin/run_all.py --host $(HOST) --port $(PORT)
 
 # `make test` = lint, then pytest. PYTEST_ARGS passes options through
 # (e.g. PYTEST_ARGS='-m "not postgres and not redis"'); SKIP_LINT=1 runs pytest alone
@@ -38,7 +57,7 @@ SKIP_LINT ?=
 DEPLOY_SECRET_KEY = $(shell $(PY) -c 'import secrets; print(secrets.token_urlsafe(64))')
 DEPLOY_ENV = DJANGO_DEBUG=0 DJANGO_SECRET_KEY='$(DEPLOY_SECRET_KEY)' DJANGO_ALLOWED_HOSTS=headroom.example
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy capacity
@@ -47,10 +66,10 @@ lint: $(STAMP)
 	@echo "manage.py check --deploy --fail-level WARNING  (DJANGO_DEBUG=0, generated key, host headroom.example)"
 	@$(DEPLOY_ENV) $(BIN)/python manage.py check --deploy --fail-level WARNING
 
-test: $(STAMP) $(if $(filter 1 true yes,$(SKIP_LINT)),,lint)
+test: $(DEV_STAMP) $(if $(filter 1 true yes,$(SKIP_LINT)),,lint)
 	$(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	for b in bench/*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:

@@ -1,56 +1,153 @@
-"""`make run`: the web app plus, when present, the fleet simulator, stopped together on Ctrl-C."""
+"""`make run`: the web app and the processes beside it, stopped together on Ctrl-C (or SIGTERM).
+
+Two shapes, chosen from the environment the settings read:
+
+- embedded (no REDIS_URL): the admission store lives in the web process, so gunicorn runs ONE
+  worker with threads (several processes would each keep their own buckets and over-admit); with no
+  beat, `evaluate_alerts --every 60` evaluates alert rules.
+- scaled (REDIS_URL): several gunicorn workers share the Redis store; a Celery worker and beat run
+  beside them (the broker is CELERY_BROKER_URL, else REDIS_URL), and beat evaluates alert rules.
+  CELERY_BROKER_URL without REDIS_URL gets the worker and beat but still one web process.
+
+The fleet simulator (HEADROOM_SIMULATE=1, the default) drives traffic at the web server in both.
+Each child runs in a process group of its own, so stopping one also stops what it forked (gunicorn's
+and Celery's workers); `--print` shows the processes without starting them.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+STOP_GRACE_S = 10.0  # SIGTERM, then SIGKILL for a group still alive after this long
+
+
+@dataclass(frozen=True)
+class Proc:
+    name: str
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def plan(env: dict[str, str], *, host: str, port: int, python: str = sys.executable) -> list[Proc]:
+    """The processes `make run` starts for this environment, in start order."""
+    redis_url = env.get("REDIS_URL", "")
+    broker = env.get("CELERY_BROKER_URL", "") or redis_url
+    shared_store = bool(redis_url) and env.get("ADMISSION_BACKEND", "redis") == "redis"
+    workers = int(env.get("WEB_CONCURRENCY", "0")) or (2 * (os.cpu_count() or 1) if shared_store else 1)
+    if not shared_store:
+        workers = 1  # the in-process admission store: one process, or each worker over-admits
+    threads = env.get("GUNICORN_THREADS", "8")
+    manage = [python, str(ROOT / "manage.py")]
+    # Each web server gets its own metrics directory: gunicorn.py empties it when it starts.
+    web_env = {"PROMETHEUS_MULTIPROC_DIR": str(ROOT / "var" / f"prometheus-{port}")}
+    web_env |= {"CELERY_BROKER_URL": broker} if broker else {}
+    procs = [
+        Proc(
+            "web",
+            [
+                python,
+                "-m",
+                "gunicorn",
+                "-c",
+                str(ROOT / "config" / "gunicorn.py"),
+                "config.wsgi",
+                "--bind",
+                f"{host}:{port}",
+                "--workers",
+                str(workers),
+                "--threads",
+                threads,
+            ],
+            web_env,
+        )  # fmt: skip
+    ]
+    if broker:
+        celery = [python, "-m", "celery", "-A", "config"]
+        procs.append(Proc("worker", [*celery, "worker", "--loglevel", "WARNING"], {"CELERY_BROKER_URL": broker}))
+        procs.append(Proc("beat", [*celery, "beat", "--loglevel", "WARNING"], {"CELERY_BROKER_URL": broker}))
+    else:
+        # No beat in the embedded default: evaluate alert rules (and send due webhook retries) every minute.
+        procs.append(Proc("alerts", [*manage, "evaluate_alerts", "--every", "60"]))
+    if env.get("HEADROOM_SIMULATE", "1") == "1":
+        sim = [*manage, "simulate_fleet", "--base-url", f"http://{host}:{port}", "--load", "0.9"]
+        procs.append(Proc("simulator", [*sim, "--spike-at-minute", "10"]))
+    return procs
+
+
+def _answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def stop_all(children: list[subprocess.Popen]) -> None:
+    """SIGTERM every child's group, wait, then SIGKILL what is left; newest first."""
+    for p in reversed(children):
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for p in reversed(children):
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+    for p in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)  # the group: a worker its parent left behind goes too
+        p.wait()
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", default="8000")
+    ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument("--print", action="store_true", help="print the processes and exit")
     args = ap.parse_args()
-    py = sys.executable
-    procs = [subprocess.Popen([py, "manage.py", "runserver", "--noreload", f"{args.host}:{args.port}"], cwd=ROOT)]
-    # No beat in the embedded default: evaluate alert rules (and send due webhook retries) every minute.
-    procs.append(subprocess.Popen([py, "manage.py", "evaluate_alerts", "--every", "60"], cwd=ROOT))
-    if os.environ.get("HEADROOM_SIMULATE", "1") == "1":
-        time.sleep(2)
-        procs.append(
-            subprocess.Popen(
-                [
-                    py,
-                    "manage.py",
-                    "simulate_fleet",
-                    "--base-url",
-                    f"http://{args.host}:{args.port}",
-                    "--load",
-                    "0.9",
-                    "--spike-at-minute",
-                    "10",
-                ],
-                cwd=ROOT,
-            )
-        )
+    procs = plan(dict(os.environ), host=args.host, port=args.port)
+    if args.print:
+        for p in procs:
+            extra = " ".join(f"{k}={v}" for k, v in p.env.items())
+            print(f"{p.name}: {extra + ' ' if extra else ''}{' '.join(p.argv)}")
+        return 0
+
+    stopping = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    (ROOT / "var").mkdir(exist_ok=True)
+    children: list[subprocess.Popen] = []
     try:
-        while all(p.poll() is None for p in procs):
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
+        for p in procs:
+            if p.name == "simulator":  # it needs the web server answering first
+                while not stopping and not _answers(args.host, args.port) and children[0].poll() is None:
+                    time.sleep(0.2)
+            if stopping:
+                break
+            children.append(subprocess.Popen(p.argv, cwd=ROOT, env={**os.environ, **p.env}, start_new_session=True))
+        print(f"run_all: started {', '.join(p.name for p in procs[: len(children)])}", flush=True)
+        while not stopping and all(c.poll() is None for c in children):
+            time.sleep(0.2)
+        failed = [p.name for p, c in zip(procs, children, strict=False) if c.poll() not in (None, 0)]
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            p.wait(timeout=10)
+        stop_all(children)
+    if failed and not stopping:
+        print(f"run_all: {', '.join(failed)} exited; stopped the rest", file=sys.stderr)
+        return 1
     return 0
 
 
