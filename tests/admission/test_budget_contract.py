@@ -53,7 +53,7 @@ def before(clock: Clock, boundary: datetime) -> float:
 
 
 def lop(store, *, cost=100.0, units=None, unit="wt", daily=None, monthly=None, tz="UTC", rps=None, scope="s1",
-        req=None) -> ReserveOp:  # fmt: skip
+        req=None, cls="reserved", own=(0.0, 10**9), borrow=None) -> ReserveOp:  # fmt: skip
     p = store.prefix
     periods = []
     if daily is not None:
@@ -63,8 +63,9 @@ def lop(store, *, cost=100.0, units=None, unit="wt", daily=None, monthly=None, t
     rq = Bucket(f"{p}rq:{scope}", *rps) if rps else None
     return ReserveOp(
         scope=Scope(
-            inflight_key=f"{p}if:{scope}", max_concurrency=1000, traffic_class="reserved",
-            own=Bucket(f"{p}b:{scope}", 0.0, 10**9), pool=Bucket(f"{p}p:1", 0.0, 10**12), borrow=None,
+            inflight_key=f"{p}if:{scope}", max_concurrency=1000, traffic_class=cls,
+            own=Bucket(f"{p}b:{scope}", *own), pool=Bucket(f"{p}p:1", 0.0, 10**12),
+            borrow=Bucket(f"{p}bb:{scope}", *borrow) if borrow else None,
             margin=0.0, degraded=False, reserved_floor=0.0, ttl_s=600.0, idem_ttl_s=60, w_out=4.0, w_cached=0.5,
             max_output=NO_OUTPUT_CAP, limits=Limits(unit, tz, tuple(periods), rq),
         ),
@@ -240,3 +241,13 @@ def test_a_budget_throttle_replays_for_an_hour_at_most_then_is_decided_afresh(st
     else:
         clock.at(clock.now() + 3601)
         assert not store.reserve(lop(store, cost=1.0, daily=200, req="again")).replay  # decided afresh
+
+
+def test_borrowing_does_not_bypass_a_budget(store):
+    clock = Clock(store)
+    noon(clock)
+    kw = {"cls": "best_effort", "own": (0.0, 50.0), "borrow": (0.0, 10_000.0), "daily": 300}
+    assert store.reserve(lop(store, cost=200.0, **kw)).parts()[3] == "borrowed"  # the pool has room to lend
+    t = store.reserve(lop(store, cost=200.0, **kw)).raw  # 400 > 300: the budget refuses, lending or not
+    assert t.startswith("T|BUDGET_EXHAUSTED|")
+    assert store.level(f"{store.prefix}bb:s1") == 9800.0
