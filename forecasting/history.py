@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
-from django.db.models import Sum
+from django.db.models import Min, Sum
 
 from entitlements.models import ServedModel
 from telemetry.models import HourRollup
@@ -56,25 +56,46 @@ def r_by_model() -> dict[str, float]:
     return dict(ServedModel.objects.values_list("slug", "r_wt_per_s"))
 
 
-def demand_series(*, start: datetime, end: datetime) -> list[DemandSeries]:
-    """Hourly arrived demand in CU per (tenant, model, region) over [start, end).
+Key = tuple[str, str, str]
+
+
+def series_keys(*, start: datetime, end: datetime, min_hours: int = 0) -> list[Key]:
+    """The (tenant, model, region) series demand_series would return with at least `min_hours` hours,
+    sorted, without reading their values: what a run splits into chunks."""
+    start, end = floor_hour(start), floor_hour(end)
+    r = r_by_model()
+    rows = (
+        HourRollup.objects.filter(bucket__gte=start, bucket__lt=end, decision__in=ARRIVED)
+        .values_list("tenant", "model", "region")
+        .annotate(first=Min("bucket"))
+        .order_by()
+    )
+    return sorted(
+        (t, m, reg) for t, m, reg, first in rows if m in r and int((end - floor_hour(first)) / HOUR) >= min_hours
+    )
+
+
+def demand_series(*, start: datetime, end: datetime, keys: list[Key] | None = None) -> list[DemandSeries]:
+    """Hourly arrived demand in CU per (tenant, model, region) over [start, end), or only the given keys.
 
     A series starts at its first hour with traffic (a new tenant has a short history) and runs to
     `end`; hours with no rows inside that span are zero demand, not missing data.
     """
     start, end = floor_hour(start), floor_hour(end)
     r = r_by_model()
-    rows = (
-        HourRollup.objects.filter(bucket__gte=start, bucket__lt=end, decision__in=ARRIVED)
-        .values("tenant", "model", "region", "bucket")
-        .annotate(wt=Sum("estimated_wt"))
-        .order_by()
-    )
+    rows = HourRollup.objects.filter(bucket__gte=start, bucket__lt=end, decision__in=ARRIVED)
+    wanted = set(keys) if keys is not None else None
+    if keys:
+        # A chunk's keys are a sorted slice: its tenants are one range (the tenant, bucket index).
+        rows = rows.filter(tenant__gte=min(keys)[0], tenant__lte=max(keys)[0])
+    rows = rows.values("tenant", "model", "region", "bucket").annotate(wt=Sum("estimated_wt")).order_by()
     by_key: dict[tuple[str, str, str], dict[datetime, float]] = defaultdict(dict)
-    for row in rows:
+    for row in rows if wanted is None or wanted else ():
         if row["model"] not in r:
             continue  # a model no longer in the catalogue has no R, so no CU
         key = (row["tenant"], row["model"], row["region"])
+        if wanted is not None and key not in wanted:
+            continue
         hour = floor_hour(row["bucket"])
         by_key[key][hour] = by_key[key].get(hour, 0.0) + float(row["wt"] or 0.0)
     out = []

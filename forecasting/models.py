@@ -1,7 +1,7 @@
 """Forecast runs and their results, and planned supply.
 
-A run's results (series and pool demand) are written in one transaction at the end of the run,
-guarded by the run's claim, so a run that is redelivered after its worker died writes them once.
+A run is split into chunks of series (ForecastChunk); each chunk writes its series and adds its
+share of pool demand once, guarded by its claim, and the last chunk to land finishes the run.
 Supply gap and cost are not stored: they are computed from the newest run's demand and today's
 supply and orders, so a new supply order shows up without re-running the forecast.
 """
@@ -44,6 +44,10 @@ class ForecastRun(models.Model):
         default=0, help_text="times results were committed: 1 after success, whatever the redeliveries"
     )
     series_count = models.PositiveIntegerField(default=0)
+    chunks_total = models.PositiveIntegerField(
+        default=0, help_text="chunks the run was split into (0: not planned yet)"
+    )
+    chunks_done = models.PositiveIntegerField(default=0, help_text="chunks whose results are written")
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -65,6 +69,41 @@ class ForecastRun(models.Model):
     @property
     def is_done(self) -> bool:
         return self.status in self.TERMINAL
+
+
+class ForecastChunk(models.Model):
+    """A slice of a run's series that one worker forecasts and writes once (issue 21.2).
+
+    Claimed like runs are (a compare-and-swap on state and claim token, a heartbeat per batch, a
+    stale claim taken over by the redelivered task); its results are written in one transaction
+    whose first statement is the conditional UPDATE that marks it done, so they land exactly once.
+    """
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    run = models.ForeignKey(ForecastRun, on_delete=models.CASCADE, related_name="chunks")
+    index = models.PositiveIntegerField()
+    keys = models.JSONField(default=list, help_text="[[tenant, model, region, [[pool_id, share], …]], …]")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    claim_token = models.CharField(max_length=200, blank=True, default="")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0, help_text="claims taken, including re-claims")
+    writes = models.PositiveIntegerField(default=0, help_text="times its results were committed: 1 once done")
+    profile = models.JSONField(
+        default=list, help_text="expected demand of its series by hour of day (first week): the run's spike hours"
+    )
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [models.UniqueConstraint(fields=["run", "index"], name="chunk_unique_in_run")]
+
+    def __str__(self) -> str:
+        return f"chunk {self.index} of {self.run_id} {self.state}"
 
 
 class ForecastSeries(models.Model):
@@ -92,6 +131,11 @@ class ForecastSeries(models.Model):
     holdout_error = models.FloatField(null=True, blank=True, help_text="the chosen method on the last origin")
     coverage = models.JSONField(default=dict, help_text="share of holdout hours at or below P50, P90, P99")
     note = models.CharField(max_length=200, blank=True, default="", help_text="why the method is not the winner")
+    stress_basis = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="while its run is open: what the stress scenario needs once the run's spike hours are known",
+    )
 
     class Meta:
         ordering = ["tenant_slug", "model", "region"]

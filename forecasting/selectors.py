@@ -67,6 +67,9 @@ def run_summary(run: ForecastRun | None) -> dict[str, Any] | None:
         "progress": run.progress,
         "attempts": run.attempts,
         "series_count": run.series_count,
+        # The fan-out's progress: chunks written of the chunks planned (0 of 0 until the run is planned).
+        "chunks_done": run.chunks_done,
+        "chunks_total": run.chunks_total,
         "parameters": run.parameters,
         "created_at": run.created_at,
         "started_at": run.started_at,

@@ -1,16 +1,14 @@
-"""Writes: request a run, claim it, execute it, write its results once.
+"""Writes: request a run, claim it, plan it into chunks (forecasting.chunks does the rest).
 
-A run is claimed with a compare-and-swap `update()`. The claimant checkpoints after every batch
-(progress + heartbeat); a redelivered task may take over a run only when that heartbeat is stale,
-i.e. its worker died. Results are written at the end, in one transaction that first checks the
-claim is still ours, so a run is never written twice even if two workers ran it.
+A run is claimed with a compare-and-swap `update()`; a redelivered task may take over a run only
+when its heartbeat is stale, i.e. its worker died. The claimant splits the run into chunks that
+workers forecast in parallel, each claimed and written once; the last chunk to land finishes the run.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -19,17 +17,15 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from entitlements.models import Tenant
-from forecasting import demand, history, placement, selection
-from forecasting.models import ForecastRun, ForecastSeries, PoolDemand
+from forecasting import chunks, history
+from forecasting.models import ForecastRun
 
 RUNNING = ForecastRun.Status.RUNNING
-HORIZON_WEEKS = 26
-CHART_HOURS = 2 * demand.WEEK
+HORIZON_WEEKS = chunks.HORIZON_WEEKS
 
 
-class ClaimLost(Exception):
-    """Another worker re-claimed the run (ours was presumed dead): stop without writing."""
+ClaimLost = chunks.ClaimLost
+stale_after = chunks.stale_after
 
 
 class BadParameters(ValueError):
@@ -47,6 +43,8 @@ class Parameters:
     # Sleep between batches: lets a background run yield the CPU on a small host (and lets a test
     # catch a run mid-way); it never changes results.
     pause_between_batches_s: float = 0.0
+    # Series per chunk (a Celery task each); 0: FORECAST_CHUNK_SIZE.
+    chunk_size: int = 0
 
     LIMITS = {
         "lookback_days": (3, 365),
@@ -55,6 +53,7 @@ class Parameters:
         "spike_pct": (0, 500),
         "spike_hours": (0, 24),
         "pause_between_batches_s": (0, 60),
+        "chunk_size": (0, 10_000),
     }
 
     @classmethod
@@ -83,10 +82,6 @@ class Parameters:
 
     def end_at(self) -> datetime:
         return history.floor_hour(parse_datetime(self.end) if self.end else timezone.now())
-
-
-def stale_after() -> timedelta:
-    return timedelta(seconds=settings.FORECAST_RUN_STALE_AFTER_S)
 
 
 def forecast_run_request(
@@ -136,120 +131,7 @@ def forecast_run_fail(*, run_id: Any, worker: str, error: str) -> None:
     )
 
 
-def _checkpoint(run_id: Any, worker: str, progress: int) -> None:
-    if not ForecastRun.objects.filter(pk=run_id, status=RUNNING, claimed_by=worker).update(
-        progress=min(progress, 99), heartbeat_at=timezone.now()
-    ):
-        raise ClaimLost(str(run_id))
-
-
-def _round(values: Any) -> list[float]:
-    return [round(float(v), 4) for v in values]
-
-
-def _weekly(values: Any, *, agg: str) -> list[float]:
-    weeks = values[: HORIZON_WEEKS * demand.WEEK].reshape(HORIZON_WEEKS, demand.WEEK)
-    return _round(weeks.max(axis=1) if agg == "max" else weeks.mean(axis=1))
-
-
-def _backtest_fields(f: demand.SeriesForecast) -> dict[str, Any]:
-    t = f.backtest
-    chosen = t.chosen if t is not None else None
-    return {
-        "error_metric": selection.ERROR_METRIC,
-        "candidates": [
-            {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}
-            for row in (t.candidates if t else [])
-        ],
-        "holdout_error": round(t.holdout_error, 4) if t is not None and t.holdout_error is not None else None,
-        "coverage": chosen.coverage if chosen is not None else {},
-    }
-
-
-def _results(forecasts: list[demand.SeriesForecast], params: Parameters, run: ForecastRun) -> tuple[list, list]:
-    hours = demand.spike_hours(forecasts, params.spike_hours)
-    tenants = {t.slug: t for t in Tenant.objects.all()}
-    placed = placement.pools_by_series(params.end_at())
-    series_rows, pool_acc = [], {}
-    for f in forecasts:
-        tenant, model, region = f.key
-        pools = placed.get(f.key, [])
-        note = "; ".join(n for n in (f.note, "" if pools else placement.UNPLACED) if n)
-        scen = {"expected": f.p50, "upside": f.p90, "stress": demand.stress(f, spike_pct=params.spike_pct, hours=hours)}
-        series_rows.append(
-            ForecastSeries(
-                run=run,
-                tenant_slug=tenant,
-                tenant=tenants.get(tenant),
-                model=model,
-                region=region,
-                method=f.method,
-                history_hours=f.history_hours,
-                start=f.start,
-                history=_round(f.history_tail),
-                hourly={k: _round(v[:CHART_HOURS]) for k, v in scen.items()} | {"p99": _round(f.p99[:CHART_HOURS])},
-                weekly={f"{k}_peak": _weekly(v, agg="max") for k, v in scen.items()}
-                | {"expected_mean": _weekly(f.p50, agg="mean")},
-                **_backtest_fields(f),
-                note=note[:200],
-            )
-        )
-        for pool_id, share in pools:
-            acc = pool_acc.setdefault(pool_id, {"pool_id": pool_id, "start": f.start, "scen": {}, "tenants": {}})
-            for k, v in scen.items():
-                acc["scen"][k] = acc["scen"].get(k, 0) + v * share
-            acc["tenants"][tenant] = acc["tenants"].get(tenant, 0.0) + float(f.p50.mean()) * share
-    pool_rows = []
-    for acc in pool_acc.values():
-        total = sum(acc["tenants"].values()) or 1.0
-        pool_rows.append(
-            PoolDemand(
-                run=run,
-                pool_id=acc["pool_id"],
-                start=acc["start"],
-                hourly={k: _round(v) for k, v in acc["scen"].items()},
-                tenants={t: round(v / total, 4) for t, v in sorted(acc["tenants"].items())},
-            )
-        )
-    return series_rows, pool_rows
-
-
-def _write_results(run_id: Any, worker: str, series_rows: list, pool_rows: list) -> None:
-    with transaction.atomic():
-        run = ForecastRun.objects.select_for_update().get(pk=run_id)
-        if run.status != RUNNING or run.claimed_by != worker:
-            raise ClaimLost(str(run_id))
-        # Replace, never append: whatever a dead attempt might have left is gone with this write.
-        ForecastSeries.objects.filter(run=run).delete()
-        PoolDemand.objects.filter(run=run).delete()
-        ForecastSeries.objects.bulk_create(series_rows, batch_size=500)
-        PoolDemand.objects.bulk_create(pool_rows, batch_size=50)
-        ForecastRun.objects.filter(pk=run_id).update(
-            status=ForecastRun.Status.SUCCEEDED,
-            progress=100,
-            finished_at=timezone.now(),
-            results_written=F("results_written") + 1,
-            series_count=len(series_rows),
-            error="",
-        )
-
-
-def forecast_run_execute(*, run_id: Any, worker: str) -> None:
-    """Compute the whole run in memory, checkpointing per batch, then write the results once."""
-    run = ForecastRun.objects.get(pk=run_id)
-    params = Parameters.parse(run.parameters)
-    end = params.end_at()
-    series = [
-        s
-        for s in history.demand_series(start=end - timedelta(days=params.lookback_days), end=end)
-        if len(s.values) >= demand.MIN_HISTORY
-    ]
-    batches = [series[i : i + params.batch_size] for i in range(0, len(series), params.batch_size)]
-    forecasts: list[demand.SeriesForecast] = []
-    for i, batch in enumerate(batches):
-        forecasts += demand.forecast_batch(batch, horizon_h=HORIZON_WEEKS * demand.WEEK, n_jobs=params.n_jobs)
-        _checkpoint(run_id, worker, int(100 * (i + 1) / (len(batches) + 1)))
-        if params.pause_between_batches_s:
-            time.sleep(params.pause_between_batches_s)
-    series_rows, pool_rows = _results(forecasts, params, run)
-    _write_results(run_id, worker, series_rows, pool_rows)
+def forecast_run_plan(*, run_id: Any, worker: str) -> list[int]:
+    """Split the claimed run into chunks (forecasting.chunks); the ids of the chunks still to do."""
+    params = Parameters.parse(ForecastRun.objects.values_list("parameters", flat=True).get(pk=run_id))
+    return chunks.plan(run_id=run_id, worker=worker, chunk_size=params.chunk_size or settings.FORECAST_CHUNK_SIZE)

@@ -1,5 +1,6 @@
-"""Done-when: a real worker and beat run a forecast; the worker is SIGKILLed mid-run; a new worker
-gets the redelivered message, re-claims the run and completes it — results written exactly once."""
+"""Done-when: a real worker and beat run a forecast fanned out in chunks; the worker is SIGKILLed
+mid-chunk; a new worker gets that chunk's redelivered message, re-claims the chunk (not the run) and
+the run completes once — every series written exactly once (issue 21.2)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ import pytest
 from django.db import connection
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-from forecasting.models import ForecastRun, ForecastSeries
+from forecasting.models import ForecastChunk, ForecastRun, ForecastSeries
 from tests import factories as f
 from tests.forecasting.helpers import END, daily_cu, write_demand
 from tests.servers.redis import RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]
 N_SERIES = 6
+CHUNK = 2  # three chunks
 
 
 def _env(broker: str) -> dict[str, str]:
@@ -32,7 +34,9 @@ def _env(broker: str) -> dict[str, str]:
         "DATABASE_URL": f"postgres://{db['USER']}{':' + db['PASSWORD'] if db['PASSWORD'] else ''}"
         f"@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}",
         "CELERY_BROKER_URL": broker,
-        "CELERY_VISIBILITY_TIMEOUT": "12",
+        # Longer than a chunk takes here (~15 s), so no copy of a running chunk is redelivered while its
+        # worker lives: the killed chunk comes back only because its message was never acknowledged.
+        "CELERY_VISIBILITY_TIMEOUT": "40",
     }
 
 
@@ -76,7 +80,7 @@ def _wait_for(what: str, predicate, logs: list[Path], deadline_s: float = 900) -
 @pytest.mark.redis
 @pytest.mark.postgres
 @pytest.mark.slow
-def test_killed_worker_run_is_redelivered_and_written_once(transactional_db, tmp_path):
+def test_a_killed_workers_chunk_is_redelivered_and_the_run_completes_once(transactional_db, tmp_path):
     # A broker of its own (a throwaway redis-server): nothing queued by another run, nothing flushed.
     broker_dir = tmp_path / "redis"
     broker_dir.mkdir()
@@ -99,7 +103,7 @@ def _run_and_kill_a_worker(tmp_path: Path, broker: str) -> None:
             r=1000,
         )
     every_second, _ = IntervalSchedule.objects.get_or_create(every=1, period=IntervalSchedule.SECONDS)
-    params = {"end": END.isoformat(), "batch_size": 1, "pause_between_batches_s": 2}
+    params = {"end": END.isoformat(), "batch_size": 1, "pause_between_batches_s": 2, "chunk_size": CHUNK}
     PeriodicTask.objects.filter(task="forecasting.tasks.schedule_forecast").delete()
     PeriodicTask.objects.create(
         name="test forecast",
@@ -113,31 +117,44 @@ def _run_and_kill_a_worker(tmp_path: Path, broker: str) -> None:
     w1 = _worker("w1", logs[1], broker)
     w2 = None
     try:
-        # Given the first worker is part-way through the run (it has checkpointed at least one batch)
-        _wait_for("the run to be part-way", lambda: ForecastRun.objects.filter(progress__gt=0).exists(), logs)
+        # Given the first worker has landed one chunk and is part-way through the next
+        _wait_for(
+            "a chunk written and the next one running",
+            lambda: (
+                ForecastRun.objects.filter(chunks_done__gte=1).exists()
+                and ForecastChunk.objects.filter(state="running").exists()
+            ),
+            logs,
+        )
         run = ForecastRun.objects.get()
-        assert run.status == "running" and run.attempts == 1 and run.progress < 100
+        assert run.status == "running" and run.chunks_total == N_SERIES // CHUNK
         # When that worker dies without a chance to clean up, and another starts
         _kill(w1)
         _kill(beat)
+        killed = ForecastChunk.objects.get(state="running")
+        landed = set(ForecastChunk.objects.filter(state="done").values_list("pk", flat=True))
         w2 = _worker("w2", logs[2], broker)
         _wait_for("the run to finish", lambda: ForecastRun.objects.get(pk=run.pk).is_done, logs)
-        # The run was claimed by w2's pool process (a child of w2), read while it is alive.
-        claimer = ForecastRun.objects.get(pk=run.pk).claimed_by.split(":")[1]
+        # The killed chunk was re-claimed by w2's pool process (a child of w2), read while it is alive.
+        claimer = ForecastChunk.objects.get(pk=killed.pk).claim_token.split(":")[1]
         claimer_parent = Path(f"/proc/{claimer}/stat").read_text().rsplit(")", 1)[1].split()[1]
     finally:
         for p in (w1, beat, w2):
             if p is not None:
                 _kill(p)
-    # Then the redelivered task re-claimed the run and wrote its results exactly once
+    # Then the redelivered chunk was re-claimed and written once; the run was not redone; it finished once
     run.refresh_from_db()
     assert run.status == "succeeded", run.error
-    assert run.attempts == 2
-    assert run.results_written == 1
+    assert (run.attempts, run.results_written, run.chunks_done, run.progress) == (1, 1, N_SERIES // CHUNK, 100)
+    chunks = {c.pk: c for c in ForecastChunk.objects.filter(run=run)}
+    assert [c.writes for c in chunks.values()] == [1] * len(chunks)
+    assert chunks[killed.pk].attempts == 2
+    assert all(chunks[pk].attempts == 1 for pk in landed)
     assert run.series_count == N_SERIES
-    assert ForecastSeries.objects.filter(run=run).count() == N_SERIES
+    written = list(ForecastSeries.objects.filter(run=run).values_list("tenant_slug", flat=True))
+    assert sorted(written) == [f"t{i}" for i in range(N_SERIES)]  # every series, once
     assert ForecastRun.objects.count() == 1
-    assert claimer_parent == str(w2.pid)  # prefork: the task ran in a child of the second worker
+    assert claimer_parent == str(w2.pid)  # prefork: the chunk ran in a child of the second worker
 
 
 def test_a_dead_workers_task_is_redelivered_in_minutes_not_an_hour(settings):

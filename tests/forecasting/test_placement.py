@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from entitlements.services import entitlement_grant
-from forecasting import demand, placement, services
-from forecasting.models import ForecastRun
+from forecasting import chunks, demand, placement, services
+from forecasting.models import ForecastChunk, ForecastRun, ForecastSeries, PoolDemand
 from tests.factories import grant_kwargs
 from tests.forecasting.helpers import END
 
@@ -50,11 +50,20 @@ def test_each_series_goes_to_the_pools_of_its_entitlements_by_their_cu(placed):
 
 def test_pool_demand_sums_the_placed_series_and_leaves_the_unentitled_unplaced(placed):
     # Given expected demand of 40 CU for acme, 20 CU for globex and 5 CU for a tenant with no entitlement
-    run = ForecastRun.objects.create(parameters={"end": END.isoformat()})
     params = services.Parameters(end=END.isoformat(), spike_hours=0)
+    run = ForecastRun.objects.create(parameters={"end": END.isoformat(), "spike_hours": 0}, status="running")
     forecasts = [_forecast("acme", 40.0), _forecast("globex", 20.0), _forecast("initech", 5.0)]
-    # When the run's results are built
-    series, pools = services._results(forecasts, params, run)
+    # When the run's one chunk writes them (placed as the plan places them) and so finishes the run
+    placed_by = placement.pools_by_series(END)
+    keys = [[*f.key, [list(p) for p in placed_by.get(f.key, [])]] for f in forecasts]
+    chunk = ForecastChunk.objects.create(run=run, index=0, keys=keys, state="running", claim_token="w")
+    pool_ids = sorted({p for k in keys for p, _ in k[3]})
+    PoolDemand.objects.bulk_create([PoolDemand(run=run, pool_id=p, start=END) for p in pool_ids])
+    ForecastRun.objects.filter(pk=run.pk).update(chunks_total=1)
+    chunks._write(chunk, "w", forecasts, params)
+    run.refresh_from_db()
+    assert (run.status, run.results_written, run.series_count) == ("succeeded", 1, 3)
+    series, pools = list(ForecastSeries.objects.filter(run=run)), list(PoolDemand.objects.filter(run=run))
     # Then pool-a carries acme's 40 and a quarter of globex's 20; pool-b the other three quarters
     by_pool = {p.pool_id: p for p in pools}
     assert set(by_pool) == {placed.pool_a.pk, placed.pool_b.pk}
