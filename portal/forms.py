@@ -141,18 +141,34 @@ class LaunchRequestFilter(django_filters.FilterSet):
     """The approver queue: by status, model, region, tenant and launch date."""
 
     state = django_filters.ChoiceFilter(choices=State.choices, label="Status")
+    # Only models some pool serves: a request for any other could never be granted.
     model = django_filters.ModelChoiceFilter(
-        queryset=ServedModel.objects.all(), field_name="model", to_field_name="slug"
+        queryset=ServedModel.objects.filter(pools__isnull=False).distinct().order_by("slug"),
+        field_name="model",
+        to_field_name="slug",
+        label="Model",
     )
     region = django_filters.ModelChoiceFilter(
-        queryset=Region.objects.all(), field_name="region_rows__region", to_field_name="slug", distinct=True
+        queryset=Region.objects.order_by("slug"),
+        field_name="region_rows__region",
+        to_field_name="slug",
+        distinct=True,
+        label="Region",
     )
-    tenant = django_filters.ModelChoiceFilter(queryset=Tenant.objects.all(), to_field_name="slug")
+    tenant = django_filters.ModelChoiceFilter(
+        queryset=Tenant.objects.order_by("slug"), to_field_name="slug", label="Tenant"
+    )
     launch_after = django_filters.DateFilter(
-        field_name="launch_date", lookup_expr="gte", widget=forms.DateInput(attrs={"type": "date"})
+        field_name="launch_date",
+        lookup_expr="gte",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        label="Launch from",
     )
     launch_before = django_filters.DateFilter(
-        field_name="launch_date", lookup_expr="lte", widget=forms.DateInput(attrs={"type": "date"})
+        field_name="launch_date",
+        lookup_expr="lte",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        label="Launch until",
     )
 
     class Meta:

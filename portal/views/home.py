@@ -26,6 +26,7 @@ from entitlements.models import Entitlement, FailoverReserve
 from entitlements.models.supply import as_cu
 from entitlements.selectors import entitlements_visible_to, pools_with_totals
 from portal.charts.home import SEGMENT_COLOURS, PoolBar, capacity_breakdown_figure, pool_segments
+from portal.usage_meters import model_totals, usage_of
 
 GOODPUT_IN_WORDS = (
     "CU per replica = output tokens/s at the latency SLO × (w_out + mean prompt ÷ mean output of the reference mix) ÷ R"
@@ -155,12 +156,14 @@ def _status(e: Entitlement, now: datetime) -> str:
     return "active"
 
 
-def entitlement_rows(user: Any, now: datetime | None = None) -> list[dict[str, Any]]:
+def entitlement_rows(user: Any, now: datetime | None = None, *, with_usage: bool = False) -> list[dict[str, Any]]:
     now = now or timezone.now()
     out = []
     for e in entitlements_visible_to(user).order_by("model__slug", "region__slug", "starts_at", "pk"):
         out.append(
             {
+                "ent": e,
+                "usage": usage_of(e, now) if with_usage else None,
                 "uuid": e.uuid,
                 "model": e.model.slug,
                 "region": e.region.slug,
@@ -189,5 +192,10 @@ def tenant_home(request: HtmxHttpRequest) -> HttpResponse:
     template = "portal/home/tenant.html"
     if request.htmx:
         template += "#entitlements"
-    context = {"tenant": roles.tenant_of(request.user), "rows": entitlement_rows(request.user)}
+    rows = entitlement_rows(request.user, with_usage=True)
+    context = {
+        "tenant": roles.tenant_of(request.user),
+        "rows": rows,
+        "totals": model_totals([(r["ent"], r["usage"]) for r in rows]),
+    }
     return render(request, template, context)

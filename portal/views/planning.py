@@ -1,24 +1,34 @@
 """Planning pages: the operator/approver view of forecasts, gaps and cost, and each tenant's own.
 
+The main page answers "what needs action" first (pools short in some scenario and case, late ones
+first); each pool's scenarios, chart, orders and cost live on its own page.
+
 Tenant members only ever reach their own series (forecasting.selectors.series_visible_to);
-the staff page is refused to them outright.
+the staff pages are refused to them outright.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from entitlements import roles
+from entitlements.models import Pool
 from forecasting import cost_report, gap, selectors, services
+from forecasting.models import ForecastRun, SupplyOrder
 from portal.charts import planning as charts_planning
+from portal.planning_actions import action_rows
 
 PAGE = "portal/planning/index.html"
+POOL_PAGE = "portal/planning/pool.html"
+STATUS = "portal/planning/_run_status.html"
 
 
 def _staff(request: HttpRequest) -> None:
@@ -26,8 +36,49 @@ def _staff(request: HttpRequest) -> None:
         raise PermissionDenied("planning is for operators and approvers")
 
 
+def run_step(run: ForecastRun | None) -> str:
+    """The run's step in words, from its status and checkpointed progress (forecast_run_execute
+    checkpoints after every batch of series and writes the results once, at the end)."""
+    if run is None:
+        return ""
+    if run.status == ForecastRun.Status.QUEUED:
+        return "waiting for a worker to pick it up"
+    if run.status == ForecastRun.Status.FAILED:
+        return "failed"
+    if run.status == ForecastRun.Status.SUCCEEDED:
+        return "done"
+    done, total = getattr(run, "chunks_done", None), getattr(run, "chunks_total", None)
+    if total:
+        return f"forecasting series: chunk {done or 0} of {total}"
+    if run.progress == 0:
+        return "reading demand history"
+    if run.progress >= 99:
+        return "writing results"
+    return "forecasting series batch by batch"
+
+
 def _status_context(request: HttpRequest) -> dict[str, Any]:
-    return {"run": selectors.current_run(), "can_run": roles.OPERATOR in roles.roles_of(request.user)}
+    run = selectors.current_run()
+    stale = None
+    if run is not None and run.status == ForecastRun.Status.RUNNING and run.heartbeat_at is not None:
+        stale = timezone.now() - run.heartbeat_at > services.stale_after()
+    return {
+        "run": run,
+        "step": run_step(run),
+        "stale": stale,
+        "can_run": roles.OPERATOR in roles.roles_of(request.user),
+    }
+
+
+def _pool_summary(p: dict[str, Any]) -> dict[str, Any]:
+    shorts = [g for cases in p["gaps"].values() for g in cases.values() if g.get("first_week") is not None]
+    return {
+        "pool": p["pool"],
+        "accelerator": p["accelerator"],
+        "short": bool(shorts),
+        "late": any(g["late"] for g in shorts),
+        "max_gap_cu": max((g["max_gap_cu"] for g in shorts), default=0.0),
+    }
 
 
 @require_GET
@@ -44,18 +95,46 @@ def planning(request: HttpRequest) -> HttpResponse:
         {
             **_status_context(request),
             "finished": run,
-            "pools": [{**p, "fig": charts_planning.pool_fan(p), "fig_id": f"fan-{p['pool']}"} for p in pools],
+            "today": timezone.now().date(),
+            "actions": action_rows(pools),
+            "pools": [_pool_summary(p) for p in pools],
             "series": series,
-            "costs": cost_report.pool_cost_report(days=7),
         },
     )
 
 
 @require_GET
 @login_required
+def pool(request: HttpRequest, slug: str) -> HttpResponse:
+    _staff(request)
+    try:
+        pool_obj = Pool.objects.select_related("model", "region", "accelerator").get(slug=slug)
+    except Pool.DoesNotExist:
+        raise Http404("no such pool")
+    run, pools = gap.supply_gap()
+    row = next((p for p in pools if p["pool"] == slug), None)
+    # The cost report covers every pool; this page shows its own row (a week of hours, not a forecast).
+    cost = next((c for c in cost_report.pool_cost_report(days=7) if c["pool"] == slug), None)
+    ctx: dict[str, Any] = {
+        "pool": pool_obj,
+        "finished": run,
+        "row": row,
+        "actions": action_rows([row]) if row else [],
+        "orders": SupplyOrder.objects.filter(pool=pool_obj).order_by("arrival_date"),
+        "cost": cost,
+        "cost_window_days": 7,
+    }
+    if row is not None:
+        ctx["fig"] = charts_planning.pool_fan(row)
+        ctx["horizon_end"] = row["weeks"][-1]["start"] + timedelta(weeks=1) if row["weeks"] else None
+    return render(request, POOL_PAGE, ctx)
+
+
+@require_GET
+@login_required
 def run_status(request: HttpRequest) -> HttpResponse:
     _staff(request)
-    return render(request, f"{PAGE}#run-status", _status_context(request))
+    return render(request, STATUS, _status_context(request))
 
 
 @require_POST
@@ -65,7 +144,7 @@ def run_now(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied("only operators start forecast runs")
     services.forecast_run_request(requested_by=request.user)
     if request.htmx:
-        return render(request, f"{PAGE}#run-status", _status_context(request))
+        return render(request, STATUS, _status_context(request))
     return redirect("planning")
 
 

@@ -6,7 +6,6 @@ import pytest
 
 from forecasting.models import ForecastRun
 from tests.clients import web_client
-from tests.figures import figures
 
 
 @pytest.fixture
@@ -14,18 +13,36 @@ def web_for(people):
     return lambda who: web_client(people[who])
 
 
-def test_operator_sees_gaps_charts_costs_and_the_run_button(web_for, finished):
+@pytest.fixture(autouse=True)
+def priced(fleet):
+    """The planning pages price idle replicas (cost of being wrong, stranded capacity): the test
+    accelerator needs a cloud rate, as the catalogue's have."""
+    from entitlements.models import Accelerator
+
+    Accelerator.objects.update(cloud_on_demand_per_hour=2.0)
+
+
+def test_operator_sees_what_needs_action_and_the_run_button(web_for, finished):
     html = web_for("operator").get("/planning/").content.decode()
-    assert figures(html)["fan-pool-a"]["data"]
-    assert 'data-pool="pool-a" data-scenario="stress" data-case="failure"' in html
-    assert 'id="cost-table"' in html
+    # Demand of 20-30 CU against 280 CU pools: nothing is short.
+    assert 'id="all-covered"' in html and 'id="action-list"' not in html
+    assert 'href="/planning/pools/pool-a/"' in html and 'href="/planning/pools/pool-b/"' in html
     assert "Run forecast now" in html
     assert 'hx-trigger="every 2s"' not in html  # the latest run is done: nothing to poll
 
 
+def test_a_pool_page_has_its_gaps_chart_orders_and_cost(web_for, finished):
+    html = web_for("operator").get("/planning/pools/pool-a/").content.decode()
+    assert 'id="fan-pool-a"' in html and 'data-figure="fan-pool-a-fig"' in html
+    assert 'data-pool="pool-a" data-scenario="stress" data-case="failure"' in html
+    assert 'id="orders"' in html and 'id="cost"' in html and 'id="wrong-table"' in html
+    assert web_for("operator").get("/planning/pools/no-such-pool/").status_code == 404
+    assert web_for("member").get("/planning/pools/pool-a/").status_code == 403
+
+
 def test_approver_sees_the_page_without_the_run_button(web_for, finished):
     html = web_for("approver").get("/planning/").content.decode()
-    assert 'id="gap-table"' in html
+    assert 'id="needs-action"' in html
     assert "Run forecast now" not in html
     assert web_for("approver").post("/planning/runs/").status_code == 403
     assert ForecastRun.objects.count() == 1

@@ -1,0 +1,105 @@
+"""One number format for every page (issue 22): thousands separators, a unit, the same decimals per unit.
+
+Pages print numbers through the `numbers` template filters (portal/templatetags/numbers.py), which call
+`fmt` here. A value outside its unit's plausible range is never printed as a long integer: it comes back
+flagged, in scientific notation, so the template can show a warning beside it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+DASH = "—"
+
+
+@dataclass(frozen=True)
+class Unit:
+    label: str  # printed after the number ("" for none)
+    decimals: int
+    limit: float  # |value| above this is implausible for the unit
+    prefix: str = ""  # printed before the number ("$")
+    scaled: bool = False  # K / M / B / T instead of long digit runs (token counts)
+
+
+UNITS: dict[str, Unit] = {
+    "": Unit("", 0, 1e15),
+    "cu": Unit("CU", 1, 1e7),
+    "cu_h": Unit("CU-h", 1, 1e10),
+    "wt/s": Unit("wt/s", 0, 1e10),
+    "wt": Unit("wt", 0, 1e16, scaled=True),
+    "req/s": Unit("req/s", 2, 1e7),
+    "requests": Unit("requests", 0, 1e13),
+    "tokens": Unit("tokens", 0, 1e16, scaled=True),
+    "usd": Unit("", 2, 1e10, prefix="$"),
+    "usd/M": Unit("per M tokens", 4, 1e6, prefix="$"),
+    "ms": Unit("ms", 0, 1e7),
+    "s": Unit("s", 1, 1e9),
+    "%": Unit("%", 1, 1e4),
+    "replicas": Unit("replicas", 0, 1e6),
+    "share": Unit("", 3, 1e3),
+}
+
+# Token counts read as 1.15 B rather than 1,153,156,278.
+_SCALES = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K"))
+
+
+def as_float(value: Any) -> float | None:
+    """The value as a float, or None when it is empty or not a number."""
+    if value is None or value == "" or isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, Decimal):
+        return float(value) if value.is_finite() else math.nan
+    try:
+        return float(Decimal(str(value).replace(",", "").strip()))
+    except (InvalidOperation, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Formatted:
+    text: str
+    implausible: bool = False
+    why: str = ""
+
+
+def _grouped(x: float, decimals: int) -> str:
+    text = f"{x:,.{decimals}f}"
+    # -0.0 rounds to "-0": print it as zero.
+    return text[1:] if text.startswith("-") and not text.strip("-0.,") else text
+
+
+def _scaled(x: float) -> str:
+    for factor, suffix in _SCALES:
+        if abs(x) >= factor:
+            v = x / factor
+            return f"{_grouped(v, 2 if abs(v) < 10 else 1 if abs(v) < 100 else 0)} {suffix}"
+    return _grouped(x, 0)
+
+
+def _scientific(x: float) -> str:
+    if not math.isfinite(x):
+        return "not a number" if math.isnan(x) else ("∞" if x > 0 else "−∞")
+    exp = math.floor(math.log10(abs(x))) if x else 0
+    return f"{x / 10**exp:.2f}×10^{exp}"
+
+
+def fmt(value: Any, unit: str = "", decimals: int | None = None) -> Formatted:
+    """`value` in `unit` (a key of UNITS), with separators; `decimals` overrides the unit's."""
+    u = UNITS[unit]
+    x = as_float(value)
+    if x is None:
+        return Formatted(DASH if value in (None, "") else str(value))
+    sep = " " if u.label else ""
+    if not math.isfinite(x) or abs(x) > u.limit:
+        why = f"outside the plausible range for {u.label or 'this figure'} (up to {_grouped(u.limit, 0)})"
+        return Formatted(f"{u.prefix}{_scientific(x)}{sep}{u.label}", implausible=True, why=why)
+    places = u.decimals if decimals is None else decimals
+    body = _scaled(x) if u.scaled else _grouped(x, places)
+    if u.prefix and body.startswith("-"):
+        return Formatted(f"-{u.prefix}{body[1:]}{sep}{u.label}")
+    return Formatted(f"{u.prefix}{body}{sep}{u.label}")
