@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.utils import timezone
 
@@ -21,8 +22,6 @@ from entitlements.limits import LIMIT_FIELDS
 from entitlements.models import Entitlement, Pool
 from entitlements.selectors import active_at
 from entitlements.services import ENVELOPE_FIELDS
-
-BUCKET_DEPTH_S = 60  # CONTRACT §5: each bucket holds 60 s of its rate
 
 # The snapshot nests the envelope; max_concurrency stays at the top level, where gateways enforce it.
 ENVELOPE = [f for f in ENVELOPE_FIELDS if f != "max_concurrency"]
@@ -72,7 +71,7 @@ def _entitlements(at: datetime) -> list[dict[str, Any]]:
                 "traffic_class": r["traffic_class_id"],
                 "cu": float(r["cu"]),
                 "rate_wt_per_s": rate,
-                "bucket_depth_wt": rate * BUCKET_DEPTH_S,
+                "bucket_depth_wt": rate * settings.ADMISSION_BUCKET_DEPTH_S,  # the store's own depth (CONTRACT §5)
                 "w_out": r["model__w_out"],
                 "w_cached": r["model__w_cached"],
                 "envelope": {k: r[k] for k in ENVELOPE},
