@@ -1,8 +1,8 @@
 """Concurrent ingest of overlapping batches on PostgreSQL: every event counted once.
 
-Without the per-source advisory lock, two writers would both probe "not stored" and COPY the same
-ids; the unique index then fails one of them (an error in `_run_threads`), which is what the second
-test shows for a single row written past the probe.
+Without the per-source advisory lock, two writers both probe "not stored" and COPY the same ids;
+the unique index then fails one of them (an error in `_run_threads`: its sender gets a 500 and must
+retry the whole batch) or the two deadlock on each other's keys. The negative control runs the same overlapping ingest with the lock taken out and shows exactly that.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import threading
 import pytest
 from django.db import IntegrityError, connection, transaction
 
+from telemetry import ingest as ingest_module
 from telemetry.models import AdmissionEvent, DayRollup, EventKey, MinuteRollup
 from telemetry.services import ingest_events
 from tests.telemetry.helpers import event
@@ -38,23 +39,43 @@ def _run_threads(target, n_threads):
     return errors
 
 
-@pytest.mark.postgres
-def test_overlapping_concurrent_batches_count_each_event_once(transactional_db, fleet):
-    events = [event(i) for i in range(N)]
-    results = []
-
+def _overlapping_ingest(events, results):
     def ingest(i):
         # each thread sends a different 3/4 of the events, in its own order
         part = [e for j, e in enumerate(events) if j % 4 != i % 4]
         part = part[i * 500 :] + part[: i * 500]
         results.append(ingest_events(source="admission", events=part))
 
-    assert _run_threads(ingest, 4) == []
+    return _run_threads(ingest, 4)
+
+
+@pytest.mark.postgres
+def test_overlapping_concurrent_batches_count_each_event_once(transactional_db, fleet):
+    events = [event(i) for i in range(N)]
+    results = []
+    assert _overlapping_ingest(events, results) == []
     assert sum(r.accepted for r in results) == N
     assert sum(r.duplicates for r in results) == 4 * (3 * N // 4) - N
     assert AdmissionEvent.objects.count() == N
     assert sum(MinuteRollup.objects.values_list("requests", flat=True)) == N
     assert sum(DayRollup.objects.values_list("requests", flat=True)) == N
+
+
+@pytest.mark.postgres
+def test_negative_control_without_the_advisory_lock_overlapping_batches_fail(transactional_db, fleet, monkeypatch):
+    # The protection taken out for real: ingest runs as above, minus pg_advisory_xact_lock.
+    monkeypatch.setattr(ingest_module, "lock_scope", lambda model, value: None)
+    failures = []
+    for attempt in range(5):  # the race is the scheduler's: a few rounds of fresh ids until it shows
+        events = [event(attempt * N + i) for i in range(N)]
+        results = []
+        failures = _overlapping_ingest(events, results)
+        if failures:
+            break
+    assert failures, "without the lock, overlapping concurrent batches never collided"
+    assert len(results) + len(failures) == 4 and len(results) < 4  # a writer's batch failed as a whole
+    # writers collide on the unique index: a refused key COPY, or two COPYs waiting on each other's keys
+    assert all("duplicate key" in str(exc) or "deadlock detected" in str(exc) for exc in failures), failures
 
 
 @pytest.mark.postgres
