@@ -133,6 +133,20 @@ def test_concurrency_limit(w, fleet):
     assert post(w, body("initech", "shared", "c3", prompt=10, out=10)).status_code == 200
 
 
+def test_admit_events_carry_the_scopes_in_flight_count(w, fleet, sink):
+    # the statement's concurrency peak (issue 17.1) is the largest of these, from the store's own count
+    from tests.factories import TenantFactory
+
+    grant(fleet, w.pool, TenantFactory(slug="initech"), "0.01", "shared", max_concurrency=3)
+    first = post(w, body("initech", "shared", "f0", prompt=10, out=10)).json()
+    post(w, body("initech", "shared", "f1", prompt=10, out=10))
+    post(w, {"reservation_id": first["reservation_id"], "prompt_tokens": 10, "output_tokens": 5, "status": "ok"},
+         COMPLETE)  # fmt: skip
+    post(w, body("initech", "shared", "f2", prompt=10, out=10))
+    events.buffer().flush()
+    assert [(e["event_id"], e["in_flight"]) for e in sink.of("admit")] == [("f0", 1), ("f1", 2), ("f2", 2)]
+
+
 def test_quota_exceeded_for_overage_throttle(w):
     for i in range(12):  # 12 × 1,000 wt empties the lender's 12,000 wt bucket
         assert post(w, body("acme", "reserved", f"q{i}")).status_code == 200
