@@ -25,6 +25,23 @@ class PoolFit:
     kv_fits: bool | None = None
     failure_policy: str = ""
     error: str = ""
+    # Set when no measured point meets the latency target: the nearest target this pool does meet.
+    nearest_ttft_ms: float | None = None
+    nearest_tpot_ms: float | None = None
+    target_ttft_ms: float | None = None
+    target_tpot_ms: float | None = None
+
+
+def _nearest_feasible(pool: Pool, req: Any) -> tuple[float | None, float | None]:
+    """The loosest of (the request's target, the pool's measured p99) per term: the nearest target
+    its operating point was measured to meet."""
+    op = pool.operating_point
+    ttft = op.measured_ttft_p99_ms or op.ttft_p99_limit_ms
+    tpot = op.measured_tpot_p99_ms or op.tpot_p99_limit_ms
+    return (
+        max(float(req.ttft_p99_ms), float(ttft)) if ttft else None,
+        max(float(req.tpot_p99_ms), float(tpot)) if tpot else None,
+    )
 
 
 def committed_fit(*, pool: Pool, rps: float, req: Any) -> PoolFit:
@@ -52,7 +69,15 @@ def committed_fit(*, pool: Pool, rps: float, req: Any) -> PoolFit:
             )
         )
     except SizingInputError as exc:
-        return PoolFit(failure_policy=pool.failure_policy, error=f"{exc.field}: {exc.message}")
+        nearest = _nearest_feasible(pool, req) if exc.field == "slo" else (None, None)
+        return PoolFit(
+            failure_policy=pool.failure_policy,
+            error=f"{exc.field}: {exc.message}",
+            nearest_ttft_ms=nearest[0],
+            nearest_tpot_ms=nearest[1],
+            target_ttft_ms=req.ttft_p99_ms,
+            target_tpot_ms=req.tpot_p99_ms,
+        )
     return PoolFit(
         steady=result.replicas.steady,
         with_failure=result.replicas.with_failure,

@@ -1,0 +1,49 @@
+"""The launch form at a glance (issue 22): an unmeetable latency target is the sizing panel's first,
+red line with the nearest target the pool meets; the heading follows the title; the sizing form never
+aborts its own requests (an aborted htmx request logs a console error)."""
+
+from __future__ import annotations
+
+from tests.clients import web_client as _web
+
+
+def _post_sizing(c, draft, **over):
+    data = {
+        "model": "llama-test",
+        "regions": ["us-test"],
+        "prompt_p50": "1000",
+        "prompt_p95": "4000",
+        "max_prompt_tokens": "6000",
+        "output_p50": "200",
+        "output_p95": "800",
+        "max_output_tokens": "2000",
+        "committed_value": "10",
+        "committed_basis": "rps",
+        "traffic_class": "reserved",
+        "ttft_p99_ms": "2000",
+        "tpot_p99_ms": "200",
+        "launch_date": str(draft.launch_date),
+        "end_date": str(draft.end_date),
+    }
+    data.update(over)
+    return c.post(f"/launch/{draft.uuid}/sizing", data).content.decode()
+
+
+def test_an_unmeetable_latency_target_is_a_red_first_line_with_the_nearest_feasible(fleet, people, draft):
+    c = _web(people.requester)
+    assert "slo-infeasible" not in _post_sizing(c, draft)
+    body = _post_sizing(c, draft, ttft_p99_ms="1", tpot_p99_ms="1")
+    first = body.split('<p class="slo-infeasible"')[1].split("</p>")[0]
+    op = fleet.pool_a.operating_point
+    ttft = op.measured_ttft_p99_ms or op.ttft_p99_limit_ms
+    tpot = op.measured_tpot_p99_ms or op.tpot_p99_limit_ms
+    assert 'role="alert" data-pool="pool-a"' in first and "cannot meet this latency target" in first
+    assert f"Nearest feasible: TTFT p99 {ttft:,.0f} ms, TPOT p99 {tpot:,.0f} ms" in first
+    # First: before the scenario table and the per-region tables.
+    assert body.index("slo-infeasible") < body.index("<table")
+
+
+def test_edit_page_heading_follows_the_title_and_sizing_requests_queue(people, draft):
+    page = _web(people.requester).get(f"/launch/{draft.uuid}/edit").content.decode()
+    assert '<h1 id="lr-heading">' in page and 'getElementById("lr-heading")' in page
+    assert 'hx-sync="this:queue last"' in page and "this:replace" not in page
