@@ -10,9 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.servers.basehttp import WSGIServer
-from django.db import connection
-from django.test.testcases import LiveServerThread
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -41,26 +38,12 @@ def browser(monkeypatch: pytest.MonkeyPatch) -> Any:
         b.close()
 
 
-class _SerialWSGIServer(WSGIServer):
-    """One request at a time. SQLite's in-memory test database is a single connection that the
-    threaded live server would share between request threads ("database table is locked")."""
-
-    def __init__(self, *args: Any, connections_override: Any = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.connections_override = connections_override  # the server thread already applies it
-
-
 @pytest.fixture
-def serial_live_server(request: pytest.FixtureRequest) -> Any:
-    """pytest-django's live_server, made single-threaded when the test database is in-memory SQLite."""
-    if not (connection.vendor == "sqlite" and connection.is_in_memory_db()):
-        return request.getfixturevalue("live_server")
-    original = LiveServerThread.server_class
-    LiveServerThread.server_class = _SerialWSGIServer
-    try:
-        return request.getfixturevalue("live_server")
-    finally:
-        LiveServerThread.server_class = original  # the running server keeps its class
+def serial_live_server(live_server: Any) -> Any:
+    """pytest-django's threaded live_server (the name is kept for the tests that use it). It once
+    served one request at a time on SQLite's in-memory test database, a single connection shared
+    between threads; the suite's SQLite test database is a file now (tests/settings.py)."""
+    return live_server
 
 
 def sign_in(browser: Any, base: str, username: str, password: str = "demo") -> tuple[Any, Any]:

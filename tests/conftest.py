@@ -9,6 +9,7 @@ fails the run. The embedded pass deselects them (`-m "not postgres"`) and stays 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from urllib.parse import urlparse
@@ -41,6 +42,15 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             msg = f"{var}={url} is set but nothing answers there"
             if CI:
                 raise pytest.UsageError(msg)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # pytest-django deletes the SQLite test file (tests/settings.py) but not its WAL and shared-memory files.
+    name = settings.DATABASES["default"].get("TEST", {}).get("NAME") or ""
+    if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3") and name.startswith(os.sep):
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(name + suffix)
 
 
 @pytest.hookimpl(trylast=True)  # after `-m` / `-k` deselection: only tests that will run count

@@ -5,7 +5,20 @@ starts inherit DJANGO_DEBUG=1 from here unless the test sets their environment i
 """
 
 import os
+import tempfile
 
 os.environ.setdefault("DJANGO_DEBUG", "1")
 
 from config.settings import *  # noqa: E402, F403
+from config.settings import DATABASES  # noqa: E402
+
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # A file, not SQLite's in-memory database: the browser tests' live server answers from several
+    # threads, each with its own connection, and an in-memory database is one shared connection
+    # ("database table is locked"). One file per test process; pytest-django deletes it at the end.
+    # Its writes need not survive a crash: no fsync.
+    DATABASES["default"]["TEST"] = {"NAME": os.path.join(tempfile.gettempdir(), f"headroom-test-{os.getpid()}.sqlite3")}
+    DATABASES["default"]["OPTIONS"] = {
+        **DATABASES["default"].get("OPTIONS", {}),
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;",
+    }
