@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _json_str
 from typing import Any
 
-from admission import budgets
-from admission.backends.base import BEST_EFFORT, Bucket, CompleteOp, Lost, ReserveOp, Scope, StoreUnavailable
+from admission import budgets, keys
+from admission.backends.base import BEST_EFFORT, Bucket, CompleteOp, Lost, ReserveOp, Scope, StoreUnavailable, Where
 from admission.idcodec import Claims, record_name
 from admission.isotime import iso_utc, now_iso
 from admission.snapshot_types import PoolParams, ScopeParams, Snapshot
@@ -76,13 +76,14 @@ def build_plan(
 ) -> Plan:  # fmt: skip
     """`who`: the (tenant, model, region, class) of the request, which the scope matched exactly."""
     tenant, model, region, cls = who
-    borrow = Bucket(f"{p}bb:{sp.key}", sp.borrow_rate, sp.borrow_rate * depth_s) if sp.borrow_rate else None
+    t = keys.tag(p, pool.pool_id)  # every key of the scope and its pool under the pool's hash tag
+    borrow = Bucket(keys.borrow(t, sp.key), sp.borrow_rate, sp.borrow_rate * depth_s) if sp.borrow_rate else None
     scope = Scope(
-        inflight_key=f"{p}if:{sp.key}", max_concurrency=sp.max_concurrency, traffic_class=sp.traffic_class,
-        own=Bucket(f"{p}b:{sp.key}", sp.rate, sp.rate * depth_s), pool=Bucket(f"{p}p:{pool.pool_id}", pool.rate, pool.depth),
+        inflight_key=keys.inflight(t, sp.key), max_concurrency=sp.max_concurrency, traffic_class=sp.traffic_class,
+        own=Bucket(keys.own(t, sp.key), sp.rate, sp.rate * depth_s), pool=Bucket(keys.pool(t), pool.rate, pool.depth),
         borrow=borrow, margin=pool.margin, degraded=pool.degraded, reserved_floor=pool.reserved_floor,
         ttl_s=ttl_s, idem_ttl_s=idem_ttl_s, w_out=sp.w_out, w_cached=sp.w_cached,
-        max_output=sp.max_output_tokens, limits=budgets.limits_for(sp.limits, p, sp.key),
+        max_output=sp.max_output_tokens, limits=budgets.limits_for(sp.limits, t, sp.key), tag=t,
     )  # fmt: skip
     static_meta = {"tenant": tenant, "model": model, "region": region, "traffic_class": cls,
                    "ttft_slo": sp.ttft_p99_ms, "tpot_slo": sp.tpot_p99_ms, "entitlement": sp.entitlement}  # fmt: skip
@@ -290,6 +291,23 @@ def lost(
                 float(claims.expires), answer)  # fmt: skip
 
 
+def where(claims: Claims, snap: Snapshot, sp: ScopeParams | None, prefix: str, plan_for: PlanFor) -> Where:
+    """Every key the reservation's complete may touch, from its signed id: the pool it was charged
+    to and its scope name them (as build_plan does); the period budgets come from the scope's plan
+    while it is still entitled (else they are not refunded)."""
+    t = keys.tag(prefix, claims.pool_id)
+    # The scope the request matched (a project's request may match its tenant-wide scope); should
+    # that have changed since, the store answers with the record's own keys and is asked again.
+    skey = sp.key if sp is not None else ":".join(claims.scope)
+    charged = keys.borrow(t, skey) if claims.source == "borrowed" else keys.own(t, skey)
+    limits = None
+    pool = snap.pools.get(claims.pool_id)
+    if sp is not None and sp.limits is not None and pool is not None:
+        _, _, model, region, cls = claims.scope
+        limits = plan_for(snap, sp, pool, prefix, (claims.tenant, model, region, cls)).scope.limits
+    return Where(t, keys.inflight(t, skey), charged, keys.pool(t), limits)
+
+
 NOT_SIGNED = {"error": {"code": "not_found", "message": "no such reservation (not an id this platform signed)"}}
 UNKNOWN = {"error": {"code": "not_found", "message": "no such reservation (unknown, or settled long ago)"}}
 
@@ -307,7 +325,7 @@ def complete(
     op = CompleteOp(
         reservation_id=key, prompt_tokens=req.prompt_tokens, cached_prompt_tokens=req.cached_prompt_tokens,
         output_tokens=req.output_tokens, status=req.status, idem_ttl_s=idem_ttl_s,
-        lost=lost(claims, key, snap, sp, backend.prefix, plan_for),
+        lost=lost(claims, key, snap, sp, backend.prefix, plan_for), where=where(claims, snap, sp, backend.prefix, plan_for),
     )  # fmt: skip
     try:
         settled = backend.complete(op)

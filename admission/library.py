@@ -295,7 +295,9 @@ class Library:
                 raise InvalidRequest("redis_url", "required unless a backend is given")
             from admission.backends.redis import RedisBackend
 
-            backend = RedisBackend(redis_url, prefix=prefix, socket_timeout=redis_timeout_s)
+            backend = RedisBackend(
+                redis_url, prefix=prefix, socket_timeout=redis_timeout_s, cluster=redis_cluster or None
+            )
         self.backend = backend
         self._keys = [signing_key.encode(), *(k.encode() for k in previous_signing_keys if k)]
         self._rid_key = idcodec.derive_record_key(record_secret or signing_key)

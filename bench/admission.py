@@ -11,7 +11,9 @@ alike. Needs Redis: BENCH_REDIS_URL (default redis://127.0.0.1:6379/13, a db of 
 Celery queue is deleted at the end) and the gunicorn port BENCH_ADMISSION_PORT (default: a free one).
 Everything it made (keys under its own prefix, the queue, gunicorn, the work dir) is removed at the
 end, even after a Redis timeout.
-Run: .venv/bin/python bench/admission.py [--n 3000] [--clients 8]
+Then issue 20's goals (bench/admission_modes.py): library mode vs HTTP mode, and with
+BENCH_REDIS_CLUSTER_URL a Redis Cluster's two nodes vs one.
+Run: .venv/bin/python bench/admission.py [--n 3000] [--clients 8] [--rounds 6] [--round-s 2]
 """
 
 from __future__ import annotations
@@ -194,6 +196,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=3000)
     ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=6, help="alternating rounds per comparison (issue 20)")
+    ap.add_argument("--round-s", type=float, default=2.0, help="seconds per round (issue 20)")
     args = ap.parse_args()
     n = args.n
     os.environ["ADMISSION_KEY_PREFIX"] = f"bench-{uuid.uuid4().hex[:8]}:"
@@ -254,6 +258,17 @@ def main() -> int:
         rows["http"] = row("reserve through HTTP (same gunicorn)", lat, wall)
         if bad or bad_r:
             print(f"  !! non-200 answers: plain {bad}, reserve {bad_r}")
+        from bench import admission_modes
+
+        print("issue 20: library mode vs HTTP mode (reserve + complete)")
+        rows["modes"] = admission_modes.modes(port, token, ENV["REDIS_URL"], clients=args.clients,
+                                              rounds=args.rounds, round_s=args.round_s)  # fmt: skip
+        if os.environ.get("BENCH_REDIS_CLUSTER_URL"):
+            print("issue 20: Redis Cluster, two pools on two nodes vs one node (reserve + complete)")
+            rows["cluster"] = admission_modes.cluster(os.environ["BENCH_REDIS_CLUSTER_URL"], procs=4, threads=8,
+                                                      rounds=args.rounds, round_s=args.round_s)  # fmt: skip
+        else:
+            print("issue 20: Redis Cluster part skipped (set BENCH_REDIS_CLUSTER_URL=redis+cluster://host:port)")
     finally:
         cleanup(r, backend, gun, incr_key)
 
@@ -267,6 +282,11 @@ def main() -> int:
     )
     print(f"  HTTP reserve / plain view throughput       {ratio_http:6.2f}   (≥ 0.5)")
     print(f"  HTTP reserve p99                           {rows['http']['p99_ms']:6.2f} ms (< 10 ms)")
+    print(f"  library / HTTP mode reserve+complete       {rows['modes']['ratio']:6.2f}   (≥ 5; alternating rounds)")
+    if "cluster" in rows:
+        print(
+            f"  two pools on two nodes / one node          {rows['cluster']['ratio']:6.2f}   (≥ 1.6; alternating rounds)"
+        )
     return 0
 
 

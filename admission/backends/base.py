@@ -77,6 +77,9 @@ class Scope:
     retry_defaults: dict[str, int] = field(default_factory=lambda: RETRY_DEFAULTS)
     max_output: int = NO_OUTPUT_CAP  # the envelope's max output tokens: settled output is capped here
     limits: Limits | None = None  # period budgets and request rate; None: neither
+    # The pool's key prefix with its hash tag (admission.keys.tag): the reservation records, the
+    # pool's set of in-flight zsets live under it. "": the backend's own prefix.
+    tag: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +113,19 @@ class Lost:
 
 
 @dataclass(frozen=True)
+class Where:
+    """Every key a complete may touch, named from the signed id (Redis Cluster: a script gets all
+    its keys in KEYS and builds none): the pool's tag, the scope's in-flight zset, the bucket that
+    paid, the pool's bucket, and the scope's period budgets when it has any."""
+
+    tag: str
+    inflight: str = ""  # "" (a hand-built op): the store answers with the record's own keys
+    charged: str = ""
+    pool: str = ""
+    limits: Limits | None = None
+
+
+@dataclass(frozen=True)
 class CompleteOp:
     reservation_id: str
     prompt_tokens: int
@@ -118,6 +134,7 @@ class CompleteOp:
     status: str
     idem_ttl_s: int
     lost: Lost | None = None
+    where: Where | None = None  # None: a store that keeps its own index (the in-process one)
 
 
 @dataclass(frozen=True)

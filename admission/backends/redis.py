@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import threading
 import time
 import weakref
 from pathlib import Path
@@ -21,10 +22,11 @@ from typing import Any
 
 import redis
 from hiredis import pack_command
+from redis.exceptions import AskError, NoScriptError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from admission import keys
 from admission.backends.base import Answer, CompleteOp, Lost, ReserveOp, Scope, Settled, StoreUnavailable, periods_at
 from admission.backends.breaker import Breaker
 from admission.backends.connections import BoundedConnections, Exhausted
@@ -61,29 +63,72 @@ class RedisBackend:
 
     def __init__(
         self, url: str, *, prefix: str = "adm:", socket_timeout: float = DEFAULT_TIMEOUT_S, pool_size: int = POOL_SIZE,
-        breaker_threshold: int = 5, probe_every_s: float = 0.5,
+        breaker_threshold: int = 5, probe_every_s: float = 0.5, cluster: bool | None = None,
     ) -> None:  # fmt: skip
+        """`cluster`: a Redis Cluster (redis.cluster.RedisCluster; default: when the URL's scheme is
+        `redis+cluster://`, which is read as `redis://` with any node of the cluster)."""
         self.prefix = prefix
+        if cluster is None:
+            cluster = url.startswith("redis+cluster://")
+        url = url.replace("redis+cluster://", "redis://", 1)
+        self.cluster = cluster
         kw = {"socket_timeout": socket_timeout, "socket_connect_timeout": socket_timeout, "retry_on_timeout": False,
               "health_check_interval": 0}  # fmt: skip
-        # The general client: the sweep, introspection and tests (bounded too: it is shared by threads).
-        self.client = redis.Redis(
-            connection_pool=redis.BlockingConnectionPool.from_url(url, max_connections=8, timeout=5, **kw)
-        )
-        hot = redis.ConnectionPool.from_url(url, max_connections=pool_size, **kw)
-        self.connections = BoundedConnections(hot.make_connection, size=pool_size, wait_s=max(1.0, 4 * socket_timeout))
+        self._conn_kw, self._pool_size, self._wait_s = kw, pool_size, max(1.0, 4 * socket_timeout)
+        self._node_conns: dict[str, BoundedConnections] = {}
+        if cluster:
+            from redis.cluster import RedisCluster
+
+            # The general client routes each command by its key's slot; the hot path routes itself
+            # (_conns_for) with a bounded set of connections per node.
+            self.client: Any = RedisCluster.from_url(url, socket_timeout=socket_timeout,
+                                                     socket_connect_timeout=socket_timeout)  # fmt: skip
+            self.connections = None
+        else:
+            # The general client: the sweep, introspection and tests (bounded too: it is shared by threads).
+            self.client = redis.Redis(
+                connection_pool=redis.BlockingConnectionPool.from_url(url, max_connections=8, timeout=5, **kw)
+            )
+            hot = redis.ConnectionPool.from_url(url, max_connections=pool_size, **kw)
+            self.connections = BoundedConnections(hot.make_connection, size=pool_size, wait_s=self._wait_s)
         self.breaker = Breaker(self._ping, threshold=breaker_threshold, probe_every_s=probe_every_s)
         self._reserve = _Script("reserve")
         self._complete = _Script("complete")
-        self._sweep = self.client.register_script(_script("sweep"))
+        self._expire = _Script("expire")
         self._static: weakref.WeakKeyDictionary[Scope, tuple[int, bytes]] = weakref.WeakKeyDictionary()
         self._prefix_b = prefix.encode()
-        self._scopes_key = (prefix + "scopes").encode()
+        self._registry = keys.pools_registry(prefix)
+        self._registered: dict[str, float] = {}  # pool tag → when to list it again (time.monotonic())
+        self._register_lock = threading.Lock()
         self.period_offset_s = 0.0  # tests only: see period_now
+
+    def _conns_for(self, key: bytes | str | None) -> BoundedConnections:
+        """The connections to the node holding `key`'s slot (Redis Cluster), else the one server's."""
+        if self.connections is not None:
+            return self.connections
+        from redis.cluster import key_slot
+
+        k = key.encode() if isinstance(key, str) else (key or b"")
+        node = self.client.nodes_manager.get_node_from_slot(key_slot(k))
+        got = self._node_conns.get(node.name)
+        if got is None:
+            host, port, kw = node.host, node.port, self._conn_kw
+            got = self._node_conns.setdefault(
+                node.name,
+                BoundedConnections(
+                    lambda: redis.Connection(host=host, port=port, **kw), size=self._pool_size, wait_s=self._wait_s
+                ),  # fmt: skip
+            )
+        return got
 
     # ---- the hot path's connection ------------------------------------------------------------
 
     def _ping(self) -> bool:
+        if self.connections is None:
+            try:
+                return bool(self.client.ping())  # every primary of the cluster
+            except (*_DOWN, redis.RedisError):
+                return False
         try:
             conn = self.connections.acquire()
         except Exhausted:
@@ -113,8 +158,9 @@ class RedisBackend:
         for attempt in range(1, ATTEMPTS + 1):
             if not breaker.allow():
                 raise StoreUnavailable("admission store circuit open")
+            conns = self._conns_for(args[0] if nkeys else None)  # KEYS[1]: every key shares its slot
             try:
-                conn = self.connections.acquire()
+                conn = conns.acquire()
             except Exhausted as exc:
                 raise StoreUnavailable(str(exc)) from exc  # saturated here, not down there: no breaker count
             try:
@@ -132,16 +178,23 @@ class RedisBackend:
                 if attempt == ATTEMPTS or breaker.is_open:
                     raise StoreUnavailable(str(exc)) from exc
                 continue
+            except ResponseError as exc:
+                # A cluster that moved the slot (resharding, failover): learn the slots again, retry.
+                if self.connections is None and isinstance(exc, AskError) and attempt < ATTEMPTS:  # MOVED too
+                    self.client.nodes_manager.initialize()
+                    continue
+                raise
             finally:
-                self.connections.release(conn)
+                conns.release(conn)
             breaker.success()
             return out, attempt
         raise AssertionError("unreachable")
 
     # ---- operations -----------------------------------------------------------------------------
 
-    def record_key(self, reservation_id: str) -> str:
-        return f"{self.prefix}r:{reservation_id}"
+    def record_key(self, reservation_id: str, tag: str = "") -> str:
+        """`tag`: the pool's key prefix (Scope.tag, Where.tag); "" for scopes built without one (tests)."""
+        return keys.record(tag or self.prefix, reservation_id)
 
     def _static_args(self, s: Scope) -> tuple[int, bytes]:
         """The scope's values as reserve.lua reads them (ARGV 5–22), formatted once per snapshot."""
@@ -164,19 +217,49 @@ class RedisBackend:
             got = self._static[s] = (len(vals), pack_command(tuple(str(v).encode() for v in vals)).split(b"\r\n", 1)[1])
         return got
 
+    def _register(self, tag: str) -> None:
+        """List the pool's tag for the sweep, outside the scripts (the registry is in a slot of its
+        own): by one thread, after a reserve went through, again a minute later (a store that lost
+        its data lists it again)."""
+        now = time.monotonic()
+        if now < self._registered.get(tag, 0.0):
+            return
+        with self._register_lock:
+            if now < self._registered.get(tag, 0.0):
+                return
+            self._registered[tag] = now + 60.0
+        try:
+            self.client.sadd(self._registry, tag)
+        except (*_DOWN, redis.RedisError):
+            self._registered.pop(tag, None)  # the store is away: the next reserve tries again
+
     def reserve(self, op: ReserveOp) -> Answer:
         s = op.scope
         rid = op.reservation_id
         borrow_key = s.borrow.key if s.borrow else s.own.key + ":b"
-        keys = (self.record_key(rid), s.own.key, s.pool.key, borrow_key, s.inflight_key, self._scopes_key)
+        ifs = keys.inflight_sets(s.tag or self.prefix)
+        ks = (self.record_key(rid, s.tag), s.own.key, s.pool.key, borrow_key, s.inflight_key, ifs)
         extra: tuple[Any, ...] = ()
         if s.limits is not None:
             more_keys, extra = self._limit_args(s, op.units)
-            keys += more_keys
-        args = (*keys, self._prefix_b, rid, repr(op.cost), op.meta)
-        out, attempts = self._eval(self._reserve, len(keys), args, self._static_args(s), extra)
-        return Answer(raw=out[0].decode(), replay=out[1] >= 1, expired_metas=[m.decode() for m in out[3:]],
+            ks += more_keys
+        args = (*ks, self._prefix_b, rid, repr(op.cost), op.meta)
+        out, attempts = self._eval(self._reserve, len(ks), args, self._static_args(s), extra)
+        if s.tag:
+            self._register(s.tag)
+        metas = self._expire_due(s, ifs, [_s(i) for i in out[3:]]) if len(out) > 3 else []
+        return Answer(raw=out[0].decode(), replay=out[1] >= 1, expired_metas=metas,
                       retried=attempts > 1, settled=out[1] == 2, in_flight=out[2] if len(out) > 2 else 0)  # fmt: skip
+
+    def _expire_due(self, s: Scope, ifs: str, ids: list[str]) -> list[str]:
+        """Settle the reservations a reserve found past their TTL (expire.lua: their records are
+        keys of their own). Not done now (the store went away meanwhile): the pool's sweep will."""
+        ks = (s.inflight_key, ifs, *(self.record_key(i, s.tag) for i in ids))
+        try:
+            out, _ = self._eval(self._expire, len(ks), (*ks, *ids))
+        except StoreUnavailable:
+            return []
+        return [_s(m) for m in out]
 
     def period_now(self) -> float:
         """The time the periods' candidates are computed around (reserve.lua picks among them by
@@ -206,12 +289,23 @@ class RedisBackend:
         return None if v is None else float(v)
 
     def complete(self, op: CompleteOp) -> Settled | None:
-        rk = self.record_key(op.reservation_id)
-        # Every key the lost path may write is in KEYS (Redis Cluster: one hash tag per scope and pool).
-        charged, pool = (op.lost.charged.key, op.lost.pool.key) if op.lost else (rk, rk)
-        args = (rk, charged, pool, op.reservation_id, op.prompt_tokens, op.cached_prompt_tokens, op.output_tokens,
-                op.status, op.idem_ttl_s, self._prefix_b, _lost_arg(op.lost))  # fmt: skip
-        out, attempts = self._eval(self._complete, 3, args)
+        w = op.where
+        rk = self.record_key(op.reservation_id, w.tag if w else "")
+        # Every key the script may touch is in KEYS (Redis Cluster). Without `where` (an op built by
+        # hand) the record's own keys come back in the first answer (reply 4) and are sent again.
+        ik, charged, pool = (w.inflight or rk, w.charged or rk, w.pool or rk) if w is not None else (rk, rk, rk)
+        if op.lost is not None:
+            charged, pool = op.lost.charged.key, op.lost.pool.key
+        periods = self._period_keys(w) if w is not None and w.limits is not None else ()
+        tail = (op.reservation_id, op.prompt_tokens, op.cached_prompt_tokens, op.output_tokens, op.status,
+                op.idem_ttl_s, self._prefix_b, _lost_arg(op.lost))  # fmt: skip
+        for _ in range(2):
+            ks = (rk, ik, charged, pool, *periods)
+            out, attempts = self._eval(self._complete, len(ks), (*ks, *tail))
+            if out is None or out[1] != 4:
+                break
+            ik, charged, pool = (_s(k) for k in out[2:5])
+            periods = tuple(_s(k) for k in out[5:])
         if out is None:
             return None
         if out[1] == 3:
@@ -219,11 +313,31 @@ class RedisBackend:
         meta = out[2].decode() if len(out) > 2 else None
         return Settled(result=json.loads(out[0]), replay=out[1] == 1, meta=meta, retried=attempts > 1)
 
+    def _period_keys(self, w: Any) -> tuple[str, ...]:
+        """The scope's period budget keys around now (complete.lua refunds among those the record names)."""
+        lim, t = w.limits, self.period_now()
+        return tuple(f"{per.key}:{pid}" for per in lim.periods for pid, _, _ in periods_at(per.kind, lim.tz, t))
+
     def sweep(self, limit: int = 1000) -> list[str]:
+        """Settle reservations past their TTL at their estimate, pool by pool (each pool's keys sit in
+        one slot): every in-flight zset a pool lists, its due ids to expire.lua."""
+        out: list[str] = []
         try:
-            return [_s(m) for m in self._sweep(keys=[self._scopes_key], args=[self.prefix, limit])]
+            tags = sorted(_s(t) for t in self.client.smembers(self._registry)) + [self.prefix]
+            now = time.time()
+            for t in tags:
+                ifs = keys.inflight_sets(t)
+                for ik in sorted(_s(k) for k in self.client.smembers(ifs)):
+                    left = limit - len(out)
+                    if left <= 0:
+                        return out
+                    ids = [_s(i) for i in self.client.zrangebyscore(ik, "-inf", now, start=0, num=left)]
+                    ks = (ik, ifs, *(keys.record(t, i) for i in ids))
+                    got, _ = self._eval(self._expire, len(ks), (*ks, *ids))
+                    out += [_s(m) for m in got]
         except _DOWN as exc:
             raise StoreUnavailable(str(exc)) from exc
+        return out
 
     # Introspection for tests and the operator pages.
     def inflight(self, inflight_key: str) -> int:

@@ -12,4 +12,7 @@ def plain(request: HttpRequest) -> JsonResponse:
 urlpatterns = [
     path("bench/plain", plain),
     path("api/v1/", include("admission.api_urls")),
+    # What a library-mode gateway reads and writes (bench/admission_modes.py): the snapshot, the events.
+    path("api/v1/", include("entitlements.api_urls")),
+    path("api/v1/", include("telemetry.api_urls")),
 ]

@@ -8,6 +8,7 @@ import pytest
 
 from admission import backends, params
 from admission.backends.memory import MemoryBackend
+from tests.admission.cluster import store_url
 from tests.admission.sinks import Collector, memory_store, sink  # noqa: F401 - shared with the token tests
 
 
@@ -30,7 +31,7 @@ def _no_background_sweep(settings):
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
 def store(request):
     """Each backend in turn, installed process-wide; Redis keys get a prefix of their own."""
-    b = MemoryBackend() if request.param == "memory" else redis_backend(request.getfixturevalue("redis_url"))
+    b = MemoryBackend() if request.param == "memory" else redis_backend(store_url(request.getfixturevalue("redis_url")))
     prev = backends.set_backend(b)
     params.invalidate()
     yield b

@@ -12,10 +12,10 @@ import threading
 import time
 import uuid
 
-import redis
-
-from admission.backends.base import Bucket, CompleteOp, ReserveOp, Scope, StoreUnavailable
+from admission import keys
+from admission.backends.base import Bucket, CompleteOp, ReserveOp, Scope, StoreUnavailable, Where
 from admission.backends.redis import RedisBackend
+from tests.admission.cluster import client_for
 
 RATE, DEPTH, COST, MAXC, TTL = 1000.0, 60_000.0, 100.0, 8, 600.0
 
@@ -26,16 +26,18 @@ def run(url: str, prefix: str, threads: int, seconds: float, out, timeout: float
         if timeout is None
         else RedisBackend(url, prefix=prefix, socket_timeout=timeout)
     )
-    counter = redis.Redis.from_url(url, socket_timeout=5.0)
+    counter = client_for(url)
     lock = threading.Lock()
     acc = {"admitted_wt": 0.0, "admits": 0, "throttles": {}, "violations": 0, "errors": 0, "fail_open": 0,
            "admit_times": [], "latencies_ms": []}  # fmt: skip
     deadline = time.monotonic() + seconds
+    t = keys.tag(prefix, 1)  # one pool: every key in one slot (one node of a cluster)
     scope = Scope(
-        inflight_key=f"{prefix}if:s", max_concurrency=MAXC, traffic_class="reserved",
-        own=Bucket(f"{prefix}b:s", RATE, DEPTH), pool=Bucket(f"{prefix}p:1", 1e6, 6e7), borrow=None,
-        margin=0.0, degraded=False, reserved_floor=0.0, ttl_s=TTL, idem_ttl_s=60, w_out=4.0, w_cached=0.0,
+        inflight_key=keys.inflight(t, "s"), max_concurrency=MAXC, traffic_class="reserved",
+        own=Bucket(keys.own(t, "s"), RATE, DEPTH), pool=Bucket(keys.pool(t), 1e6, 6e7), borrow=None,
+        margin=0.0, degraded=False, reserved_floor=0.0, ttl_s=TTL, idem_ttl_s=60, w_out=4.0, w_cached=0.0, tag=t,
     )  # fmt: skip
+    where = Where(t, scope.inflight_key, scope.own.key, scope.pool.key)
 
     def worker() -> None:
         lat: list[float] = []
@@ -64,7 +66,7 @@ def run(url: str, prefix: str, threads: int, seconds: float, out, timeout: float
             time.sleep(0.001)
             counter.decr(f"{prefix}held")
             try:
-                backend.complete(CompleteOp(p[1], 20, 0, 20, "ok", 60))  # actual = estimate: nothing refunded
+                backend.complete(CompleteOp(p[1], 20, 0, 20, "ok", 60, where=where))  # actual = estimate: no refund
             except StoreUnavailable:
                 with lock:
                     acc["fail_open"] += 1

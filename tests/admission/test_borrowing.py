@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from admission import backends, params, reclaims, services
+from admission import backends, keys, params, reclaims, services
 from admission.backends.memory import MemoryBackend
 from admission.models import ReclaimEvent
 from tests.admission.world import body, build_world, grant
@@ -71,7 +71,7 @@ class Driver:
 
 
 def pool_level(w) -> float:
-    return backends.get_backend().level(f"adm:p:{w.pool.pk}")
+    return backends.get_backend().level(keys.pool(keys.tag("adm:", w.pool.pk)))
 
 
 def test_lender_at_its_rate_is_never_throttled_however_hard_borrowers_push(sim):

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from admission import events, services, sweeper
+from admission import events, keys, services, sweeper
 from tests.admission.world import body, build_world
 
 
@@ -30,7 +30,9 @@ def test_a_reserve_settles_its_scopes_expired_reservations_below_the_cap(w, stor
     assert sorted((e["event_id"], e["status"]) for e in sink.of("complete")) == [
         ("abandoned-1:complete", "expired"), ("abandoned-2:complete", "expired"),
     ]  # fmt: skip
-    assert store.inflight(store.prefix + "if:acme::llama-test:tiny-region:reserved") == 1
+    assert (
+        store.inflight(keys.inflight(keys.tag(store.prefix, w.pool.pk), "acme::llama-test:tiny-region:reserved")) == 1
+    )
 
 
 def test_without_beat_the_web_process_sweeps_scopes_that_see_no_traffic(w, store, sink, settings):

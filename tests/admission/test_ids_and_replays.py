@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from admission import events, ids, services
+from admission import events, ids, keys, services
 from admission.isotime import iso_utc
 from tests.admission.world import body, build_world
 
-OWN = "adm:b:acme::llama-test:tiny-region:reserved"
+SCOPE = "acme::llama-test:tiny-region:reserved"
 
 
 @pytest.fixture
@@ -25,19 +25,19 @@ def complete(rid: str, prompt: int = 200, output: int = 50, status: str = "ok"):
                                                       "output_tokens": output, "status": status}))  # fmt: skip
 
 
-def own_key(store) -> str:
-    return store.prefix + OWN.removeprefix("adm:")
+def own_key(store, w) -> str:
+    return keys.own(keys.tag(store.prefix, w.pool.pk), SCOPE)
 
 
 def test_a_settled_request_replays_its_answer_with_settled_true_and_is_not_counted_again(w, store, sink):
     first = reserve(body("acme", "reserved", "once"))
     assert complete(first.body["reservation_id"])[0] == 200
-    level = store.level(own_key(store))
+    level = store.level(own_key(store, w))
     again = reserve(body("acme", "reserved", "once"))
     assert again.status == 200
     assert again.body == {**first.body, "settled": True}
     assert "settled" not in first.body
-    assert store.level(own_key(store)) == level  # not charged again
+    assert store.level(own_key(store, w)) == level  # not charged again
     events.buffer().flush()
     assert [e["event_id"] for e in sink.of("admit")] == ["once"]  # not counted again
 
@@ -82,10 +82,10 @@ def test_a_store_that_forgot_the_reservation_still_settles_it_against_its_bucket
     status, result = complete(d.body["reservation_id"], prompt=200, output=50)
     # actual 200 + 4 × 50 = 400, charged now to the scope's bucket (depth 12,000) and the pool's
     assert (status, result["actual_wt"]) == (200, 400.0)
-    assert 11_600.0 <= store.level(own_key(store)) <= 11_700.0  # plus at most a moment's refill
+    assert 11_600.0 <= store.level(own_key(store, w)) <= 11_700.0  # plus at most a moment's refill
     again = complete(d.body["reservation_id"], prompt=999, output=999)
     assert again == (200, result)  # idempotent: the first settlement stands
-    assert 11_600.0 <= store.level(own_key(store)) <= 11_700.0
+    assert 11_600.0 <= store.level(own_key(store, w)) <= 11_700.0
     assert reserve(body("acme", "reserved", "forgotten")).body == {**d.body, "settled": True}
     events.buffer().flush()
     done = sink.of("complete")
@@ -117,4 +117,4 @@ def test_fail_open_ids_are_the_same_in_every_process_and_their_complete_charges_
     status, result = complete(first.body["reservation_id"], prompt=20, output=10)
     # The store is up again: the fail-open admission was never debited, so its actual is charged now.
     assert (status, result["actual_wt"], result["source"]) == (200, 60.0, "fail_open")
-    assert 11_940.0 <= store.level(own_key(store)) <= 12_000.0
+    assert 11_940.0 <= store.level(own_key(store, w)) <= 12_000.0

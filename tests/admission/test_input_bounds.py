@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from admission import events
+from admission import events, keys
 from tests.admission.world import body, build_world
 
 RESERVE, COMPLETE = "/api/v1/admission/reserve", "/api/v1/admission/complete"
@@ -66,4 +66,8 @@ def test_an_oversized_complete_is_charged_at_the_envelope_max_and_the_event_says
         2000, True, 10**9, 8200.0,
     )  # fmt: skip
     # The lender's bucket (depth 12,000, 200 wt/s) lost 8,200 plus at most a second's refill, not 4 × 10⁹.
-    assert 3800.0 <= memory_store.level("adm:b:acme::llama-test:tiny-region:reserved") <= 4000.0
+    assert (
+        3800.0
+        <= memory_store.level(keys.own(keys.tag("adm:", w.pool.pk), "acme::llama-test:tiny-region:reserved"))
+        <= 4000.0
+    )

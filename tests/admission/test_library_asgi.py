@@ -22,6 +22,7 @@ from admission.library import Library
 from entitlements import models as m
 from telemetry.models import AdmissionEvent
 from tests import factories as f
+from tests.admission import cluster
 from tests.admission.gateway_stack import Served, proxy_app, upstream_app
 from tests.admission.world import build_world
 
@@ -31,12 +32,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def store_url(request):
-    """The session's Redis (tests/conftest.py `redis_url`), else REDIS_URL."""
-    try:
-        return request.getfixturevalue("redis_url")
-    except pytest.FixtureLookupError:
-        return os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+def store_url(redis_url):
+    """The session's Redis, or the Redis Cluster of REDIS_CLUSTER_URL (tests/admission/cluster.py)."""
+    return cluster.store_url(redis_url)
 
 
 @pytest.fixture

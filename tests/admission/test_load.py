@@ -8,14 +8,15 @@ import multiprocessing as mp
 import uuid
 
 import pytest
-import redis
 
 from tests.admission import hammer
+from tests.admission.cluster import client_for, store_url
 
 
 @pytest.mark.redis
 @pytest.mark.slow
 def test_two_processes_never_over_admit_exceed_the_cap_or_fail_open_while_redis_is_up(redis_url):
+    redis_url = store_url(redis_url)  # REDIS_CLUSTER_URL: the same load on a Redis Cluster
     prefix = f"load{uuid.uuid4().hex[:8]}:"
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
@@ -25,7 +26,7 @@ def test_two_processes_never_over_admit_exceed_the_cap_or_fail_open_while_redis_
     results = [q.get() for _ in procs]
     for p in procs:
         p.join()
-    client = redis.Redis.from_url(redis_url)
+    client = client_for(redis_url)
     violations = int(client.get(f"{prefix}violations") or 0)
     for k in client.scan_iter(match=prefix + "*"):
         client.delete(k)

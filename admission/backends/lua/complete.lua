@@ -1,8 +1,12 @@
--- KEYS: 1 record, 2 / 3 the bucket that paid and the pool's, as the signed id names them (the
--- lost path touches only these; the record itself when there is no id to settle from). ARGV: 1 reservation id, 2 prompt, 3 cached, 4 output, 5 status, 6 idem ttl,
--- 7 key prefix, 8 '' or what the signed id says when the store forgot the record (tab-separated:
+-- KEYS (every key this script touches, named from the signed id: Redis Cluster): 1 record, 2 the
+-- scope's in-flight zset, 3 the bucket that paid, 4 the pool's bucket, 5.. the scope's period
+-- budget keys around now (issue 23; the record names the ones it charged, which are among them).
+-- ARGV: 1 reservation id, 2 prompt, 3 cached, 4 output, 5 status, 6 idem ttl, 7 key prefix (unused),
+-- 8 '' or what the signed id says when the store forgot the record (tab-separated:
 -- ck cr cd pk pr pd wo wc mo est expires answer; base.Lost).
--- Reply: nil (unknown), {result, 0 first | 1 replay, meta} or {result, 3}: settled from the id.
+-- Reply: nil (unknown), {result, 0 first | 1 replay, meta}, {result, 3}: settled from the id, or
+-- {'', 4, ik, ck, pk, period keys...}: the record was written under other keys (its scope renamed
+-- since, or an op built without them): the caller asks again with these.
 -- Refunds the unused estimate (or charges an overrun into debt) on the bucket that paid and on the
 -- pool bucket, frees the concurrency slot. Settling twice returns the first result while it is kept
 -- (idem ttl from the first settlement).
@@ -26,8 +30,8 @@ if not raw then
   if output > mo then output, cap = mo, mo end
   local actual = (prompt - cached) + tonumber(g[8]) * cached + tonumber(g[7]) * output
   local cd, pd = tonumber(g[3]), tonumber(g[6])
-  put(KEYS[2], bounded(level(KEYS[2], tonumber(g[2]), cd, now) - actual, cd), now_str)
-  put(KEYS[3], bounded(level(KEYS[3], tonumber(g[5]), pd, now) - actual, pd), now_str)
+  put(KEYS[3], bounded(level(KEYS[3], tonumber(g[2]), cd, now) - actual, cd), now_str)
+  put(KEYS[4], bounded(level(KEYS[4], tonumber(g[5]), pd, now) - actual, pd), now_str)
   local result = cjson.encode({reservation_id = rid, status = ARGV[5], reserved_wt = est, actual_wt = actual,
     refunded_wt = est - actual, output_cap = cap})
   redis.call('SET', rk, join({'done', g[12], num(now + tonumber(ARGV[6])), result}), 'EX', ARGV[6])
@@ -38,13 +42,30 @@ if f[1] == 'done' then
   if tonumber(f[3]) <= now then return nil end
   return {f[4], 1}
 end
+-- The keys this record was written with must be the ones passed (they are, unless the scope was
+-- renamed since or the op was built by hand): else they go back to the caller, who asks again.
+local declared = {}
+for i = 5, #KEYS do declared[KEYS[i]] = true end
+local need, missing = {'', 4, f[3], f[4], f[7]}, f[3] ~= KEYS[2] or f[4] ~= KEYS[3] or f[7] ~= KEYS[4]
+if f[15] then
+  local i = 0
+  for v in string.gmatch(f[15], '[^|]+') do
+    i = i + 1
+    if i >= 3 and (i - 3) % 3 == 0 then
+      need[#need + 1] = v
+      if not declared[v] then missing = true end
+    end
+  end
+end
+if missing then return need end
 local est = tonumber(f[13])
 local first = nil
 if f[1] == 'open' then
-  local exp = redis.call('ZSCORE', f[3], rid)
+  local exp = redis.call('ZSCORE', KEYS[2], rid)
   -- Past its TTL: settled at the full estimate; whoever expires it reports it.
   if (not exp) or tonumber(exp) <= now then
-    first = expire_one(ARGV[7], f[3], rid)
+    redis.call('ZREM', KEYS[2], rid)
+    first = expire_record(rk)
     f[1] = 'expired'
   end
 end
@@ -61,8 +82,8 @@ if output > mo then output, cap = mo, mo end
 local actual = (prompt - cached) + tonumber(f[11]) * cached + tonumber(f[10]) * output
 local delta = est - actual
 local cd, pd = tonumber(f[6]), tonumber(f[9])
-put(f[4], bounded(level(f[4], tonumber(f[5]), cd, now) + delta, cd), now_str)
-put(f[7], bounded(level(f[7], tonumber(f[8]), pd, now) + delta, pd), now_str)
+put(KEYS[3], bounded(level(KEYS[3], tonumber(f[5]), cd, now) + delta, cd), now_str)
+put(KEYS[4], bounded(level(KEYS[4], tonumber(f[8]), pd, now) + delta, pd), now_str)
 if f[15] then
   -- Period budgets (issue 23): refund or charge the difference in the budget's unit, into the
   -- periods charged at reserve while they last; use stays within [0, 2 × limit] (debt bounded).
@@ -80,7 +101,7 @@ if f[15] then
     end
   end
 end
-redis.call('ZREM', f[3], rid)
+redis.call('ZREM', KEYS[2], rid)
 local result = cjson.encode({reservation_id = rid, status = ARGV[5], reserved_wt = est, actual_wt = actual,
   refunded_wt = delta, output_cap = cap})
 -- The record keeps its TTL: the reserve answer stays replayable as long as before.

@@ -64,11 +64,10 @@ local function answer_of(raw)
   return string.sub(raw, a + 1, b - 1)
 end
 
--- Settle one reservation past its TTL at its full estimate (it was debited in full at reserve).
--- Leaves the in-flight zset `ik` even when the record itself is gone, so no slot can leak.
-local function expire_one(prefix, ik, id)
-  redis.call('ZREM', ik, id)
-  local rk = prefix .. 'r:' .. id
+-- Settle one reservation past its TTL at its full estimate (it was debited in full at reserve):
+-- its record `rk` (always a key the caller passed in KEYS: Redis Cluster) is marked expired.
+-- → its meta when this call expired it, nil when it was no longer open.
+local function expire_record(rk)
   local raw = redis.call('GET', rk)
   if (not raw) or string.sub(raw, 1, 5) ~= 'open\t' then return nil end
   local f = split(raw)

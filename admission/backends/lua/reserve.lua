@@ -1,8 +1,10 @@
 -- KEYS: 1 record (reservation + idempotency), 2 own bucket, 3 pool bucket, 4 borrow bucket,
---       5 in-flight zset, 6 the set of in-flight zsets (what the sweep walks).
+--       5 in-flight zset, 6 the pool's set of in-flight zsets (what its sweep walks). All under the
+--       pool's hash tag (admission.keys); no key is built here (Redis Cluster).
 -- Reply: {answer, 0 new | 1 replay | 2 replay of a settled one, in flight after an admit (else 0),
---        expired metas...}; a replay replies {answer, 1 | 2} only.
--- ARGV: 1 key prefix, 2 reservation id, 3 cost, 4 meta, then the scope's static values
+--        ids of this scope's reservations past their TTL...}; a replay replies {answer, 1 | 2} only.
+--        The caller settles those ids (expire.lua: their records are not this script's keys).
+-- ARGV: 1 key prefix (unused: kept so the numbering stays), 2 reservation id, 3 cost, 4 meta, then the scope's static values
 --       (redis.py: _static): 5 class, 6 max concurrency, 7-8 own rate/depth, 9-10 pool rate/depth,
 --       11-12 borrow rate/depth (0: may not borrow), 13 margin, 14 degraded '1'/'0', 15 reserved
 --       floor, 16 ttl (whole seconds as an integer), 17 record ttl, 18-20 retry for CONCURRENCY_LIMIT, RECLAIMED,
@@ -43,18 +45,14 @@ local function quota(deficit, rate, limit)
   return throttle('QUOTA_EXCEEDED', math.max(1, math.min(3600, math.ceil(w))), limit)
 end
 
--- Expire on access: every reserve first settles up to 16 of this scope's reservations past their
--- TTL (at the cap, all of them), so a scope with traffic needs no beat to free its slots.
+-- Expire on access: a reservation past its TTL no longer holds a slot (only live ones count), and
+-- up to 16 of them are handed to the caller, which settles them at once (expire.lua), so a scope
+-- with traffic needs no beat to free its slots; the pool's sweep settles any the caller did not.
 local cap = tonumber(ARGV[6])
-local n = redis.call('ZCARD', KEYS[5])
-local due
-if n >= cap then due = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now_str)
-else due = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now_str, 'LIMIT', 0, 16) end
-for _, id in ipairs(due) do
-  local m = expire_one(ARGV[1], KEYS[5], id)  -- always leaves the zset
-  if m then out[#out + 1] = m end
-end
-if n - #due >= cap then return throttle('CONCURRENCY_LIMIT', ARGV[18]) end
+local live = redis.call('ZCOUNT', KEYS[5], '(' .. now_str, '+inf')
+local due = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now_str, 'LIMIT', 0, 16)
+for _, id in ipairs(due) do out[#out + 1] = id end
+if live >= cap then return throttle('CONCURRENCY_LIMIT', ARGV[18]) end
 
 -- Period budgets, then the request rate, then the token rate (mirrored by memory.py). A period
 -- bucket holds what was spent under a key named for its period: it resets by key change at the
@@ -144,5 +142,5 @@ redis.call('SET', KEYS[1], 'open\t' .. ans .. '\t' .. static .. '\t' .. ARGV[3] 
 redis.call('SADD', KEYS[6], KEYS[5])  -- every non-empty in-flight zset is listed (a no-op once it is)
 redis.call('ZADD', KEYS[5], expires, ARGV[2])
 out[1] = ans
-out[3] = n - #due + 1  -- the scope's reservations in flight now: the expired ones left the zset, this one joined
+out[3] = live + 1  -- the scope's reservations in flight now: the live ones and this one
 return out

@@ -1,0 +1,45 @@
+"""The store's key names, in one place (CONTRACT §5: Redis Cluster).
+
+Every key of one scope and of its pool carries the pool's hash tag, `{p<pool id>}`, so a script's
+keys always sit in one cluster slot: the scope's buckets (own, borrow, request rate, period
+budgets), its in-flight zset, the pool's bucket, the pool's set of in-flight zsets, and every
+reservation record (the signed id carries the pool, so a
+complete finds the record without the snapshot). The prefix must not contain '{'.
+"""
+
+from __future__ import annotations
+
+
+def tag(prefix: str, pool_id: int | str) -> str:
+    """The pool's key prefix: '<prefix>{p<pool id>}:'; every other name below starts with it."""
+    return f"{prefix}{{p{pool_id}}}:"
+
+
+def own(t: str, scope_key: str) -> str:
+    return f"{t}b:{scope_key}"
+
+
+def borrow(t: str, scope_key: str) -> str:
+    return f"{t}bb:{scope_key}"
+
+
+def inflight(t: str, scope_key: str) -> str:
+    return f"{t}if:{scope_key}"
+
+
+def pool(t: str) -> str:
+    return f"{t}p"
+
+
+def record(t: str, reservation_id: str) -> str:
+    return f"{t}r:{reservation_id}"
+
+
+def inflight_sets(t: str) -> str:
+    """The pool's set of non-empty in-flight zsets (what its sweep walks)."""
+    return f"{t}ifs"
+
+
+def pools_registry(prefix: str) -> str:
+    """Every pool tag the store has seen (written outside scripts, once per scope and snapshot)."""
+    return f"{prefix}pools"
