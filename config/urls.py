@@ -28,6 +28,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("alerts/", include("alerts.urls")),
+    path("", include("telemetry.urls")),  # /metrics
     path("reconciliation/", include("reconciliation.urls")),
     path("", include("portal.urls")),
 ]

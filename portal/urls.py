@@ -6,7 +6,7 @@ URL names and paths are part of the contract (tests/portal walks them); change n
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from portal.views import home, intake, live, metrics, planning, sizing, statement, tokens
+from portal.views import home, intake, live, planning, sizing, statement, tokens
 
 urlpatterns = [
     # home (portal/views/home.py)
@@ -41,13 +41,11 @@ urlpatterns = [
     path("entitlements/<uuid:uuid>/statement.csv", statement.export, name="entitlement-statement-csv"),
     path("usage/", live.usage, name="live-usage"),
     path("usage/export.csv", live.usage_export, name="live-usage-export"),
-    path("metrics", metrics.MetricsView.as_view(), name="metrics"),
     # capacity planning (portal/views/planning.py)
     path("planning/", planning.planning, name="planning"),
     path("planning/status/", planning.run_status, name="planning-status"),
     path("planning/runs/", planning.run_now, name="planning-run-now"),
     path("planning/mine/", planning.mine, name="planning-mine"),
-    path("planning/pools/<str:slug>/", planning.pool, name="planning-pool"),
     # self-service API tokens (portal/views/tokens.py)
     path("tokens/", tokens.tokens, name="tokens"),
     path("tokens/revoke", tokens.revoke, name="tokens-revoke"),

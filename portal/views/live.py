@@ -1,4 +1,4 @@
-"""Live pages: operator fleet, one entitlement, customer usage (+ CSV). (/metrics: portal/views/metrics.py.)
+"""Live pages: operator fleet, one entitlement, customer usage (+ CSV). (/metrics: telemetry/metrics_view.py.)
 
 Every page has one `{% partialdef panels %}` that htmx polls; an htmx request gets that partial alone.
 Anyone who may not see a page gets 404, never 403, so a page's existence does not leak either.

@@ -1,4 +1,4 @@
-"""`/metrics`: Prometheus exposition for scrapers on an allow-listed address or with an API token.
+"""`/metrics` (telemetry/urls.py): Prometheus exposition for scrapers on an allow-listed address or with an API token.
 
 Allowed: a client address inside METRICS_ALLOWED_IPS (comma-separated addresses or CIDR blocks;
 default loopback only, 127.0.0.1 and ::1, for a scraper on the same host), or an
