@@ -194,6 +194,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 # A forecast run whose worker has not checkpointed for this long may be taken over by a redelivery;
 # keep it above the slowest batch, and the visibility timeout above the slowest run.
 FORECAST_RUN_STALE_AFTER_S = int(os.environ.get("FORECAST_RUN_STALE_AFTER_S", "600"))
+# Series per forecast chunk: a run fans out into chunks that Celery workers forecast in parallel, and a
+# killed worker costs one chunk, not the run (forecasting.chunks). Small enough to spread over workers,
+# large enough that each StatsForecast call amortises its set-up (a run parameter may override it).
+FORECAST_CHUNK_SIZE = int(os.environ.get("FORECAST_CHUNK_SIZE", "50"))
 # Reconciliation (issue 17.2): the thresholds its findings use, over a trailing window of whole hours.
 RECONCILE_WINDOW_DAYS = int(os.environ.get("RECONCILE_WINDOW_DAYS", "14"))
 # right-size down: the p95 of hourly use stayed below this share of what was bought, all window long
@@ -282,7 +286,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# collectstatic writes here and whitenoise serves from here when DEBUG is off.
+STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT", BASE_DIR / "staticfiles"))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {

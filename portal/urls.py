@@ -46,6 +46,7 @@ urlpatterns = [
     path("planning/status/", planning.run_status, name="planning-status"),
     path("planning/runs/", planning.run_now, name="planning-run-now"),
     path("planning/mine/", planning.mine, name="planning-mine"),
+    path("planning/pools/<str:slug>/", planning.pool, name="planning-pool"),
     # self-service API tokens (portal/views/tokens.py)
     path("tokens/", tokens.tokens, name="tokens"),
     path("tokens/revoke", tokens.revoke, name="tokens-revoke"),
