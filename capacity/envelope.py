@@ -42,10 +42,13 @@ def envelope_lengths(p50: float, p95: float, maximum: float) -> LengthQuantiles:
     sigma = (math.log(p95) - mu) / Z95
     if sigma == 0:
         return LengthQuantiles(mean=float(p50), p50=float(p50), p95=float(p95), p99=float(p95))
-    ln_top = math.log(top)
-    mean = math.exp(mu + sigma * sigma / 2) * _phi((ln_top - mu - sigma * sigma) / sigma) + top * (
-        1 - _phi((ln_top - mu) / sigma)
-    )
+    if math.isinf(top):  # no cap: the plain lognormal mean (inf × 0 in the capped form would be NaN)
+        mean = math.exp(mu + sigma * sigma / 2)
+    else:
+        ln_top = math.log(top)
+        mean = math.exp(mu + sigma * sigma / 2) * _phi((ln_top - mu - sigma * sigma) / sigma) + top * (
+            1 - _phi((ln_top - mu) / sigma)
+        )
     p99 = min(top, math.exp(mu + Z99 * sigma))
     return LengthQuantiles(mean=mean, p50=float(p50), p95=float(p95), p99=max(p99, float(p95)))
 

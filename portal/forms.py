@@ -56,7 +56,9 @@ def _scenario(name: str, label: str) -> forms.FloatField:
 
 
 class LaunchRequestForm(forms.Form):
-    title = forms.CharField(max_length=160, required=False)
+    title = forms.CharField(
+        max_length=160, required=False, widget=forms.TextInput(attrs={"placeholder": "Untitled launch"})
+    )
     model = forms.ModelChoiceField(
         queryset=ServedModel.objects.filter(pools__isnull=False).distinct(), required=False, to_field_name="slug"
     )

@@ -95,7 +95,8 @@ def queue(request: HttpRequest) -> HttpResponse:
 @require_POST
 @person_required
 def request_create(request: HttpRequest) -> HttpResponse:
-    fields: dict[str, Any] | None = {"title": "Untitled launch"}
+    # An empty title (the form shows "Untitled launch" as its placeholder): the heading follows what is typed.
+    fields: dict[str, Any] | None = {"title": ""}
     if request.POST.get("from_finding"):  # prefilled from a reconciliation finding's evidence (issue 17.2)
         fields = launch_request_fields(request.user, request.POST["from_finding"])
         if fields is None:

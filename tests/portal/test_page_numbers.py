@@ -8,21 +8,15 @@ a forecast's pool demand stored for every pool, and one launch request filed, si
 from __future__ import annotations
 
 import re
-from datetime import timedelta
 from html.parser import HTMLParser
-from io import StringIO
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
 from django.test import Client
-from django.utils import timezone
 
-from demo.history import seed_history
-from entitlements.models import Entitlement, Pool, Region
-from forecasting.models import ForecastRun, PoolDemand
+from entitlements.models import Entitlement, Pool
 from portal.models import LaunchRequest
-from portal.services import intake
+from tests.portal.demo_pages import build_demo
 
 LONG_RUN = re.compile(r"\d{8,}")
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
@@ -65,53 +59,7 @@ def test_the_checker_finds_a_long_number_and_ignores_scripts_and_uuids():
 
 @pytest.fixture
 def demo(db):
-    call_command("load_demo", stdout=StringIO())
-    now = timezone.now()
-    seed_history(days=2, now=now)
-    run = ForecastRun.objects.create(status="succeeded", progress=100, attempts=1, results_written=1, finished_at=now)
-    for i, pool in enumerate(Pool.objects.order_by("slug")):
-        # Flat weekly demand around what is sold: some pools short, some covered.
-        level = float(pool.breakdown().physical) * (0.5 + 0.25 * (i % 4))
-        PoolDemand.objects.create(
-            run=run,
-            pool=pool,
-            start=now,
-            tenants={"acme": 1.0},
-            hourly={k: [level * f] * (26 * 168) for k, f in (("expected", 1.0), ("upside", 1.3), ("stress", 1.8))},
-        )
-    requester = get_user_model().objects.get(username="demo-requester")
-    ent = Entitlement.objects.select_related("model").filter(tenant__slug="acme").first()
-    today = now.date()
-    req = intake.launch_request_create(actor=requester, title="Walk launch")
-    intake.launch_request_update(
-        actor=requester,
-        request=req.uuid,
-        model=ent.model,
-        regions=[Region.objects.get(pk=ent.region_id)],
-        launch_date=today + timedelta(days=7),
-        end_date=today + timedelta(days=90),
-        traffic_class="reserved",
-        max_prompt_tokens=4000,
-        max_output_tokens=1000,
-        prompt_p50=800,
-        prompt_p95=3000,
-        output_p50=200,
-        output_p95=800,
-        max_concurrency=64,
-        ttft_p99_ms=2000,
-        tpot_p99_ms=200,
-        committed_basis="wt_per_min",
-        committed_value=123_456_789.0,
-        expected_basis="rps",
-        expected_value=2.0,
-        upside_basis="rps",
-        upside_value=3.0,
-        stress_basis="rps",
-        stress_value=4.0,
-        justification="walk",
-    )
-    intake.launch_request_submit(actor=requester, request=req.uuid)
-    return req
+    return build_demo()
 
 
 def _pages(who: str, req: LaunchRequest) -> list[str]:
