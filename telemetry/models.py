@@ -50,7 +50,9 @@ class AdmissionEvent(models.Model):
     slo_met = models.BooleanField(null=True, blank=True)
     status = models.CharField(max_length=16, blank=True, default="")
     in_flight = models.PositiveIntegerField(
-        null=True, blank=True, help_text="on an admit: the scope's reservations in flight right after it (the store's count)"
+        null=True,
+        blank=True,
+        help_text="on an admit: the scope's reservations in flight right after it (the store's count)",
     )
 
     class Meta:
