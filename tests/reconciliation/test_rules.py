@@ -66,12 +66,7 @@ def test_grow_when_tenant_throttles_pass_one_percent_of_arrivals(grant, _run):
     def hour(i, ts):
         # admitted and settled (60 % of 2 CU), and 2 refused QUOTA_EXCEEDED at 1,000,000 wt each
         return [
-            row(
-                ent,
-                ts,
-                "admit",
-                estimated_wt=1.0,
-            ),
+            row(ent, ts, "admit", estimated_wt=1.0),
             _served(ent, ts, 0.6 * 2 * HOUR_WT_PER_CU),
             row(ent, ts, "throttle", reason="QUOTA_EXCEEDED", estimated_wt=1_000_000.0),
             row(ent, ts, "throttle", reason="QUOTA_EXCEEDED", estimated_wt=1_000_000.0),
@@ -87,6 +82,25 @@ def test_grow_when_tenant_throttles_pass_one_percent_of_arrivals(grant, _run):
     # demand (4,320,000 settled + 2,000,000 refused) ÷ 3,600,000 = 1.7556 CU ÷ 0.7 = 2.508 → 2.6
     assert g.recommended == {"cu": 2.6}
     assert g.cu_delta == Decimal("0.600")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("admits", "throttles", "grows"), [(99, 1, False), (98, 2, True)])
+def test_grow_needs_tenant_throttles_above_one_percent_of_arrivals(grant, _run, admits, throttles, grows):
+    ent = grant("2")
+
+    def hour(i, ts):
+        if i:
+            return []
+        out = [row(ent, ts, "admit", estimated_wt=1.0) for _ in range(admits)]
+        return out + [row(ent, ts, "throttle", reason="CONCURRENCY_LIMIT", estimated_wt=1.0)] * throttles
+
+    every_hour(ent, hour)
+    _run()
+    f = _kinds(ent)
+    assert ("grow" in f) is grows  # 1 of 100 is not above 1 %; 2 of 100 is
+    if grows:
+        assert f["grow"].evidence["tenant_throttle_share"] == 0.02
 
 
 @pytest.mark.django_db
