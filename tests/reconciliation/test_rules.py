@@ -171,3 +171,20 @@ def test_a_rerun_refreshes_the_open_finding_and_closes_one_no_longer_seen(grant,
     assert Finding.objects.filter(entitlement=ent).count() == 1
     f = Finding.objects.get(entitlement=ent)
     assert [a.act for a in f.acts.all()] == ["found", "refreshed"]
+
+
+@pytest.mark.django_db
+def test_platform_owes_for_latency_misses_inside_the_envelope(grant, _run):
+    ent = grant("2")
+
+    def hour(i, ts):
+        # half the rate every hour; in hour 50 two settled requests missed the latency target, the
+        # tenant inside its envelope and rate in that minute: the platform's miss
+        slo = {"slo_met": False, "ttft_ms": 5000.0} if i == 50 else {"slo_met": True, "ttft_ms": 100.0}
+        return [_served(ent, ts, 0.5 * 2 * HOUR_WT_PER_CU / 60, **slo), _served(ent, ts, 1000.0, **slo)]
+
+    every_hour(ent, hour, with_minutes=True)
+    _run()
+    p = _kinds(ent)["platform_owes"]
+    assert (p.evidence["platform_misses"], p.evidence["platform_throttles"]) == (2, 0)
+    assert list(p.recommended["hours"].values()) == [2]
