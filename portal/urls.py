@@ -24,6 +24,7 @@ urlpatterns = [
     path("launch/<uuid:uuid>/activity", intake.activity, name="intake-activity"),
     path("launch/<uuid:uuid>/submit", intake.submit, name="intake-submit"),
     path("launch/<uuid:uuid>/withdraw", intake.withdraw, name="intake-withdraw"),
+    path("launch/<uuid:uuid>/delete", intake.delete, name="intake-delete"),
     path("launch/<uuid:uuid>/approve", intake.approve, name="intake-approve"),
     path(
         "launch/<uuid:uuid>/partially-approve",

@@ -293,6 +293,18 @@ def launch_request_withdraw(*, actor: Any, request: LaunchRequest | UUID | str, 
     return req
 
 
+@transaction.atomic
+def launch_request_delete(*, actor: Any, request: LaunchRequest | UUID | str) -> None:
+    """A draft its author no longer wants: gone with its regions and events (issue 22). Only the author,
+    only while a draft that was never submitted (a returned request has a review history to keep)."""
+    req = _lock(actor, request)
+    if req.created_by_id != getattr(actor, "pk", None):
+        raise LaunchRequestForbidden("only the person who started a draft deletes it")
+    if req.state != State.DRAFT or req.events.filter(transition="submit").exists():
+        raise LaunchRequestConflict(f"only a draft that was never submitted can be deleted (this one is {req.state})")
+    req.delete()
+
+
 # --- decisions -------------------------------------------------------------------------------
 
 

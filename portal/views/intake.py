@@ -278,6 +278,19 @@ def _decision(
     return view
 
 
+@require_POST
+@person_required
+def delete(request: HttpRequest, uuid: Any) -> HttpResponse:
+    req = _get(request, uuid)  # 404 before anything else
+    try:
+        intake.launch_request_delete(actor=request.user, request=req.uuid)
+    except intake.LaunchRequestForbidden as exc:
+        return _refuse(request, req, exc, 403)
+    except intake.LaunchRequestConflict as exc:
+        return _refuse(request, req, exc, 409)
+    return redirect("intake-list")
+
+
 def _comment(request: HttpRequest) -> dict[str, Any]:
     return {"comment": request.POST.get("comment", "")}
 

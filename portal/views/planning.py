@@ -19,6 +19,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from capacity.input_errors import SizingInputError
 from entitlements import roles
 from entitlements.models import Pool
 from forecasting import cost_report, gap, selectors, services
@@ -114,7 +115,11 @@ def pool(request: HttpRequest, slug: str) -> HttpResponse:
     run, pools = gap.supply_gap()
     row = next((p for p in pools if p["pool"] == slug), None)
     # The cost report covers every pool; this page shows its own row (a week of hours, not a forecast).
-    cost = next((c for c in cost_report.pool_cost_report(days=7) if c["pool"] == slug), None)
+    try:
+        cost = next((c for c in cost_report.pool_cost_report(days=7) if c["pool"] == slug), None)
+        cost_error = ""
+    except SizingInputError as exc:  # an accelerator the catalogue cannot price: say so, show the rest
+        cost, cost_error = None, f"{exc.field}: {exc.message}"
     ctx: dict[str, Any] = {
         "pool": pool_obj,
         "finished": run,
@@ -122,6 +127,7 @@ def pool(request: HttpRequest, slug: str) -> HttpResponse:
         "actions": action_rows([row]) if row else [],
         "orders": SupplyOrder.objects.filter(pool=pool_obj).order_by("arrival_date"),
         "cost": cost,
+        "cost_error": cost_error,
         "cost_window_days": 7,
     }
     if row is not None:

@@ -47,3 +47,29 @@ def test_edit_page_heading_follows_the_title_and_sizing_requests_queue(people, d
     page = _web(people.requester).get(f"/launch/{draft.uuid}/edit").content.decode()
     assert '<h1 id="lr-heading">' in page and 'getElementById("lr-heading")' in page
     assert 'hx-sync="this:queue last"' in page and "this:replace" not in page
+
+
+def test_a_draft_is_deleted_by_its_author_only_and_never_after_submission(people, draft):
+    from portal.models import LaunchRequest, LaunchRequestEvent
+
+    # A teammate (same tenant, also a requester) may not; the draft and its history stay.
+    assert _web(people.teammate).post(f"/launch/{draft.uuid}/delete").status_code == 403
+    assert _web(people.outsider).post(f"/launch/{draft.uuid}/delete").status_code == 404
+    assert LaunchRequest.objects.filter(pk=draft.pk).exists()
+    page = _web(people.requester).get(f"/launch/{draft.uuid}/").content.decode()
+    assert 'id="delete-draft"' in page
+    assert 'id="delete-draft"' not in _web(people.teammate).get(f"/launch/{draft.uuid}/").content.decode()
+    resp = _web(people.requester).post(f"/launch/{draft.uuid}/delete")
+    assert (resp.status_code, resp["Location"]) == (302, "/launch/")
+    assert not LaunchRequest.objects.filter(pk=draft.pk).exists()
+    assert not LaunchRequestEvent.objects.filter(request_id=draft.pk).exists()
+
+
+def test_a_submitted_request_is_not_deleted(people, draft):
+    from portal.models import LaunchRequest
+    from portal.services.intake import launch_request_submit
+
+    launch_request_submit(actor=people.requester, request=draft)
+    resp = _web(people.requester).post(f"/launch/{draft.uuid}/delete")
+    assert resp.status_code == 409 and "never submitted" in resp.content.decode()
+    assert LaunchRequest.objects.filter(pk=draft.pk).exists()
