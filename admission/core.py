@@ -287,8 +287,9 @@ def lost(
     s = plan_for(snap, sp, pool, prefix, (claims.tenant, model, region, cls)).scope
     paid = s.borrow if claims.source == "borrowed" and s.borrow is not None else s.own
     answer = f"A|{key}|{claims.estimate}|{claims.source}|{claims.expires}"
+    expires = float(claims.expires)
     return Lost(paid, s.pool, sp.w_out, sp.w_cached, sp.max_output_tokens, float(claims.estimate),
-                float(claims.expires), answer)  # fmt: skip
+                expires, answer, s.limits, expires - s.ttl_s if expires else 0.0)  # fmt: skip
 
 
 def where(claims: Claims, snap: Snapshot, sp: ScopeParams | None, prefix: str, plan_for: PlanFor) -> Where:

@@ -110,6 +110,10 @@ class Lost:
     estimate: float
     expires: float  # 0: never (a fail-open admission)
     answer: str
+    # Period budgets (issue 23): the scope's, and when the reservation was made (its expiry less its
+    # TTL; 0: a fail-open admission, charged now): the actual use is charged to that time's periods.
+    limits: Limits | None = None
+    reserved_at: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -209,6 +213,20 @@ def budget_units(unit: str, wt: float, prompt_tokens: int, output_tokens: int) -
 def spent(used: float, units: float, limit: float) -> bool:
     """A period budget refuses a request that would take it over its limit."""
     return used + units > limit
+
+
+def lost_charges(lost: Lost, t: float) -> list[tuple[str, float, float]]:
+    """(period key, limit, period end) a forgotten reservation's actual use is charged to: the
+    periods containing the moment it was made (`t` for a fail-open one), by the store's clock."""
+    lim = lost.limits
+    if lim is None:
+        return []
+    at = lost.reserved_at or t
+    out = []
+    for per in lim.periods:
+        pid, _, end = periods_at(per.kind, lim.tz, at)[1]
+        out.append((f"{per.key}:{pid}", per.limit, end))
+    return out
 
 
 def bounded_used(used: float, limit: float) -> float:

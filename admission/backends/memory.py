@@ -22,6 +22,7 @@ from admission.backends.base import (
     bounded_used,
     budget_units,
     decide,
+    lost_charges,
     periods_at,
     retry_after_s,
     spent,
@@ -232,6 +233,12 @@ class MemoryBackend:
         actual = (op.prompt_tokens - cached) + lost.w_cached * cached + lost.w_out * output
         for b in (lost.charged, lost.pool):
             self._s.buckets[b.key] = (bounded(self._level(b.key, b.rate, b.depth, now) - actual, b.depth), now)
+        if lost.limits is not None:  # the budgets too, in their unit, while the period lasts
+            units = budget_units(lost.limits.unit, actual, op.prompt_tokens, output)
+            for key, limit, end in lost_charges(lost, now):
+                if end > now:
+                    used = self._s.periods.get(key, (0.0, end))[0]
+                    self._s.periods[key] = (bounded_used(used + units, limit), end)
         result = {"reservation_id": rid, "status": op.status, "reserved_wt": est, "actual_wt": actual,
                   "refunded_wt": est - actual}  # fmt: skip
         if output < op.output_tokens:

@@ -11,6 +11,7 @@ only then does the caller get `StoreUnavailable` and apply the class's fail mode
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -27,7 +28,17 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from admission import keys
-from admission.backends.base import Answer, CompleteOp, Lost, ReserveOp, Scope, Settled, StoreUnavailable, periods_at
+from admission.backends.base import (
+    Answer,
+    CompleteOp,
+    Lost,
+    ReserveOp,
+    Scope,
+    Settled,
+    StoreUnavailable,
+    lost_charges,
+    periods_at,
+)
 from admission.backends.breaker import Breaker
 from admission.backends.connections import BoundedConnections, Exhausted
 from entitlements import reasons
@@ -298,7 +309,7 @@ class RedisBackend:
             charged, pool = op.lost.charged.key, op.lost.pool.key
         periods = self._period_keys(w) if w is not None and w.limits is not None else ()
         tail = (op.reservation_id, op.prompt_tokens, op.cached_prompt_tokens, op.output_tokens, op.status,
-                op.idem_ttl_s, self._prefix_b, _lost_arg(op.lost))  # fmt: skip
+                op.idem_ttl_s, self._prefix_b, _lost_arg(op.lost, self.period_offset_s))  # fmt: skip
         for _ in range(2):
             ks = (rk, ik, charged, pool, *periods)
             out, attempts = self._eval(self._complete, len(ks), (*ks, *tail))
@@ -358,14 +369,20 @@ class RedisBackend:
             self.client.delete(k)
 
 
-def _lost_arg(lost: Lost | None) -> str:
-    """complete.lua's ARGV 8: what a signed id says, for a store that forgot the reservation."""
+def _lost_arg(lost: Lost | None, offset: float = 0.0) -> str:
+    """complete.lua's ARGV 8: what a signed id says, for a store that forgot the reservation; with
+    budgets a 13th field 'unit|key|limit|end…' (the periods it was made in; `offset`: period_offset_s)."""
     if lost is None:
         return ""
     c, p = lost.charged, lost.pool
     vals = (c.key, c.rate, c.depth, p.key, p.rate, p.depth, lost.w_out, lost.w_cached, lost.max_output,
             lost.estimate, lost.expires, lost.answer)  # fmt: skip
-    return "\t".join(v if isinstance(v, str) else repr(v) for v in vals)
+    out = "\t".join(v if isinstance(v, str) else repr(v) for v in vals)
+    if lost.limits is not None and lost.limits.periods:
+        at = (lost.reserved_at or time.time()) + offset
+        charges = lost_charges(dataclasses.replace(lost, reserved_at=at), at)
+        out += "\t" + "|".join([lost.limits.unit, *(f"{k}|{lim!r}|{end - offset!r}" for k, lim, end in charges)])
+    return out
 
 
 def _ttl(ttl_s: float) -> str:

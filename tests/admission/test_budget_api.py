@@ -78,3 +78,13 @@ def test_the_token_rate_throttle_says_limit_rate(w):
     assert reserve(w, "x-0", prompt=2000, out=2000).status_code == 200  # 10,000 of 12,000 wt
     r = reserve(w, "x-1", prompt=2000, out=2000)
     assert (r.status_code, r.json()["reason"], r.json()["limit"]) == (429, "QUOTA_EXCEEDED", "rate")
+
+
+def test_a_complete_the_store_forgot_still_charges_the_budget(w, memory_store):
+    limit(w, daily_budget=2000)
+    first = reserve(w, "l-1").json()  # 1,000 wt estimated
+    memory_store.clear()  # the store lost everything: the reserve's debit and today's use
+    done = {"reservation_id": first["reservation_id"], "prompt_tokens": 200, "output_tokens": 300, "status": "ok"}
+    assert w.gateway.post(COMPLETE, done, format="json").json()["actual_wt"] == 1400.0  # charged from the signed id
+    assert reserve(w, "l-2", out=150).json()["reason"] == "BUDGET_EXHAUSTED"  # 1,400 + 800 > 2,000
+    assert reserve(w, "l-3", out=100).status_code == 200  # 1,400 + 600: exactly the budget

@@ -14,7 +14,7 @@ import uuid
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
-from admission.backends.base import NO_OUTPUT_CAP, Bucket, CompleteOp, Limits, Period, ReserveOp, Scope
+from admission.backends.base import NO_OUTPUT_CAP, Bucket, CompleteOp, Limits, Lost, Period, ReserveOp, Scope, Where
 from entitlements import limits
 
 MARGIN_S = 5.0  # how far before a boundary a Redis test starts: its requests must all land before it
@@ -251,3 +251,21 @@ def test_borrowing_does_not_bypass_a_budget(store):
     t = store.reserve(lop(store, cost=200.0, **kw)).raw  # 400 > 300: the budget refuses, lending or not
     assert t.startswith("T|BUDGET_EXHAUSTED|")
     assert store.level(f"{store.prefix}bb:s1") == 9800.0
+
+
+def test_a_store_that_forgot_the_reservation_charges_the_actual_use_to_its_period(store):
+    clock = Clock(store)
+    noon(clock)
+    o = lop(store, cost=600.0, daily=1000)
+    a = store.reserve(o)
+    made_at = float(a.parts()[4]) - o.scope.ttl_s  # the store's clock at the reserve
+    store.clear()  # a restart without its data: the record and the period's use are gone
+    s = o.scope
+    lost = Lost(s.own, s.pool, s.w_out, s.w_cached, s.max_output, 600.0, float(a.parts()[4]), "A|x", s.limits, made_at)
+    where = Where("", s.inflight_key, s.own.key, s.pool.key, s.limits)
+    # actual = (100 − 20) + 0.5 × 20 + 4 × 50 = 290 wt, charged in full (the reserve's debit was lost)
+    done = store.complete(CompleteOp(a.parts()[1], 100, 20, 50, "ok", 60, lost=lost, where=where))
+    assert done.lost and done.result["actual_wt"] == 290.0
+    assert used(store, clock) == 290.0
+    assert store.reserve(lop(store, cost=800.0, daily=1000)).raw.startswith("T|BUDGET_EXHAUSTED|")
+    assert store.reserve(lop(store, cost=700.0, daily=1000)).admitted

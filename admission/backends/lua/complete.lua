@@ -3,7 +3,7 @@
 -- budget keys around now (issue 23; the record names the ones it charged, which are among them).
 -- ARGV: 1 reservation id, 2 prompt, 3 cached, 4 output, 5 status, 6 idem ttl, 7 key prefix (unused),
 -- 8 '' or what the signed id says when the store forgot the record (tab-separated:
--- ck cr cd pk pr pd wo wc mo est expires answer; base.Lost).
+-- ck cr cd pk pr pd wo wc mo est expires answer [budgets]; base.Lost).
 -- Reply: nil (unknown), {result, 0 first | 1 replay, meta}, {result, 3}: settled from the id, or
 -- {'', 4, ik, ck, pk, period keys...}: the record was written under other keys (its scope renamed
 -- since, or an op built without them): the caller asks again with these.
@@ -32,6 +32,23 @@ if not raw then
   local cd, pd = tonumber(g[3]), tonumber(g[6])
   put(KEYS[3], bounded(level(KEYS[3], tonumber(g[2]), cd, now) - actual, cd), now_str)
   put(KEYS[4], bounded(level(KEYS[4], tonumber(g[5]), pd, now) - actual, pd), now_str)
+  if g[13] then
+    -- Period budgets (issue 23): the actual use, in the budget's unit, into the periods the
+    -- reservation was made in (g[13]: unit|key|limit|end…) while they last and are in KEYS.
+    local b, declared = {}, {}
+    for v in string.gmatch(g[13], '[^|]+') do b[#b + 1] = v end
+    for i = 5, #KEYS do declared[KEYS[i]] = true end
+    local au = actual
+    if b[1] == 'tokens' then au = prompt + output elseif b[1] == 'requests' then au = 1 end
+    for i = 2, #b, 3 do
+      local lim, e = tonumber(b[i + 1]), tonumber(b[i + 2])
+      if declared[b[i]] and e > now then
+        local used = tonumber(redis.call('GET', b[i]) or '0') + au
+        if used > 2 * lim then used = 2 * lim end
+        redis.call('SET', b[i], num(used), 'EXAT', math.ceil(e) + 86400)
+      end
+    end
+  end
   local result = cjson.encode({reservation_id = rid, status = ARGV[5], reserved_wt = est, actual_wt = actual,
     refunded_wt = est - actual, output_cap = cap})
   redis.call('SET', rk, join({'done', g[12], num(now + tonumber(ARGV[6])), result}), 'EX', ARGV[6])
