@@ -21,6 +21,8 @@ from typing import Any
 from django.utils import timezone
 
 from capacity.cost import (
+    AcceleratorCost,
+    CloudAccelerator,
     CostFigure,
     CostInputs,
     accelerators_for,
@@ -28,11 +30,13 @@ from capacity.cost import (
     per_million,
     pool_cost,
 )
+from capacity.input_errors import SizingInputError
 from entitlements.models import Pool
 from entitlements.sizing_specs import CostOptions, accelerator_cost, cost_inputs, pool_pricing
 from forecasting import history, placement
 
 PER_M = "per 1M output tokens"
+UNPRICED = "unpriced: the catalogue has no price for this accelerator (counted at 0)"
 # Sizing's assumed SLO-met share: used only for hours whose requests have no SLO counts.
 ASSUMED_SLO_MET = CostInputs().slo_met_fraction
 
@@ -43,11 +47,22 @@ def _inputs(acc: Any, slo_met_fraction: float = 1.0) -> CostInputs:
     return cost_inputs(acc, opts)
 
 
+def _chip(acc: Any) -> tuple[AcceleratorCost, str]:
+    """The pool's accelerator price and its basis (sizing_specs.pool_pricing). An accelerator the
+    catalogue has no price for at all still has its overheads and power counted: the chip is 0 and the
+    row's `pricing` says so (the sizing API refuses instead, naming cost.pricing)."""
+    pricing = pool_pricing(acc)
+    try:
+        return accelerator_cost(acc, pricing), pricing
+    except SizingInputError:
+        return CloudAccelerator(on_demand_per_hour=0.0), UNPRICED
+
+
 def _pool_hour(pool: Pool, *, load: float, out_tps: float, slo: float, replicas: int | None = None) -> Any:
     acc = pool.accelerator
     n = pool.replicas if replicas is None else replicas
     return pool_cost(
-        accelerator=accelerator_cost(acc, pool_pricing(acc)),
+        accelerator=_chip(acc)[0],
         inputs=_inputs(acc, slo),
         # The catalogue counts and prices a TPU slice as one accelerator, so a pool's accelerators are
         # already whole slices (as in entitlements.sizing_specs).
@@ -126,6 +141,7 @@ def pool_cost_report(*, days: int = 7, end: datetime | None = None) -> list[dict
             {
                 "pool": pool.slug,
                 "hours": days * 24,
+                "pricing": _chip(acc)[1],
                 "cost_usd": round(cost, 2),
                 "idle_reserve_share": round(idle / cost, 4) if cost else None,
                 "useful_output_tokens": round(useful),
