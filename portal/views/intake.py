@@ -32,6 +32,7 @@ from portal.selectors import (
     sold_steps,
 )
 from portal.services import intake
+from portal.services.conversion import RPS, launch_shape, scenario_cu
 from reconciliation.services import launch_request_fields
 
 EDIT = "portal/intake/edit.html"
@@ -218,6 +219,25 @@ def _charts(req: LaunchRequest, result: Any) -> list[dict[str, Any]]:
     return figs
 
 
+def _granted_rows(req: LaunchRequest) -> list[Any]:
+    """Region rows, each with what was granted in requests/s at the envelope's mix (issue 22): CU ÷ the
+    CU one request/s takes (conversion.scenario_cu, the same arithmetic that sized the request)."""
+    rows = list(req.region_rows.select_related("region", "entitlement__pool"))
+    per_rps = None
+    if req.model_id is not None and launch_shape(req) is not None:
+        per_rps = scenario_cu(
+            basis=RPS,
+            value=1.0,
+            shape=launch_shape(req),
+            w_out=req.model.w_out,
+            w_cached=req.model.w_cached,
+            r_wt_per_s=req.model.r_wt_per_s,
+        )
+    for row in rows:
+        row.approved_rps = float(row.approved_cu) / per_rps if per_rps and row.approved_cu is not None else None
+    return rows
+
+
 def _detail_context(request: HttpRequest, req: LaunchRequest, **extra: Any) -> dict[str, Any]:
     r = roles.roles_of(request.user)
     result = size_request(req, _regions_of(req))
@@ -226,7 +246,7 @@ def _detail_context(request: HttpRequest, req: LaunchRequest, **extra: Any) -> d
     is_requester = roles.REQUESTER in r and roles.tenant_of(request.user) == req.tenant
     ctx = {
         "req": req,
-        "rows": list(req.region_rows.select_related("region", "entitlement__pool")),
+        "rows": _granted_rows(req),
         "sizing": result,
         "events": events_of(req),
         "staff": staff,

@@ -73,3 +73,18 @@ def test_a_submitted_request_is_not_deleted(people, draft):
     resp = _web(people.requester).post(f"/launch/{draft.uuid}/delete")
     assert resp.status_code == 409 and "never submitted" in resp.content.decode()
     assert LaunchRequest.objects.filter(pk=draft.pk).exists()
+
+
+def test_after_a_partial_approval_the_page_shows_cu_and_requests_per_second(people, submitted):
+    import re
+
+    c = _web(people.approver)
+    resp = c.post(f"/launch/{submitted.uuid}/partially-approve", {"cu_us-test": "5", "comment": "what fits"})
+    assert resp.status_code == 302
+    html = _web(people.requester).get(f"/launch/{submitted.uuid}/").content.decode()
+    row = html.split('data-region="us-test"')[1].split("</tr>")[0]
+    assert '<td class="num">5.000</td>' in row
+    rps = float(re.search(r'class="num approved-rps">([\d.,]+) req/s<', row).group(1))
+    # The request's committed 10 req/s sized to 25.175 CU at its mix (tests/portal/intake/conftest.py):
+    # 5 CU of it is 10 × 5 ÷ 25.175 = 1.99 req/s.
+    assert rps == 1.99
