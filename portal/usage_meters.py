@@ -7,6 +7,9 @@ meter's value is the statement's `used.share` (or `used.peak_share_1m` for the p
 - last 24 h peak: the busiest minute of the last 24 hours, `used.peak_share_1m` (minute rollups);
 - period: the statement's default period (the last 30 days), `used.share`.
 
+An entitlement with a period budget (issue 23) also shows each budget period's share, from
+telemetry.budgets.budget_usage.
+
 The per-model total is Σ used CU-hours ÷ Σ bought CU-hours over the same period.
 """
 
@@ -17,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from entitlements.models import Entitlement
+from telemetry.budgets import budget_usage
 from telemetry.statement import resolve_period, statement
 
 WINDOWS = (("now", "last hour", timedelta(hours=1)), ("peak", "24 h peak minute", timedelta(hours=24)))
@@ -47,7 +51,14 @@ class Meter:
 @dataclass
 class Usage:
     meters: list[Meter]
-    budget: Any = None  # issue 23's budget_usage(ent), when that selector exists
+    budget: Any = None  # issue 23's telemetry.budgets.budget_usage(ent): None without a budget
+
+    @property
+    def budget_periods(self) -> list[tuple[str, dict[str, Any]]]:
+        """(daily|monthly, {limit, used, share, period, resets_at}) for the periods the entitlement has."""
+        if not self.budget:
+            return []
+        return [(k, self.budget[k]) for k in ("daily", "monthly") if self.budget.get(k)]
 
 
 @dataclass
@@ -67,19 +78,6 @@ class ModelTotal:
     @property
     def max(self) -> float:
         return max(1.0, self.share or 0.0)
-
-
-def _budget_usage() -> Any:
-    """Issue 23's selector, if it has landed (portal sits above every layer, so any home is importable)."""
-    for module in ("entitlements.budgets", "entitlements.selectors", "telemetry.budgets"):
-        try:
-            mod = __import__(module, fromlist=["budget_usage"])
-        except ImportError:
-            continue
-        fn = getattr(mod, "budget_usage", None)
-        if fn is not None:
-            return fn
-    return None
 
 
 def usage_of(ent: Entitlement, now: datetime) -> Usage:
@@ -103,8 +101,7 @@ def usage_of(ent: Entitlement, now: datetime) -> Usage:
             bought_cu_h=st["bought"]["cu_hours"],
         )
     )
-    fn = _budget_usage()
-    return Usage(meters, budget=fn(ent) if fn is not None else None)
+    return Usage(meters, budget=budget_usage(ent, now))
 
 
 def model_totals(usages: list[tuple[Entitlement, Usage]]) -> list[ModelTotal]:

@@ -35,7 +35,7 @@ def viewer(db):
 
 
 def _check_meters(html: str, ent: Entitlement) -> list[dict[str, str]]:
-    meters = [_attrs(t) for t in METER.findall(html)]
+    meters = [_attrs(t) for t in METER.findall(html) if "data-figure" in t]
     assert {m["data-figure"] for m in meters} == {"used.share", "used.peak_share_1m"}
     for m in meters:
         start, end = datetime.fromisoformat(m["data-start"]), datetime.fromisoformat(m["data-end"])
@@ -93,3 +93,19 @@ def test_no_data_anywhere_falls_back_to_24h_and_says_so(db):
     c.force_login(get_user_model().objects.get(username="demo-viewer"))
     html = c.get("/usage/").content.decode()
     assert "no data in any range yet: showing the last 24h" in html
+
+
+def test_a_period_budget_shows_as_its_own_meter(viewer):
+    from telemetry.budgets import budget_usage
+
+    ent = Entitlement.objects.filter(tenant__slug="acme").first()
+    Entitlement.objects.filter(pk=ent.pk).update(daily_budget=10**12, budget_unit="wt")
+    ent.refresh_from_db()
+    html = viewer.get("/").content.decode()
+    row = html.split(f'data-entitlement="{ent.uuid}"')[1].split("</tr>")[0]
+    tag = next(t for t in METER.findall(row) if "daily budget" in t)
+    daily = budget_usage(ent)["daily"]
+    assert _attrs(tag)["data-period"] == daily["period"]
+    assert float(_attrs(tag)["value"]) == pytest.approx(daily["share"], abs=1e-4)  # the page read it a moment earlier
+    other = Entitlement.objects.filter(tenant__slug="acme").exclude(pk=ent.pk).first()
+    assert "budget" not in html.split(f'data-entitlement="{other.uuid}"')[1].split("</tr>")[0]
