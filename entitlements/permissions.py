@@ -31,11 +31,10 @@ class IsStaffRole(_RolePermission):
 
 
 class IsPerson(BasePermission):
-    """Anyone signed in except gateway-only accounts, which reach the serving-path endpoints only."""
+    """People (roles.is_person): not gateway-only accounts, which reach the serving-path endpoints only."""
 
     def has_permission(self, request: Any, view: Any) -> bool:
-        r = roles.roles_of(request.user)
-        return bool(request.user and request.user.is_authenticated) and r != frozenset({roles.GATEWAY})
+        return roles.is_person(request.user)
 
 
 class StaffReadOperatorWrite(BasePermission):

@@ -48,6 +48,13 @@ def is_staff_role(user: Any) -> bool:
     return has_any(user, APPROVER, OPERATOR)
 
 
+def is_person(user: Any) -> bool:
+    """Whom the web pages and the person API endpoints serve: signed in, with a role other than
+    gateway. A gateway-only account (a serving-path token, it cannot sign in) and an account with no
+    role are not people here. The one rule behind IsPerson and portal.access.require_person."""
+    return bool(roles_of(user) - {GATEWAY})
+
+
 def may_grant_platform_roles(user: Any) -> bool:
     """Superusers only (README, "Access and audit"): no operator can widen anyone's platform access."""
     return bool(getattr(user, "is_active", False) and getattr(user, "is_superuser", False))

@@ -9,10 +9,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from decimal import Decimal
-from functools import wraps
 from typing import Any
 
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -20,6 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from entitlements import roles
 from entitlements.models import Region
+from portal import access
 from portal.charts import intake as charts_intake
 from portal.forms import CommentForm, LaunchRequestFilter, LaunchRequestForm
 from portal.models import LaunchRequest, State
@@ -50,17 +49,8 @@ def _is_staff(user: Any) -> bool:
     return roles.is_staff_role(user)
 
 
-def person_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Signed-in people only; a gateway account has no business on these pages."""
-
-    @login_required
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if roles.roles_of(request.user) <= {roles.GATEWAY}:
-            raise PermissionDenied("launch requests are for tenant members and approvers")
-        return view(request, *args, **kwargs)
-
-    return wrapped
+# Signed-in people only (portal.access): a gateway account has no business on these pages.
+person_required = access.person_required(message="launch requests are for tenant members and approvers")
 
 
 # --- lists ------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from capacity.daycost import HOURS, DayCost
@@ -23,9 +23,9 @@ from capacity.rate_basis import BASES
 from capacity.sizing import size
 from capacity.sizing_result import SizingResult
 from capacity.steps import num
-from entitlements import roles
 from entitlements.models import Accelerator, OperatingPoint, ServedModel
 from entitlements.sizing_specs import PRICING, CostOptions
+from portal import access
 from portal.charts import sizing as charts_sizing
 from sizing.parsing import PreparedSizing, run_sizing, sizing_response
 from telemetry.trace_import import TraceNotFound, traces_visible_to
@@ -325,8 +325,7 @@ def _defaults() -> dict[str, Any]:
 
 @login_required
 def calculator(request: HttpRequest) -> HttpResponse:
-    if roles.roles_of(request.user) == frozenset({roles.GATEWAY}):
-        raise Http404
+    access.require_person(request, hide=True)
     # Missing keys take the defaults, so a link with a few parameters still sizes; a field sent
     # empty stays empty (and says so).
     form = SizingForm({**_defaults(), **request.GET.dict()}, user=request.user)

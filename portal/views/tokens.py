@@ -12,7 +12,7 @@ from typing import Any
 from django import forms
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -20,6 +20,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from entitlements import roles, token_services
 from entitlements.models import ApiToken, Tenant
+from portal import access
 
 
 class TokenForm(forms.Form):
@@ -67,8 +68,7 @@ def _page(request: HttpRequest, form: TokenForm, *, new_key: str = "", status: i
 
 
 def _person(request: HttpRequest) -> None:
-    if roles.roles_of(request.user) == frozenset({roles.GATEWAY}):
-        raise PermissionDenied("gateway accounts have no pages")
+    access.require_person(request, message="gateway accounts have no pages")
 
 
 @login_required
