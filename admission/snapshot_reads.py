@@ -16,7 +16,7 @@ from django.db.models.functions import Cast
 
 from entitlements.models import Entitlement, Pool
 from entitlements.models.supply import as_cu
-from telemetry.selectors import latest_pool_health
+from telemetry.selectors import latest_pool_health, supply_alerts_down
 
 
 class Epoch(Func):
@@ -108,7 +108,17 @@ def health_rows(pool_ids: list[int]) -> dict[int, tuple[int, int] | None]:
 
 
 def pool_health(pool_id: int, overrides: dict[int, tuple[int, int]]) -> tuple[int, int] | None:
+    """The override, else the newest fleet sample less the replicas firing supply alerts take out
+    (telemetry.selectors.supply_alerts_down; out of the pool's own replica count when no sample
+    reports one). min(), not a sum: a sample taken after the replica went down already counts it."""
     if pool_id in overrides:
         return overrides[pool_id]
     got = latest_pool_health(pool_id)
-    return (int(got[0]), int(got[1])) if got else None
+    down = supply_alerts_down(pool_id)
+    if not down:
+        return (int(got[0]), int(got[1])) if got else None
+    if got is None:
+        replicas = Pool.objects.get(pk=pool_id).replicas
+        got = (replicas, replicas)
+    healthy, total = int(got[0]), int(got[1])
+    return max(0, min(healthy, total - down)), total

@@ -41,6 +41,7 @@ TABLES = {
     "entitlements_region": "catalogue",
     "admission_poolhealthoverride": "health",
     "telemetry_fleetsample": "health",
+    "telemetry_poolalert": "health",  # supply alerts take replicas out (telemetry.alertmanager)
 }
 
 PG_FUNCTION = f"""

@@ -165,6 +165,14 @@ ADMISSION_EVENT_FLUSH_S = float(os.environ.get("ADMISSION_EVENT_FLUSH_S", "1"))
 ADMISSION_EVENT_SHUTDOWN_S = float(os.environ.get("ADMISSION_EVENT_SHUTDOWN_S", "10"))
 # Most events or fleet samples one telemetry POST may carry.
 TELEMETRY_MAX_BATCH = int(os.environ.get("TELEMETRY_MAX_BATCH", "50000"))
+# Alertmanager webhook (telemetry.alertmanager, issue 24): the label naming the pool an alert is about,
+# and the alert names that mean supply is gone (each firing one takes one replica, by `instance`, out of
+# the pool's health until it resolves). Any alert whose rule is `up == 0` (read from its generatorURL)
+# is a supply alert too; every other alert is load evidence only. Comma-separated in the environment.
+ALERTMANAGER_POOL_LABEL = os.environ.get("ALERTMANAGER_POOL_LABEL", "pool")
+ALERTMANAGER_SUPPLY_ALERTS = [
+    n.strip() for n in os.environ.get("ALERTMANAGER_SUPPLY_ALERTS", "ServiceDown").split(",") if n.strip()
+]
 # Alerts: links in emails start with this (e.g. https://headroom.example); webhook attempts, the first
 # retry's wait (doubling after), the request timeout, whether private addresses may be called (on in
 # development), and how many days resolved alerts are kept.

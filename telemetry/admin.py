@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from telemetry.models import DeadLetter
+from telemetry.models import DeadLetter, PoolAlert
 
 
 @admin.register(DeadLetter)
@@ -20,3 +20,16 @@ class DeadLetterAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
         return False  # rows come from pipelines only; an operator reads and deletes them
+
+
+@admin.register(PoolAlert)
+class PoolAlertAdmin(admin.ModelAdmin):
+    """Alertmanager's alerts as received (issue 24); unbound ones (no known pool) are filtered by `pool`."""
+
+    list_display = ("alertname", "kind", "state", "pool", "pool_label", "starts_at", "ends_at")
+    list_filter = ("kind", "state", ("pool", admin.EmptyFieldListFilter))
+    search_fields = ("alertname", "pool_label", "fingerprint")
+    readonly_fields = [f.name for f in PoolAlert._meta.fields]
+
+    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
+        return False  # rows come from Alertmanager only

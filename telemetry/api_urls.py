@@ -2,11 +2,12 @@
 
 from django.urls import path
 
-from telemetry import api, statement_api
+from telemetry import alertmanager, api, statement_api
 
 urlpatterns = [
     path("telemetry/events", api.EventsIngestView.as_view(), name="telemetry-events"),
     path("telemetry/fleet", api.FleetIngestView.as_view(), name="telemetry-fleet"),
+    path("telemetry/alertmanager", alertmanager.AlertmanagerWebhookView.as_view(), name="telemetry-alertmanager"),
     path("usage", api.UsageView.as_view(), name="usage"),
     path("entitlements/<uuid:uuid>/statement", statement_api.StatementView.as_view(), name="entitlement-statement"),
 ]

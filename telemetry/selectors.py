@@ -16,7 +16,7 @@ from entitlements.models import Entitlement, Pool, Tenant
 from entitlements.reasons import REASONS
 from entitlements.selectors import entitlements_visible_to, overlapping
 from telemetry.histogram import N_BINS, percentile
-from telemetry.models import E2E_BINS, TTFT_BINS, DayRollup, FleetSample, HourRollup, MinuteRollup
+from telemetry.models import E2E_BINS, TTFT_BINS, DayRollup, FleetSample, HourRollup, MinuteRollup, PoolAlert
 
 
 def latest_pool_health(pool_id: int) -> tuple[int, int] | None:
@@ -311,3 +311,57 @@ def latest_samples() -> dict[int, dict[str, Any]]:
         "requests_waiting",
     )
     return {r["pool_id"]: r for r in rows}
+
+
+def pool_alerts(pool: Any, start: datetime, end: datetime) -> list[dict[str, Any]]:
+    """Alertmanager alerts on `pool` (a Pool or its id) that were firing at some time in [start, end).
+
+    For reconciliation's "platform owes" findings: each `{alertname, kind (supply|load), state,
+    starts_at, ends_at (None while firing), labels, annotations, fingerprint}`, oldest first.
+    """
+    pool_id = getattr(pool, "pk", pool)
+    rows = (
+        PoolAlert.objects.filter(pool_id=pool_id, starts_at__lt=end)
+        .filter(Q(ends_at__isnull=True) | Q(ends_at__gt=start))
+        .order_by("starts_at", "fingerprint")
+    )
+    return [
+        {
+            "alertname": a.alertname,
+            "kind": a.kind,
+            "state": a.state,
+            "starts_at": a.starts_at,
+            "ends_at": a.ends_at,
+            "labels": a.labels,
+            "annotations": a.annotations,
+            "fingerprint": a.fingerprint,
+        }
+        for a in rows
+    ]
+
+
+def supply_alerts_down(pool_id: int) -> int:
+    """Replicas a firing supply alert takes out of `pool_id`: one per distinct `instance` label (an alert
+    without one counts once by its fingerprint). Resolved alerts count nothing."""
+    labels = PoolAlert.objects.filter(
+        pool_id=pool_id, kind=PoolAlert.Kind.SUPPLY, state=PoolAlert.State.FIRING
+    ).values_list("labels", "fingerprint")
+    return len({lab.get("instance") or f"fp:{fp}" for lab, fp in labels})
+
+
+def recent_pool_alerts(pool: Any, limit: int = 50) -> list[dict[str, Any]]:
+    """What `GET pools/{slug}` shows as `alerts`: firing ones first, then the newest resolved."""
+    rows = PoolAlert.objects.filter(pool_id=getattr(pool, "pk", pool)).order_by("state", "-starts_at")[:limit]
+    return [
+        {
+            "alertname": a.alertname,
+            "kind": a.kind,
+            "state": a.state,
+            "starts_at": a.starts_at,
+            "ends_at": a.ends_at,
+            "labels": a.labels,
+            "summary": a.annotations.get("summary", ""),
+            "fingerprint": a.fingerprint,
+        }
+        for a in rows
+    ]

@@ -15,7 +15,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from entitlements import pool_services, services
+from entitlements import pool_alert_source, pool_services, services
 from entitlements.models import FailoverReserve, Pool, Project, Tenant, TrafficClass, Zone
 from entitlements.permissions import StaffReadOperatorWrite
 from entitlements.selectors import pools_with_totals
@@ -69,6 +69,17 @@ class ReservesSerializer(serializers.Serializer):
     protecting_this = ReserveOutSerializer(many=True)
 
 
+class PoolAlertSerializer(serializers.Serializer):
+    alertname = serializers.CharField()
+    kind = serializers.CharField(help_text="supply (takes replicas out of health while firing) or load (evidence)")
+    state = serializers.CharField()
+    starts_at = serializers.DateTimeField()
+    ends_at = serializers.DateTimeField(allow_null=True)
+    labels = serializers.DictField(child=serializers.CharField())
+    summary = serializers.CharField()
+    fingerprint = serializers.CharField()
+
+
 class PoolSerializer(serializers.Serializer):
     """Renders one row of selectors.pools_with_totals plus the reserves around it."""
 
@@ -91,6 +102,20 @@ class PoolSerializer(serializers.Serializer):
     headroom_cu = serializers.DecimalField(**NUM)
     breakdown = serializers.SerializerMethodField()
     reserves = serializers.SerializerMethodField()
+    alerts = serializers.SerializerMethodField()
+
+    @extend_schema_field(PoolAlertSerializer(many=True))
+    def get_alerts(self, row: dict[str, Any]) -> list[dict[str, Any]]:
+        """Alertmanager alerts on the pool (issue 24), firing first; only on `pools/{slug}` (the list omits them)."""
+        if not self.context.get("with_alerts"):
+            return []  # dropped by to_representation; not read for every pool of the list
+        return PoolAlertSerializer(pool_alert_source.alerts_for(row["pool"]), many=True).data
+
+    def to_representation(self, instance: Any) -> Any:
+        data = super().to_representation(instance)
+        if not self.context.get("with_alerts"):
+            data.pop("alerts", None)
+        return data
 
     @extend_schema_field(ZoneReplicasSerializer(many=True))
     def get_zones(self, row: dict[str, Any]) -> list[dict[str, Any]]:
@@ -181,7 +206,7 @@ class PoolViewSet(viewsets.GenericViewSet):
         return rows
 
     def _render(self, rows: list[dict[str, Any]], *, many: bool) -> Any:
-        ctx = {**self.get_serializer_context(), "protecting": protecting_map()}
+        ctx = {**self.get_serializer_context(), "protecting": protecting_map(), "with_alerts": not many}
         return PoolSerializer(rows if many else rows[0], many=many, context=ctx).data
 
     def list(self, request: Request) -> Response:

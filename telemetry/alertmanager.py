@@ -1,0 +1,189 @@
+"""`POST /api/v1/telemetry/alertmanager`: Alertmanager's webhook (version 4) into PoolAlert rows (issue 24).
+
+Alertmanager posts `{version: "4", receiver, status, alerts: [{status, labels, annotations, startsAt, endsAt,
+generatorURL, fingerprint}], groupLabels, commonLabels, commonAnnotations, externalURL, groupKey}` with
+`Authorization: Bearer <token>` (a gateway-role token: `manage.py create_api_token`). Each alert is one
+episode, keyed by (fingerprint, startsAt): a replay or a re-notification updates the same row, and a
+resolved episode never goes back to firing (Alertmanager may deliver an older firing notification after
+the resolved one). Bad alerts are reported by index and field; the good ones in the same post are kept.
+An alert whose pool label names no pool is kept unbound and listed in the answer, never an error.
+
+Supply alerts (telemetry.alert_rules.is_supply) reach admission through the pool's health
+(admission.snapshot_reads reads telemetry.selectors.supply_alerts_down); PoolAlert writes bump the
+snapshot's health counter (admission.snapshot_triggers), so every process sees them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from entitlements.api_guards import BatchJSONParser
+from entitlements.models import Pool
+from entitlements.permissions import IsGateway
+from telemetry.alert_rules import is_supply
+from telemetry.models import PoolAlert
+from telemetry.validation import FieldError, parse_ts
+
+STATES = ("firing", "resolved")
+# Alertmanager sends this (Go's zero time) as endsAt of an alert with no known end.
+ZERO_YEAR = 1970
+
+
+@dataclass
+class AlertResult:
+    accepted: int = 0
+    unchanged: int = 0
+    unbound: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"accepted": self.accepted, "unchanged": self.unchanged, "unbound": self.unbound, "errors": self.errors}
+
+
+def _str_map(value: Any, name: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise FieldError(name, "must be an object of string values")
+    return value
+
+
+def _time(value: Any, name: str, *, optional: bool) -> datetime | None:
+    if optional and (value is None or value == ""):
+        return None
+    try:
+        ts = parse_ts(value)
+    except FieldError as exc:
+        raise FieldError(name, exc.message) from None
+    if optional and ts.year < ZERO_YEAR:
+        return None
+    return ts
+
+
+def parse_alert(raw: Any) -> dict[str, Any]:
+    """One alert of the payload → PoolAlert fields; FieldError names the first bad field."""
+    if not isinstance(raw, dict):
+        raise FieldError("alert", "must be an object")
+    state = raw.get("status")
+    if state not in STATES:
+        raise FieldError("status", "must be 'firing' or 'resolved'")
+    labels = _str_map(raw.get("labels"), "labels")
+    alertname = labels.get("alertname", "")
+    if not alertname:
+        raise FieldError("labels.alertname", "required")
+    fingerprint = raw.get("fingerprint")
+    if not isinstance(fingerprint, str) or not fingerprint or len(fingerprint) > 64:
+        raise FieldError("fingerprint", "required, a string of at most 64 characters")
+    starts_at = _time(raw.get("startsAt"), "startsAt", optional=False)
+    ends_at = _time(raw.get("endsAt"), "endsAt", optional=True)
+    if state == "resolved" and ends_at is None:
+        raise FieldError("endsAt", "required when status is 'resolved'")
+    generator_url = raw.get("generatorURL") or ""
+    if not isinstance(generator_url, str):
+        raise FieldError("generatorURL", "must be a string")
+    return {
+        "fingerprint": fingerprint,
+        "starts_at": starts_at,
+        "ends_at": ends_at if state == "resolved" else None,
+        "state": state,
+        "alertname": alertname[:200],
+        "labels": labels,
+        "annotations": _str_map(raw.get("annotations"), "annotations"),
+        "generator_url": generator_url[:2000],
+        "kind": PoolAlert.Kind.SUPPLY if is_supply(alertname, generator_url) else PoolAlert.Kind.LOAD,
+    }
+
+
+def _check_envelope(data: Any) -> list[Any]:
+    if not isinstance(data, dict):
+        raise FieldError("body", "must be Alertmanager's webhook object")
+    version = data.get("version")
+    if version is not None and str(version) != "4":
+        raise FieldError("version", "only version 4 of Alertmanager's webhook is understood")
+    alerts = data.get("alerts")
+    if not isinstance(alerts, list):
+        raise FieldError("alerts", "required, a list")
+    if len(alerts) > settings.TELEMETRY_MAX_BATCH:
+        raise FieldError("alerts", f"at most {settings.TELEMETRY_MAX_BATCH} per request")
+    receiver = data.get("receiver", "")
+    if not isinstance(receiver, str):
+        raise FieldError("receiver", "must be a string")
+    return alerts
+
+
+def _store(fields: dict[str, Any], pool: Pool | None, label: str, receiver: str) -> bool:
+    """Upsert one episode; True when the row changed."""
+    key = {"fingerprint": fields["fingerprint"], "starts_at": fields["starts_at"]}
+    values = {**fields, "pool": pool, "pool_label": label[:200], "receiver": receiver[:200]}
+    with transaction.atomic():
+        row = PoolAlert.objects.select_for_update().filter(**key).first()
+        if row is None:
+            PoolAlert.objects.create(**values)
+            return True
+        if row.state == PoolAlert.State.RESOLVED and values["state"] == PoolAlert.State.FIRING:
+            return False  # a late firing notification of an episode already resolved
+        changed = {k: v for k, v in values.items() if getattr(row, k) != v and k not in key}
+        if not changed:
+            return False
+        for k, v in changed.items():
+            setattr(row, k, v)
+        row.save(update_fields=[*changed.keys(), "updated_at"])
+        return True
+
+
+def receive(data: Any) -> AlertResult:
+    """The webhook body → stored alerts. Raises FieldError for a body that is not a webhook at all."""
+    alerts = _check_envelope(data)
+    receiver = data.get("receiver", "")
+    pool_label = settings.ALERTMANAGER_POOL_LABEL
+    parsed: list[tuple[int, dict[str, Any]]] = []
+    result = AlertResult()
+    for i, raw in enumerate(alerts):
+        try:
+            parsed.append((i, parse_alert(raw)))
+        except FieldError as exc:
+            result.errors.append({"index": i, "field": exc.field, "message": exc.message})
+    slugs = {f["labels"].get(pool_label, "") for _, f in parsed}
+    pools = {p.slug: p for p in Pool.objects.filter(slug__in=slugs - {""})}
+    for i, fields in parsed:
+        label = fields["labels"].get(pool_label, "")
+        pool = pools.get(label)
+        if pool is None:
+            result.unbound.append({"index": i, "alertname": fields["alertname"], pool_label: label or None})
+        if _store(fields, pool, label, receiver):
+            result.accepted += 1
+        else:
+            result.unchanged += 1
+    return result
+
+
+class AlertResultSerializer(serializers.Serializer):
+    accepted = serializers.IntegerField()
+    unchanged = serializers.IntegerField()
+    unbound = serializers.ListField(child=serializers.DictField())
+    errors = serializers.ListField(child=serializers.DictField())
+
+
+class AlertmanagerWebhookView(APIView):
+    permission_classes = [IsGateway]
+    parser_classes = [BatchJSONParser]
+
+    @extend_schema(request=None, responses={200: AlertResultSerializer, 400: AlertResultSerializer})
+    def post(self, request: Request) -> Response:
+        """Alertmanager's webhook → `{accepted, unchanged, unbound: [...], errors: [{index, field, message}]}`."""
+        try:
+            result = receive(request.data)
+        except FieldError as exc:
+            return Response({exc.field: [exc.message]}, status=status.HTTP_400_BAD_REQUEST)
+        all_bad = result.errors and not result.accepted and not result.unchanged
+        return Response(result.as_dict(), status=status.HTTP_400_BAD_REQUEST if all_bad else status.HTTP_200_OK)
