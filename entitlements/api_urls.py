@@ -14,7 +14,7 @@ from entitlements.api.schema import ApiTokenScheme  # noqa: F401  (registers the
 from entitlements.api.snapshot_view import SnapshotView
 from entitlements.url_converters import DottedSlugConverter  # noqa: F401  (registers <dotslug:…>)
 
-router = SimpleRouter(trailing_slash="", use_regex_path=False)
+router = SimpleRouter(trailing_slash="", use_regex_path=False)  # type: ignore[arg-type]  # DRF takes the string
 router.register("catalogue/models", ServedModelViewSet, basename="catalogue-model")
 router.register("catalogue/regions", RegionViewSet, basename="catalogue-region")
 router.register("catalogue/accelerators", AcceleratorViewSet, basename="catalogue-accelerator")

@@ -21,7 +21,7 @@ def roles_of(user: Any) -> frozenset[str]:
         return frozenset()
     cached = getattr(user, "_headroom_roles", None)
     if cached is not None:
-        return cached  # type: ignore[no-any-return]
+        return cached
     from entitlements.models import Membership, PlatformRole
 
     roles = set(PlatformRole.objects.filter(user=user).values_list("role", flat=True))

@@ -49,7 +49,11 @@ def scope_entitlements(
 ) -> QuerySet[Entitlement]:
     """The live (not revoked) entitlements of one admission scope (CONTRACT §5: one scope, one pool)."""
     qs = Entitlement.objects.filter(
-        tenant=tenant, model=model, region=region, traffic_class_id=traffic_class, revoked_at__isnull=True
+        tenant=tenant,
+        model=model,
+        region=region,
+        traffic_class_id=traffic_class,  # type: ignore[misc]  # keyed by slug (to_field); the stubs assume an int id
+        revoked_at__isnull=True,
     )
     return qs.filter(project=project) if project is not None else qs.filter(project__isnull=True)
 

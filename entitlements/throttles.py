@@ -28,6 +28,9 @@ def client_address(request: Any) -> str:
 
 class InvalidTokenThrottle(SimpleRateThrottle):
     scope = "invalid_token"
+    # Set from the rate by SimpleRateThrottle.__init__ (parse_rate); the stubs do not declare them.
+    num_requests: int
+    duration: int
 
     def get_ident(self, request: Any) -> str:
         return client_address(request)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django_filters import rest_framework as filters
 from rest_framework import serializers, viewsets
 
@@ -25,7 +27,9 @@ class ServedModelSerializer(serializers.ModelSerializer):
 
 
 class RegionSerializer(serializers.ModelSerializer):
-    zones = serializers.SlugRelatedField(many=True, read_only=True, slug_field="slug")
+    zones: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        many=True, read_only=True, slug_field="slug"
+    )
 
     class Meta:
         model = Region
@@ -39,8 +43,8 @@ class AcceleratorSerializer(serializers.ModelSerializer):
 
 
 class OperatingPointSerializer(serializers.ModelSerializer):
-    model = serializers.SlugRelatedField(read_only=True, slug_field="slug")
-    accelerator = serializers.SlugRelatedField(read_only=True, slug_field="slug")
+    model: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(read_only=True, slug_field="slug")
+    accelerator: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(read_only=True, slug_field="slug")
     # The CU conversion lives in capacity.units; these two read it through the model's properties.
     goodput_cu_per_replica = serializers.FloatField(source="goodput_cu", read_only=True)
     goodput_explained = serializers.CharField(read_only=True)

@@ -26,7 +26,7 @@ from entitlements.models import Entitlement, Pool, Project, Region, ServedModel,
 from entitlements.selectors import active_at, entitlements_visible_to
 from entitlements.services import ENVELOPE_FIELDS
 
-CU_FIELD = {"max_digits": 14, "decimal_places": 3, "coerce_to_string": False}
+CU_FIELD: dict[str, Any] = {"max_digits": 14, "decimal_places": 3, "coerce_to_string": False}
 
 
 class EntitlementPermission(BasePermission):
@@ -59,11 +59,11 @@ class HistoryEntrySerializer(serializers.Serializer):
 
 class EntitlementSerializer(serializers.ModelSerializer):
     id = serializers.UUIDField(source="uuid", read_only=True)
-    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    region = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    pool = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    tenant: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    project: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    model: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    region: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    pool: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     traffic_class = serializers.CharField(source="traffic_class_id", read_only=True)
     cu = serializers.DecimalField(**CU_FIELD, read_only=True)
     borrowing_limit_cu = serializers.DecimalField(**CU_FIELD, read_only=True)
@@ -89,7 +89,7 @@ class EntitlementSerializer(serializers.ModelSerializer):
     def get_max_concurrency_derivation(self, obj: Entitlement) -> dict[str, object] | None:
         """Issue 15.5: the derived default cap (Little's law × burst, capped by the KV share) beside the
         stored one; `overridden` when an operator set another (entitlement_amend, with a reason)."""
-        return max_concurrency_derivation(obj, self.context.setdefault("pools_for_caps", {}))
+        return max_concurrency_derivation(obj, self.context.setdefault("pools_for_caps", {}))  # type: ignore[attr-defined]  # a dict; typed Mapping
 
     @extend_schema_field(HistoryEntrySerializer(many=True))
     def get_history(self, obj: Entitlement) -> Any:
@@ -173,7 +173,12 @@ class EntitlementCreateSerializer(_LimitFields, _EnvelopeRequired):
     starts_at = serializers.DateTimeField()
     ends_at = serializers.DateTimeField(required=False, allow_null=True)
     overage = serializers.ChoiceField(choices=Entitlement.Overage.choices, default=Entitlement.Overage.THROTTLE)
-    borrowing_limit_cu = serializers.DecimalField(max_digits=14, decimal_places=3, min_value=0, default=0)
+    borrowing_limit_cu = serializers.DecimalField(
+        max_digits=14,
+        decimal_places=3,
+        min_value=0,
+        default=0,  # type: ignore[arg-type]  # 0 is stored as Decimal 0
+    )
     reason = serializers.CharField(max_length=2000)
 
     def validate_cu(self, value: Any) -> Any:

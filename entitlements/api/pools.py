@@ -20,12 +20,12 @@ from entitlements.models import FailoverReserve, Pool, Project, Tenant, TrafficC
 from entitlements.permissions import StaffReadOperatorWrite
 from entitlements.selectors import pools_with_totals
 
-NUM = {"max_digits": 14, "decimal_places": 3, "coerce_to_string": False, "read_only": True}
+NUM: dict[str, Any] = {"max_digits": 14, "decimal_places": 3, "coerce_to_string": False, "read_only": True}
 
 
 def _protects(res: FailoverReserve) -> dict[str, str]:
     out = {"pool": res.protected_pool.slug}
-    if res.protected_zone_id:
+    if res.protected_zone is not None:
         out["zone"] = res.protected_zone.slug
     return out
 

@@ -136,7 +136,7 @@ class Entitlement(models.Model):
 
     def clean(self) -> None:
         errors: dict[str, str] = {}
-        if self.project_id and self.tenant_id and self.project.tenant_id != self.tenant_id:
+        if self.project is not None and self.tenant_id and self.project.tenant_id != self.tenant_id:
             errors["project"] = "the project belongs to another tenant"
         if self.pool_id:
             if self.model_id and self.pool.model_id != self.model_id:

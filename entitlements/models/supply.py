@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -12,7 +13,7 @@ from capacity.deliverable import Deliverable, PoolSupply, deliverable
 from capacity.failure import parse_failure_policy
 from entitlements.models.catalogue import Accelerator, OperatingPoint, Region, ServedModel, Zone
 
-CU = {"max_digits": 14, "decimal_places": 3}
+CU: dict[str, Any] = {"max_digits": 14, "decimal_places": 3}
 
 
 def as_cu(value: object) -> Decimal:
@@ -174,7 +175,7 @@ class FailoverReserve(models.Model):
     @property
     def scope(self) -> str:
         pool = f"pool {self.protected_pool.slug}"
-        return f"{pool} in zone {self.protected_zone.slug}" if self.protected_zone_id else pool
+        return f"{pool} in zone {self.protected_zone.slug}" if self.protected_zone is not None else pool
 
     def __str__(self) -> str:
         return f"{self.cu} CU in {self.host_pool.slug} for {self.scope}"
