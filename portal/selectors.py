@@ -14,8 +14,7 @@ from entitlements import roles
 from entitlements.models import Entitlement, Pool, Region
 from entitlements.selectors import Window, overlapping, pool_sold_peak, sold_entitlements, sold_steps_in
 from portal.models import SCENARIOS, LaunchRequest, LaunchRequestEvent
-from portal.services.conversion import launch_shape, replicas_for, scenario_cu
-from portal.services.pool_fit import PoolFit, committed_fit
+from portal.sizing_fit import PoolFit, committed_fit, launch_shape, replicas_for, scenario_cu
 
 Q3 = Decimal("0.001")
 

@@ -31,7 +31,7 @@ from portal.selectors import (
     sold_steps,
 )
 from portal.services import intake
-from portal.services.conversion import RPS, launch_shape, scenario_cu
+from portal.sizing_fit import RPS, launch_shape, scenario_cu
 from reconciliation.services import launch_request_fields
 
 EDIT = "portal/intake/edit.html"

@@ -1,4 +1,4 @@
-"""Issue 15.4: one conversion from a launch request to CU (portal.services.conversion over
+"""Issue 15.4: one conversion from a launch request to CU (portal.sizing_fit over
 capacity.envelope), used by intake, review, approval and sizing — a test compares them."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from capacity.envelope import envelope_lengths
 from entitlements.models import Accelerator
 from portal.selectors import cu_decimal, size_request
-from portal.services.conversion import launch_shape, replicas_for, scenario_cu
+from portal.sizing_fit import launch_shape, replicas_for, scenario_cu
 from tests.clients import api_client
 from tests.portal.intake.launch_fields import complete_fields
 
