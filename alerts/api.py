@@ -27,8 +27,8 @@ class EpisodeOut(serializers.ModelSerializer):
 
 class RuleOut(serializers.ModelSerializer):
     id = serializers.UUIDField(source="uuid")
-    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    pool = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    tenant: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    pool: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     episodes = serializers.SerializerMethodField()
 
     class Meta:
@@ -49,7 +49,7 @@ class DeliveryOut(serializers.ModelSerializer):
 
 class EndpointOut(serializers.ModelSerializer):
     id = serializers.UUIDField(source="uuid")
-    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    tenant: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = WebhookEndpoint

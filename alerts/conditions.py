@@ -69,7 +69,7 @@ class Context:
     def supply_gap(self) -> list[dict[str, Any]]:
         if "gap" not in self.cache:
             self.cache["gap"] = supply_gap(today=self.now.date())[1]
-        return self.cache["gap"]  # type: ignore[no-any-return]
+        return self.cache["gap"]
 
 
 def _scope_q(rule: AlertRule) -> Q:

@@ -3,7 +3,7 @@ tenant (the form has no tenant field for them); operators choose a tenant, a poo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.core.validators import URLValidator
@@ -32,7 +32,9 @@ class AlertRuleForm(forms.Form):
         if self.own_tenant is not None:
             for f in ("scope", "tenant", "pool"):
                 del self.fields[f]
-            self.fields["kind"].choices = [(k, v) for k, v in AlertRule.Kind.choices if "tenant" in SCOPES[k]]
+            cast(forms.ChoiceField, self.fields["kind"]).choices = [
+                (k, v) for k, v in AlertRule.Kind.choices if "tenant" in SCOPES[k]
+            ]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

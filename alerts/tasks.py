@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from celery import shared_task
+from celery import Task, shared_task
 from django.utils.dateparse import parse_datetime
 
 from alerts import emails, evaluation, retention, webhooks
@@ -18,7 +18,7 @@ def evaluate_rules(now: str | None = None) -> dict[str, int]:
 
 
 @shared_task(bind=True, acks_late=True, max_retries=3)
-def send_notification_emails(self, notification_ids: list[int]) -> int:
+def send_notification_emails(self: Task, notification_ids: list[int]) -> int:
     try:
         return emails.notification_emails_send(notification_ids=notification_ids)
     except emails.MailFailed as exc:
