@@ -126,6 +126,14 @@ class SizingForm(forms.Form):
         self.fields["model"].choices = [(m.slug, m.name) for m in models]
         accs = Accelerator.objects.filter(operating_points__isnull=False).distinct().order_by("slug")
         self.fields["accelerator"].choices = [("", "cheapest feasible point")] + [(a.slug, a.name) for a in accs]
+        # Which accelerators have a measured point for each model: the page hides the others (issue 22).
+        self.accelerators_by_model: dict[str, list[str]] = {}
+        for model_slug, acc_slug in (
+            OperatingPoint.objects.values_list("model__slug", "accelerator__slug")
+            .distinct()
+            .order_by("accelerator__slug")
+        ):
+            self.accelerators_by_model.setdefault(model_slug, []).append(acc_slug)
         self.traces = list(traces_visible_to(user))
         self.fields["trace"].choices = [("", "—")] + [
             (str(t.pk), f"{t.name} ({t.requests:,} requests{'' if t.tenant_id else ', platform'})") for t in self.traces

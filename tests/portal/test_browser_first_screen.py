@@ -114,3 +114,22 @@ def test_requester_intake_panel_fits_and_typing_logs_no_errors(browser, serial_l
     assert not clipped
     assert errors == []
     ctx.close()
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_sizing_accelerator_list_follows_the_model(browser, serial_live_server, demo):
+    from entitlements.models import OperatingPoint
+
+    ctx, page, errors = _sign_in(browser, serial_live_server.url, "demo-requester")
+    page.goto("/sizing/")
+    models = page.eval_on_selector_all("#id_model option", "os => os.map(o => o.value)")
+    for model in models[:3]:
+        page.select_option("#id_model", model)
+        offered = page.eval_on_selector_all(
+            "#id_accelerator option", "os => os.filter(o => !o.hidden && o.value).map(o => o.value)"
+        )
+        measured = set(OperatingPoint.objects.filter(model__slug=model).values_list("accelerator__slug", flat=True))
+        assert offered and set(offered) == measured, model
+    assert errors == []
+    ctx.close()
