@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from admission import backends, events, ids, params, services
+from admission import backends, events, ids, keys, params, services
 from admission.backends.redis import RedisBackend
 from tests.admission.world import body, build_world
 from tests.servers.redis import RedisServer
@@ -121,7 +121,7 @@ def test_graceful_restart_mid_load_loses_no_event_and_changes_no_id(loaded, aof_
     client = aof_server.client()
     for rid, (_, b) in stored.items():
         key = services.reservation_id(ids.record_key(), "acme", rid)
-        assert client.exists(backend.record_key(key)) == 1, rid  # nothing the store confirmed was lost
+        assert client.exists(backend.record_key(key, keys.tag(backend.prefix, w.pool.pk))) == 1, rid  # nothing lost
         again = services.reserve(services.parse_reserve(body("acme", "reserved", rid, prompt=1, out=1)))
         assert again.body == {**b, "settled": True}, rid  # the same id, the same answer
 
@@ -144,7 +144,7 @@ def test_kill_9_mid_load_loses_at_most_about_a_second_and_every_complete_still_s
     lost_ages = []
     for rid, (t, _) in _store_admitted(load).items():
         key = services.reservation_id(ids.record_key(), "acme", rid)
-        if t < killed_at and not client.exists(backend.record_key(key)):
+        if t < killed_at and not client.exists(backend.record_key(key, keys.tag(backend.prefix, w.pool.pk))):
             lost_ages.append(killed_at - t)
     print(f"kill -9: {len(lost_ages)} confirmed reservations lost, oldest {max(lost_ages, default=0):.3f} s before")
     # everysec: Redis fsyncs once a second (up to 2 s when an fsync is slow): nothing older is lost.
