@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from entitlements import roles
 from entitlements.activity import active_q
-from entitlements.models import Entitlement, EntitlementHistory, Pool
+from entitlements.models import Entitlement, EntitlementHistory, FailoverReserve, Pool
 from entitlements.models.supply import as_cu
 
 
@@ -170,3 +170,45 @@ def entitlement_history(ent: Entitlement, limit: int = 50) -> list[EntitlementHi
     """The newest history rows of one entitlement for its page (the API and admin list them all)."""
     rows = EntitlementHistory.objects.filter(entitlement_id=ent.pk).select_related("actor").order_by("-pk")
     return list(rows[:limit])
+
+
+def snapshot_entitlement_rows(at: datetime, *extra: str) -> QuerySet[Entitlement, dict[str, Any]]:
+    """The gateway snapshot's entitlements: those active at `at`, in pk order, as flat rows of
+    identity, slugs, rate terms and the model's weights, plus the `extra` fields the snapshot
+    nests (envelope, limits). entitlements.api.snapshot shapes them."""
+    return (
+        active_at(Entitlement.objects.all(), at)
+        .order_by("pk")
+        .values(
+            "uuid",
+            "tenant__slug",
+            "project__slug",
+            "model__slug",
+            "region__slug",
+            "pool__slug",
+            "traffic_class_id",
+            "cu",
+            "borrowing_limit_cu",
+            "traffic_class__may_borrow",
+            "overage",
+            "max_concurrency",
+            "version",
+            "model__r_wt_per_s",
+            "model__w_out",
+            "model__w_cached",
+            *extra,
+        )  # fmt: skip
+    )
+
+
+def snapshot_pool_rows() -> QuerySet[Pool, dict[str, Any]]:
+    """The gateway snapshot's pools in slug order: the supply terms of the deliverable formula."""
+    return Pool.objects.order_by("slug").values(
+        "slug", "model__slug", "region__slug", "physical_cu", "reserve_held_cu", "maintenance_pct", "safety_pct",
+        "fragmentation_pct", "model__r_wt_per_s",
+    )  # fmt: skip
+
+
+def failover_reserves() -> QuerySet[FailoverReserve]:
+    """Every failover reserve with the pools and zone it names loaded (the operator home's notes)."""
+    return FailoverReserve.objects.select_related("host_pool", "protected_pool", "protected_zone")

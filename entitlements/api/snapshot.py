@@ -19,8 +19,8 @@ from django.utils import timezone
 from capacity.deliverable import PoolSupply, deliverable
 from capacity.units import cu_to_wt_per_s
 from entitlements.limits import LIMIT_FIELDS
-from entitlements.models import Entitlement, Pool
-from entitlements.selectors import active_at
+from entitlements.models import Entitlement
+from entitlements.selectors import snapshot_entitlement_rows, snapshot_pool_rows
 from entitlements.services import ENVELOPE_FIELDS
 
 # The snapshot nests the envelope; max_concurrency stays at the top level, where gateways enforce it.
@@ -28,30 +28,7 @@ ENVELOPE = [f for f in ENVELOPE_FIELDS if f != "max_concurrency"]
 
 
 def _entitlements(at: datetime) -> list[dict[str, Any]]:
-    rows = (
-        active_at(Entitlement.objects.all(), at)
-        .order_by("pk")
-        .values(
-            "uuid",
-            "tenant__slug",
-            "project__slug",
-            "model__slug",
-            "region__slug",
-            "pool__slug",
-            "traffic_class_id",
-            "cu",
-            "borrowing_limit_cu",
-            "traffic_class__may_borrow",
-            "overage",
-            "max_concurrency",
-            "version",
-            "model__r_wt_per_s",
-            "model__w_out",
-            "model__w_cached",
-            *ENVELOPE,
-            *LIMIT_FIELDS,
-        )  # fmt: skip
-    )
+    rows = snapshot_entitlement_rows(at, *ENVELOPE, *LIMIT_FIELDS)
     out = []
     for r in rows:
         r_wt = r["model__r_wt_per_s"]
@@ -88,10 +65,7 @@ def _entitlements(at: datetime) -> list[dict[str, Any]]:
 
 
 def _pools() -> list[dict[str, Any]]:
-    rows = Pool.objects.order_by("slug").values(
-        "slug", "model__slug", "region__slug", "physical_cu", "reserve_held_cu", "maintenance_pct", "safety_pct",
-        "fragmentation_pct", "model__r_wt_per_s",
-    )  # fmt: skip
+    rows = snapshot_pool_rows()
     out = []
     for r in rows:
         # physical_cu is kept current by services.pool_refresh; as one "replica" of that size it

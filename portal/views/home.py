@@ -22,9 +22,9 @@ from django_htmx.middleware import HtmxDetails
 from capacity.deliverable import deliverable_under_failure
 from capacity.failure import parse_failure_policy
 from entitlements import roles
-from entitlements.models import Entitlement, FailoverReserve
+from entitlements.models import Entitlement
 from entitlements.models.supply import as_cu
-from entitlements.selectors import entitlements_visible_to, pools_with_totals
+from entitlements.selectors import entitlements_visible_to, failover_reserves, pools_with_totals
 from portal.charts.home import SEGMENT_COLOURS, PoolBar, capacity_breakdown_figure, pool_segments
 from portal.usage_meters import model_totals, usage_of
 
@@ -67,7 +67,7 @@ def _reserve_notes() -> tuple[dict[int, list[str]], dict[int, list[str]]]:
     """Per pool: reserves it holds; reserves protecting it."""
     held: dict[int, list[str]] = defaultdict(list)
     for_pool: dict[int, list[str]] = defaultdict(list)
-    for r in FailoverReserve.objects.select_related("host_pool", "protected_pool", "protected_zone"):
+    for r in failover_reserves():
         held[r.host_pool_id].append(f"{cu(r.cu)} CU for {r.scope}" + (f" — {r.note}" if r.note else ""))
         # Every reserve names the one pool it stands for (a zone reserve: its replicas in that zone),
         # so it is listed once, under that pool.
