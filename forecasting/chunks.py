@@ -79,7 +79,7 @@ def plan(*, run_id: Any, worker: str, chunk_size: int) -> list[int]:
             start=end - timedelta(days=params.lookback_days), end=end, min_hours=demand.MIN_HISTORY
         )
         placed = placement.pools_by_series(end)
-        rows = [[*k, [[pool, share] for pool, share in placed.get(k, [])]] for k in keys]
+        rows: list[list[Any]] = [[*k, [[pool, share] for pool, share in placed.get(k, [])]] for k in keys]
         chunks = ForecastChunk.objects.bulk_create(
             [
                 ForecastChunk(run_id=run_id, index=i // chunk_size, keys=rows[i : i + chunk_size])

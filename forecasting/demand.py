@@ -67,7 +67,8 @@ def _by_method(
 
 def _calibrated(raw: tuple[np.ndarray, ...], test: selection.Backtest | None) -> tuple[np.ndarray, ...]:
     c = test.chosen if test is not None else None
-    return selection.bands(*raw, c.resid_q90 if c else 0.0, c.resid_q99 if c else 0.0)
+    p50, hi80, hi98 = raw
+    return selection.bands(p50, hi80, hi98, c.resid_q90 if c else 0.0, c.resid_q99 if c else 0.0)
 
 
 def forecast_batch(
@@ -81,7 +82,7 @@ def forecast_batch(
     out_of_range = []
     for i, s in enumerate(batch):
         p50, p90, p99 = bands[i] = _calibrated(bands[i], tests[i])
-        c = tests[i].chosen if tests[i] is not None else None
+        c = tests[i].chosen if tests[i] is not None else None  # type: ignore[union-attr]  # tested on the same index
         # Without a backtest the width falls back to the model's own first-week band.
         width = c.weekly_miss if c is not None else float(np.mean(p99[:WEEK] - p50[:WEEK]))
         if methods[i] not in NAIVE and guard.is_stationary(s.values) and guard.leaves_range(s.values, p50, width):
@@ -90,7 +91,7 @@ def forecast_batch(
         fb = _fallback(batch[i])
         notes[i] = f"{methods[i]} left the range of a stationary history: forecast with {fb}"
         methods[i] = fb
-        tests[i] = tests[i].switch(fb) if tests[i] is not None else None
+        tests[i] = tests[i].switch(fb) if tests[i] is not None else None  # type: ignore[union-attr]  # as above
     for i, arrays in _by_method(batch, methods, out_of_range, horizon_h, n_jobs).items():
         bands[i] = _calibrated(arrays, tests[i])
     return [

@@ -39,7 +39,7 @@ def add_replicas(per_zone: tuple[int, ...], extra: int) -> tuple[int, ...]:
     return tuple(zones)
 
 
-def cu(value: float) -> float:
+def cu(value: float | Decimal) -> float:
     """Every figure the gap compares, at the one CU precision approvals compare in (as_cu): a pool
     sold exactly to its deliverable is then exactly full, not a rounding error short."""
     return float(as_cu(value))
@@ -70,7 +70,7 @@ def pool_gap(pd_row: PoolDemand, *, today: date, orders: list[SupplyOrder], comm
     policy = parse_failure_policy(pool.failure_policy)
     # One replica's share of deliverable (deductions are percentages of physical) sizes a shortfall.
     per_replica = deliverable(replace(base, reserve_held_cu=0.0), replicas=1).deliverable
-    weeks = []
+    weeks: list[dict[str, Any]] = []
     for i, ws in enumerate(starts):
         we = ws + timedelta(weeks=1)
         extra = sum(o.replicas for o in orders if o.arrival_date < we)

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
-from django.db.models import Min, Sum
+from django.db.models import Min, QuerySet, Sum
 
 from entitlements.models import ServedModel
 from telemetry.models import HourRollup
@@ -83,7 +84,7 @@ def demand_series(*, start: datetime, end: datetime, keys: list[Key] | None = No
     """
     start, end = floor_hour(start), floor_hour(end)
     r = r_by_model()
-    rows = HourRollup.objects.filter(bucket__gte=start, bucket__lt=end, decision__in=ARRIVED)
+    rows: QuerySet[Any, Any] = HourRollup.objects.filter(bucket__gte=start, bucket__lt=end, decision__in=ARRIVED)
     wanted = set(keys) if keys is not None else None
     if keys:
         # A chunk's keys are a sorted slice: its tenants are one range (the tenant, bucket index).

@@ -45,7 +45,7 @@ class Backtest:
     def selection_errors(self) -> dict[str, float]:
         return {
             str(r["method"]): float(r["selection_error"]) for r in self.candidates if r["selection_error"] is not None
-        }  # type: ignore[arg-type]
+        }
 
     @property
     def holdout_error(self) -> float | None:
@@ -143,7 +143,7 @@ def choose(arrays: dict[str, np.ndarray], j: int, names: tuple[str, ...]) -> Bac
     # Ties go to the earlier name in ORDER, so the simpler model wins a tie; no demand at all: naive.
     ranked = sorted(t for t in scored if t[0] is not None)
     method = ranked[0][2] if ranked else names[0]
-    return Backtest(method, rows, {n: calibrate(arrays, j, n) for n in names})  # type: ignore[arg-type]
+    return Backtest(method, rows, {n: calibrate(arrays, j, n) for n in names})
 
 
 def backtest_batch(

@@ -81,7 +81,8 @@ class Parameters:
         return cls(**values)
 
     def end_at(self) -> datetime:
-        return history.floor_hour(parse_datetime(self.end) if self.end else timezone.now())
+        # self.end was parsed (and required to be an aware datetime) when the parameters were made.
+        return history.floor_hour(parse_datetime(self.end) if self.end else timezone.now())  # type: ignore[arg-type]
 
 
 def forecast_run_request(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import socket
 
-from celery import group, shared_task
+from celery import Task, group, shared_task
 from django.db import InterfaceError, OperationalError, transaction
 
 from forecasting import chunks, services
@@ -20,7 +20,7 @@ TRANSIENT = (OperationalError, InterfaceError)
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=5)
-def run_forecast(self, run_id: str) -> str:
+def run_forecast(self: Task, run_id: str) -> str:
     """Claim the run and split it into chunks; the chunks go out as a group once the plan is committed."""
     worker = f"{socket.gethostname()}:{os.getpid()}:{self.request.id}"
     outcome = services.forecast_run_claim(run_id=run_id, worker=worker)
@@ -46,7 +46,7 @@ def run_forecast(self, run_id: str) -> str:
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=5)
-def run_forecast_chunk(self, chunk_id: int) -> str:
+def run_forecast_chunk(self: Task, chunk_id: int) -> str:
     """Forecast one chunk and write it once; a killed worker's chunk (not the run) is redelivered."""
     token = f"{socket.gethostname()}:{os.getpid()}:{self.request.id}"
     outcome = chunks.claim(chunk_id=chunk_id, token=token)
