@@ -25,14 +25,8 @@ from capacity.rate_basis import BASES
 from capacity.traces import TraceParseError
 from entitlements.permissions import IsPerson
 from sizing.parsing import COST_KEYS, NUMBERS, api_field, run_sizing, sizing_response
-from telemetry.trace_import import (
-    TraceNotFound,
-    owner_tenant,
-    trace_import,
-    trace_summary,
-    traces_visible_to,
-    visible_trace,
-)
+from telemetry.selectors import TraceNotFound, traces_visible_to, visible_trace
+from telemetry.trace_import import owner_tenant, trace_import, trace_summary
 
 SHOWN_TRACE_ERRORS = 100
 

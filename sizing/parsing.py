@@ -23,7 +23,7 @@ from capacity.rate_basis import BASES, DEFAULT_TRACE_BASIS, MinuteRates, describ
 from capacity.sizing import SizingInput, SizingResult, size
 from entitlements.sizing_specs import CatalogueInputs, CostOptions, catalogue_inputs
 from telemetry.models import Trace
-from telemetry.trace_import import trace_arrays, visible_trace
+from telemetry.selectors import trace_arrays, visible_trace
 
 NUMBERS = (
     "cache_hit_ratio",

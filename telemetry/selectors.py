@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import math
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Avg, Max, Min, OuterRef, Q, Subquery, Sum
+import numpy as np
+import numpy.typing as npt
+from django.db.models import Avg, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import TruncDay, TruncHour, TruncMinute
 
 from entitlements import roles
@@ -16,7 +20,7 @@ from entitlements.models import Entitlement, Pool, Tenant
 from entitlements.reasons import REASONS
 from entitlements.selectors import entitlements_visible_to, overlapping
 from telemetry.histogram import N_BINS, percentile
-from telemetry.models import E2E_BINS, TTFT_BINS, DayRollup, FleetSample, HourRollup, MinuteRollup, PoolAlert
+from telemetry.models import E2E_BINS, TTFT_BINS, DayRollup, FleetSample, HourRollup, MinuteRollup, PoolAlert, Trace
 
 
 def latest_pool_health(pool_id: int) -> tuple[int, int] | None:
@@ -27,7 +31,7 @@ def latest_pool_health(pool_id: int) -> tuple[int, int] | None:
         .values_list("replicas_healthy", "replicas_total")
         .first()
     )
-    return (int(row[0]), int(row[1])) if row else None
+    return (int(row[0]), int(row[1])) if row else None  # type: ignore[arg-type]  # both filtered not null
 
 
 LEVELS = (("minute", 60), ("hour", 3600), ("day", 86400))
@@ -89,7 +93,7 @@ def _floor(t: datetime, grain: int) -> datetime:
 def _rollup_rows(span: Span, scope: Q, latency: bool) -> list[dict[str, Any]]:
     model = ROLLUPS[span.level]
     return list(
-        model.objects.filter(scope, bucket__gte=span.start, bucket__lt=span.end)
+        model.objects.filter(scope, bucket__gte=span.start, bucket__lt=span.end)  # type: ignore[attr-defined]
         .values("bucket", "decision", "reason")
         .annotate(
             n=Sum("requests"),
@@ -262,7 +266,7 @@ def entitlement_series(
     scope = Q(entitlement=str(ent.uuid)) | Q(
         entitlement="",
         tenant=ent.tenant.slug,
-        project=ent.project.slug if ent.project_id else "",
+        project=ent.project.slug if ent.project is not None else "",
         model=ent.model.slug,
         region=ent.region.slug,
         traffic_class=ent.traffic_class_id,
@@ -291,7 +295,7 @@ def fleet_series(start: datetime, end: datetime) -> dict[int, list[dict[str, Any
     )
     out: dict[int, list[dict[str, Any]]] = {}
     for r in rows:
-        out.setdefault(r["pool_id"], []).append(r)
+        out.setdefault(r["pool_id"], []).append(r)  # type: ignore[arg-type]  # a values() row is a dict
     return out
 
 
@@ -310,7 +314,7 @@ def latest_samples() -> dict[int, dict[str, Any]]:
         "requests_running",
         "requests_waiting",
     )
-    return {r["pool_id"]: r for r in rows}
+    return {r["pool_id"]: r for r in rows}  # type: ignore[misc]  # a values() row is a dict
 
 
 def pool_alerts(pool: Any, start: datetime, end: datetime) -> list[dict[str, Any]]:
@@ -365,3 +369,56 @@ def recent_pool_alerts(pool: Any, limit: int = 50) -> list[dict[str, Any]]:
         }
         for a in rows
     ]
+
+
+# --- request traces (written by telemetry.trace_import) ----------------------------------------
+
+
+class TraceNotFound(LookupError):
+    """No trace with that id is visible to the caller (it may exist for another tenant: say nothing)."""
+
+    def __init__(self, field: str, trace_id: object) -> None:
+        super().__init__(f"{field}: no trace {str(trace_id)[:40]!r}")
+        self.field = field
+        self.message = f"no trace {str(trace_id)[:40]!r}"
+
+
+@dataclass(frozen=True, eq=False)
+class TraceArrays:
+    arrival_s: npt.NDArray[np.float64]
+    prompt: npt.NDArray[np.int64]
+    output: npt.NDArray[np.int64]
+
+
+def traces_visible_to(user: Any) -> QuerySet[Trace]:
+    """Platform-wide traces for everyone signed in; a tenant's traces for its members and staff."""
+    qs = Trace.objects.select_related("tenant").defer("data")
+    if roles.is_staff_role(user):
+        return qs
+    tenant = roles.tenant_of(user)
+    if tenant is None:
+        return qs.filter(tenant__isnull=True)
+    return qs.filter(Q(tenant__isnull=True) | Q(tenant=tenant))
+
+
+def visible_trace(user: Any, trace_id: object, *, field: str = "trace") -> Trace:
+    """The trace if the user may see it, else TraceNotFound naming `field` (same answer whether
+    it does not exist or belongs to another tenant)."""
+    try:
+        key = uuid.UUID(str(trace_id))
+    except ValueError:
+        raise TraceNotFound(field, trace_id)
+    trace = traces_visible_to(user).filter(pk=key).first()
+    if trace is None:
+        raise TraceNotFound(field, trace_id)
+    return trace
+
+
+def trace_arrays(trace: Trace) -> TraceArrays:
+    raw = Trace.objects.filter(pk=trace.pk).values_list("data", flat=True).get()
+    with np.load(io.BytesIO(bytes(raw)), allow_pickle=False) as z:
+        return TraceArrays(
+            arrival_s=z["arrival_s"].astype(np.float64),
+            prompt=z["prompt"].astype(np.int64),
+            output=z["output"].astype(np.int64),
+        )
