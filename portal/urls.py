@@ -35,6 +35,7 @@ urlpatterns = [
     path("launch/<uuid:uuid>/return", intake.return_, name="intake-return"),
     # sizing calculator (portal/views/sizing.py)
     path("sizing/", sizing.calculator, name="sizing"),
+    path("sizing/traces/", sizing.trace_upload, name="sizing-trace-upload"),
     # live pages (portal/views/live.py, statement.py)
     path("fleet/", live.fleet, name="live-fleet"),
     path("entitlements/<uuid:uuid>/", live.entitlement, name="live-entitlement"),

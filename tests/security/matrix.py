@@ -77,6 +77,7 @@ MATRIX: dict[str, dict[str, int]] = {
     'launch/<uuid:uuid>/reject':                         row(405, 405, 405, 405, 405, 405, 405),
     'launch/<uuid:uuid>/return':                         row(405, 405, 405, 405, 405, 405, 405),
     'sizing/':                                           row(302, 200, 200, 200, 200, 404, 200),
+    'sizing/traces/':                                    row(405, 405, 405, 405, 405, 405, 405),
     'fleet/':                                            row(302, 404, 404, 200, 200, 404, 404),
     'entitlements/<uuid:uuid>/':                         row(302, 200, 200, 200, 200, 404, 404),
     'entitlements/<uuid:uuid>/statement/':               row(302, 200, 200, 200, 200, 404, 404),
@@ -152,6 +153,7 @@ POST_PROBES: dict[str, dict[str, int]] = {
     'logout/':                                           row(302, 302, 302, 302, 302, 302, 302),
     'planning/runs/':                                    row(302, 403, 403, 403, 302, 403, 403),
     'tokens/':                                           row(302, 400, 400, 400, 400, 403, 400),
+    'sizing/traces/':                                    row(302, 400, 400, 400, 400, 404, 400),
     'tokens/revoke':                                     row(302, 404, 404, 404, 404, 403, 404),
     # alerts: the note is the viewer's; the rule and the endpoint are acme's (a requester toggles
     # the rule off, the operator on again); an empty form is a 400 for whoever may add one
