@@ -27,7 +27,7 @@ PLATFORM_HOURS = {30: 5, 31: 12, 200: 3}  # hours into the window → throttles
 def _ent(tenant: str, pool: str) -> Entitlement | None:
     return (
         Entitlement.objects.filter(tenant__slug=tenant, pool__slug=pool, revoked_at__isnull=True)
-        .exclude(traffic_class_id="best_effort")
+        .exclude(traffic_class_id="best_effort")  # type: ignore[misc]  # keyed by slug (to_field); the stubs assume an int id
         .select_related("tenant", "project", "model", "region", "pool")
         .first()
     )

@@ -203,7 +203,7 @@ def snapshot_entitlement_rows(at: datetime, *extra: str) -> QuerySet[Entitlement
 
 def snapshot_pool_rows() -> QuerySet[Pool, dict[str, Any]]:
     """The gateway snapshot's pools in slug order: the supply terms of the deliverable formula."""
-    return Pool.objects.order_by("slug").values(
+    return Pool.objects.order_by("slug").values(  # type: ignore[return-value]  # a TypedDict row is a dict
         "slug", "model__slug", "region__slug", "physical_cu", "reserve_held_cu", "maintenance_pct", "safety_pct",
         "fragmentation_pct", "model__r_wt_per_s",
     )  # fmt: skip

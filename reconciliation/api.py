@@ -20,10 +20,10 @@ from reconciliation.models import Finding
 
 class FindingOut(serializers.ModelSerializer):
     entitlement = serializers.UUIDField(source="entitlement.uuid")
-    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    pool = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    tenant: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    pool: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     run = serializers.UUIDField(source="run_id", allow_null=True)
-    acted_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    acted_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="username", read_only=True)
 
     class Meta:
         model = Finding

@@ -149,7 +149,7 @@ def finding_accept(*, actor: Any, finding: Finding, reason: str, adjust: bool = 
         CommittedAdjustment.objects.create(
             entitlement=ent,
             cu_delta=f.cu_delta,
-            from_ts=f.acted_at,
+            from_ts=f.acted_at,  # type: ignore[misc]  # set by _close just above
             entitlement_version=ent.version,
             source=f"reconciliation finding {f.pk} ({f.kind})",
         )

@@ -21,7 +21,14 @@ from entitlements.services import entitlement_amend
 from reconciliation import services
 from reconciliation.models import Finding, ForecastAccuracy, PoolReview, ReconciliationRun
 
-ENVELOPE = ("prompt_p50", "prompt_p95", "max_prompt_tokens", "output_p50", "output_p95", "max_output_tokens")
+ENVELOPE: tuple[str, ...] = (
+    "prompt_p50",
+    "prompt_p95",
+    "max_prompt_tokens",
+    "output_p50",
+    "output_p95",
+    "max_output_tokens",
+)
 ENVELOPE += ("max_concurrency",)
 
 

@@ -109,7 +109,7 @@ class PoolSerializer(serializers.Serializer):
         """Alertmanager alerts on the pool (issue 24), firing first; only on `pools/{slug}` (the list omits them)."""
         if not self.context.get("with_alerts"):
             return []  # dropped by to_representation; not read for every pool of the list
-        return PoolAlertSerializer(pool_alert_source.alerts_for(row["pool"]), many=True).data
+        return PoolAlertSerializer(pool_alert_source.alerts_for(row["pool"]), many=True).data  # type: ignore[return-value]
 
     def to_representation(self, instance: Any) -> Any:
         data = super().to_representation(instance)
