@@ -12,9 +12,12 @@ from dataclasses import replace
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
 
 from capacity.daycost import HOURS, DayCost
 from capacity.diurnal import size_day
@@ -23,12 +26,14 @@ from capacity.rate_basis import BASES
 from capacity.sizing import size
 from capacity.sizing_result import SizingResult
 from capacity.steps import num
+from capacity.traces import TraceParseError
 from entitlements.models import Accelerator, OperatingPoint, ServedModel
 from entitlements.sizing_specs import PRICING, CostOptions
 from portal import access
 from portal.charts import sizing as charts_sizing
 from sizing.parsing import PreparedSizing, run_sizing, sizing_response
 from telemetry.selectors import TraceNotFound, traces_visible_to
+from telemetry.trace_import import owner_tenant, trace_import
 
 TEMPLATE = "portal/sizing/calculator.html"
 BASIS_LABELS = {"mean": "mean", "p95_1m": "p95 minute", "p99_1m": "p99 minute", "peak_1m": "busiest minute"}
@@ -123,9 +128,11 @@ class SizingForm(forms.Form):
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         models = ServedModel.objects.filter(operating_points__isnull=False).distinct().order_by("slug")
-        self.fields["model"].choices = [(m.slug, m.name) for m in models]
+        self.fields["model"].choices = [(m.slug, m.name) for m in models]  # type: ignore[attr-defined]
         accs = Accelerator.objects.filter(operating_points__isnull=False).distinct().order_by("slug")
-        self.fields["accelerator"].choices = [("", "cheapest feasible point")] + [(a.slug, a.name) for a in accs]
+        self.fields["accelerator"].choices = [("", "cheapest feasible point")] + [  # type: ignore[attr-defined]
+            (a.slug, a.name) for a in accs
+        ]
         # Which accelerators have a measured point for each model: the page hides the others (issue 22).
         self.accelerators_by_model: dict[str, list[str]] = {}
         for model_slug, acc_slug in (
@@ -135,7 +142,7 @@ class SizingForm(forms.Form):
         ):
             self.accelerators_by_model.setdefault(model_slug, []).append(acc_slug)
         self.traces = list(traces_visible_to(user))
-        self.fields["trace"].choices = [("", "—")] + [
+        self.fields["trace"].choices = [("", "—")] + [  # type: ignore[attr-defined]
             (str(t.pk), f"{t.name} ({t.requests:,} requests{'' if t.tenant_id else ', platform'})") for t in self.traces
         ]
 
@@ -228,7 +235,10 @@ def _results(form: SizingForm, user: Any) -> dict[str, Any]:
             p99=kv.kv_tokens_p99,
             capacity_per_replica=result.kv_capacity_tokens_per_replica,
         ),
-        "day_chart": charts_sizing.day_cost_figure(day.to_dict()["rows"], currency=day.cost_per_day.currency),
+        "day_chart": charts_sizing.day_cost_figure(
+            day.to_dict()["rows"],  # type: ignore[arg-type]  # a list of row dicts
+            currency=day.cost_per_day.currency,
+        ),
         "extra_errors": extra,
         **_basis_charts(prepared, result, user),
     }
@@ -326,8 +336,8 @@ def _defaults() -> dict[str, Any]:
         **defaults,
         "model": op.model.slug,
         "accelerator": "",
-        "ttft_p99_s": f"{op.ttft_p99_limit_ms / 1000:g}",
-        "tpot_p99_s": f"{op.tpot_p99_limit_ms / 1000:g}",
+        "ttft_p99_s": f"{op.ttft_p99_limit_ms / 1000:g}",  # type: ignore[operator]  # a measured point has both
+        "tpot_p99_s": f"{op.tpot_p99_limit_ms / 1000:g}",  # type: ignore[operator]
     }
 
 
@@ -344,3 +354,35 @@ def calculator(request: HttpRequest) -> HttpResponse:
     if getattr(request, "htmx", False):
         return render(request, f"{TEMPLATE}#results", {**ctx, "oob": True})
     return render(request, TEMPLATE, ctx)
+
+
+@require_POST
+@login_required
+def trace_upload(request: HttpRequest) -> HttpResponse:
+    """A trace uploaded from the calculator (issue 22): stored for the uploader's tenant (platform-wide
+    for staff), then the calculator opens in trace mode on it. A bad file names what is wrong; nothing
+    is stored."""
+    access.require_person(request, hide=True)
+    upload = request.FILES.get("file")
+    name = (request.POST.get("name") or "").strip()
+    error = ""
+    if upload is None:
+        error = "file: choose a CSV trace to upload"
+    elif not name:
+        error = "name: give the trace a name"
+    elif upload.size > settings.TRACE_MAX_BYTES:
+        error = f"file: at most {settings.TRACE_MAX_BYTES:,} bytes"
+    if not error:
+        try:
+            trace = trace_import(
+                data=upload.read(), name=name[:200], tenant=owner_tenant(request.user), uploaded_by=request.user
+            )
+        except TraceParseError as exc:
+            error = f"file: {exc}"
+        else:
+            return redirect(f"{reverse('sizing')}?lengths=trace&trace={trace.pk}")
+    form = SizingForm(_defaults(), user=request.user)
+    ctx = _results(form, request.user)
+    slots = [(n, [str(e) for e in form.errors.get(n, [])]) for n in form.fields]
+    ctx.update(form=form, error_slots=slots, slo_errors=[], pricing=PRICING, upload_error=error)
+    return render(request, TEMPLATE, ctx, status=400)
