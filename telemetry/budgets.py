@@ -26,7 +26,7 @@ HOUR = timedelta(hours=1)
 def _scope(ent: Entitlement) -> Q:
     """Its own events and the unattributed events of its exact scope (as the statement counts them)."""
     return Q(entitlement=str(ent.uuid)) | Q(
-        entitlement="", tenant=ent.tenant.slug, project=ent.project.slug if ent.project_id else "",
+        entitlement="", tenant=ent.tenant.slug, project=ent.project.slug if ent.project is not None else "",
         model=ent.model.slug, region=ent.region.slug, traffic_class=ent.traffic_class_id,
     )  # fmt: skip
 

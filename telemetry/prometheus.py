@@ -43,7 +43,7 @@ def _get(url: str) -> dict[str, Any]:
         body = json.loads(resp.read())
     if body.get("status") != "success":
         raise PrometheusError(f"{body.get('errorType', 'error')}: {body.get('error', 'unknown')}")
-    return body["data"]  # type: ignore[no-any-return]
+    return body["data"]
 
 
 def query_range(base_url: str, query: str, start: datetime, end: datetime, step_s: int) -> list[dict[str, Any]]:
@@ -53,7 +53,7 @@ def query_range(base_url: str, query: str, start: datetime, end: datetime, step_
     data = _get(f"{base_url.rstrip('/')}/api/v1/query_range?{params}")
     if data.get("resultType") != "matrix":
         raise PrometheusError(f"expected a matrix, got {data.get('resultType')}")
-    return data["result"]  # type: ignore[no-any-return]
+    return data["result"]
 
 
 def pull_window(source: PrometheusSource, now: datetime) -> tuple[datetime, datetime]:

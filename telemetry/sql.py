@@ -60,7 +60,7 @@ def _chunks(rows: Sequence[Any], size: int) -> list[Sequence[Any]]:
 def _values(fields: list[models.Field], rows: Sequence[Sequence[Any]]) -> tuple[str, list[Any]]:
     """SQLite's row source: multi-row VALUES."""
     qn = connection.ops.quote_name
-    cols = ", ".join(qn(f.column) for f in fields)
+    cols = ", ".join(qn(f.column) for f in fields)  # type: ignore[arg-type]  # concrete fields have columns
     one = "(" + ", ".join(["%s"] * len(fields)) + ")"
     params = [v for r in _prep_sqlite(fields, rows) for v in r]
     return f"({cols}) VALUES " + ", ".join([one] * len(rows)), params
@@ -83,7 +83,7 @@ def _pg_staged(
     qn = connection.ops.quote_name
     table = qn(model._meta.db_table)
     stage = qn(f"{model._meta.db_table}_stage")
-    cols = ", ".join(qn(f.column) for f in fields)
+    cols = ", ".join(qn(f.column) for f in fields)  # type: ignore[arg-type]  # concrete fields have columns
     with _cursor() as cur:
         cur.execute(
             f"CREATE TEMP TABLE IF NOT EXISTS {stage} ON COMMIT DELETE ROWS "  # noqa: S608 - model metadata
@@ -118,7 +118,7 @@ def _write(
 
 def _key(model: type[models.Model], names: Sequence[str]) -> str:
     qn = connection.ops.quote_name
-    return ", ".join(qn(model._meta.get_field(n).column) for n in names)  # type: ignore[union-attr]
+    return ", ".join(qn(model._meta.get_field(n).column) for n in names)  # type: ignore[union-attr, arg-type]
 
 
 def insert_ignore_returning(
@@ -159,7 +159,7 @@ def lock_scope(model: type[models.Model], value: str) -> None:
 def stored_idents(model: type[models.Model], scope: str, value: str, ident: str, idents: list[str]) -> set[str]:
     """Which of `idents` are stored with `scope` = value (one index probe each)."""
     qn = connection.ops.quote_name
-    s_col, i_col = (qn(model._meta.get_field(n).column) for n in (scope, ident))  # type: ignore[union-attr]
+    s_col, i_col = (qn(model._meta.get_field(n).column) for n in (scope, ident))  # type: ignore[union-attr, arg-type]
     with _cursor() as cur:
         cur.execute(
             f"SELECT {i_col} FROM {qn(model._meta.db_table)} WHERE {s_col} = %s AND {i_col} = ANY(%b::text[])",  # noqa: S608
@@ -177,7 +177,7 @@ def copy_in(model: type[models.Model], names: Sequence[str]) -> Iterator[Callabl
     """
     qn = connection.ops.quote_name
     fields = _columns(model, names)
-    cols = ", ".join(qn(f.column) for f in fields)
+    cols = ", ".join(qn(f.column) for f in fields)  # type: ignore[arg-type]  # concrete fields have columns
     with _cursor() as cur, cur.copy(f"COPY {qn(model._meta.db_table)} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
         copy.set_types([_copy_type(f) for f in fields])
         yield copy.write_row
@@ -215,6 +215,6 @@ def upsert_replace(
     qn = connection.ops.quote_name
     fields = _columns(model, [*key, *other])
     on = _key(model, key)
-    sets = ", ".join(f"{qn(f.column)} = excluded.{qn(f.column)}" for f in fields[len(key) :])
+    sets = ", ".join(f"{qn(f.column)} = excluded.{qn(f.column)}" for f in fields[len(key) :])  # type: ignore[arg-type]
     _write(model, fields, rows, on, f"ON CONFLICT ({on}) DO UPDATE SET {sets}")
     return len(rows)

@@ -104,7 +104,7 @@ def _scope(ent: Entitlement) -> Q:
     return Q(entitlement=str(ent.uuid)) | Q(
         entitlement="",
         tenant=ent.tenant.slug,
-        project=ent.project.slug if ent.project_id else "",
+        project=ent.project.slug if ent.project is not None else "",
         model=ent.model.slug,
         region=ent.region.slug,
         traffic_class=ent.traffic_class_id,
@@ -134,7 +134,7 @@ def _totals(scope: Q, start: datetime, end: datetime) -> dict[tuple[str, str], d
         if b <= a:
             continue
         rows = (
-            model.objects.filter(scope, bucket__gte=a, bucket__lt=b)
+            model.objects.filter(scope, bucket__gte=a, bucket__lt=b)  # type: ignore[attr-defined]  # concrete rollups
             .values("decision", "reason")
             .annotate(
                 **{k: Sum(v) for k, v in _SUMS.items()}, **{f: Sum(f) for f in _BINS}, **{f: Max(f) for f in ROLLUP_MAX}

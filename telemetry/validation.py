@@ -105,6 +105,7 @@ class Catalogue:
 
 
 def parse_ts(value: Any) -> datetime:
+    dt: datetime | None
     if isinstance(value, datetime):
         dt = value
     elif isinstance(value, str):
@@ -112,9 +113,9 @@ def parse_ts(value: Any) -> datetime:
             dt = datetime.fromisoformat(value)  # C fast path; accepts Z on 3.11
         except ValueError:
             try:
-                dt = parse_datetime(value)  # type: ignore[assignment]
+                dt = parse_datetime(value)
             except ValueError:
-                dt = None  # type: ignore[assignment]
+                dt = None
         if dt is None:
             raise FieldError("ts", "not an ISO 8601 timestamp")
     else:
@@ -154,7 +155,7 @@ def _slug(e: dict, key: str, known: frozenset[str], what: str) -> str:
 
 
 def _number(e: dict, key: str, *, required: bool = False, integer: bool = False) -> Any:
-    v = e.get(key)
+    v: Any = e.get(key)
     t = type(v)
     limit = LIMITS[key]
     if t is int and 0 <= v <= limit:  # the common cases first: ingest validates every field of every event
