@@ -31,7 +31,7 @@ def latest_pool_health(pool_id: int) -> tuple[int, int] | None:
         .values_list("replicas_healthy", "replicas_total")
         .first()
     )
-    return (int(row[0]), int(row[1])) if row else None
+    return (int(row[0]), int(row[1])) if row else None  # type: ignore[arg-type]  # both filtered not null
 
 
 LEVELS = (("minute", 60), ("hour", 3600), ("day", 86400))
@@ -93,7 +93,7 @@ def _floor(t: datetime, grain: int) -> datetime:
 def _rollup_rows(span: Span, scope: Q, latency: bool) -> list[dict[str, Any]]:
     model = ROLLUPS[span.level]
     return list(
-        model.objects.filter(scope, bucket__gte=span.start, bucket__lt=span.end)
+        model.objects.filter(scope, bucket__gte=span.start, bucket__lt=span.end)  # type: ignore[attr-defined]
         .values("bucket", "decision", "reason")
         .annotate(
             n=Sum("requests"),
@@ -266,7 +266,7 @@ def entitlement_series(
     scope = Q(entitlement=str(ent.uuid)) | Q(
         entitlement="",
         tenant=ent.tenant.slug,
-        project=ent.project.slug if ent.project_id else "",
+        project=ent.project.slug if ent.project is not None else "",
         model=ent.model.slug,
         region=ent.region.slug,
         traffic_class=ent.traffic_class_id,
@@ -295,7 +295,7 @@ def fleet_series(start: datetime, end: datetime) -> dict[int, list[dict[str, Any
     )
     out: dict[int, list[dict[str, Any]]] = {}
     for r in rows:
-        out.setdefault(r["pool_id"], []).append(r)
+        out.setdefault(r["pool_id"], []).append(r)  # type: ignore[arg-type]  # a values() row is a dict
     return out
 
 
@@ -314,7 +314,7 @@ def latest_samples() -> dict[int, dict[str, Any]]:
         "requests_running",
         "requests_waiting",
     )
-    return {r["pool_id"]: r for r in rows}
+    return {r["pool_id"]: r for r in rows}  # type: ignore[misc]  # a values() row is a dict
 
 
 def pool_alerts(pool: Any, start: datetime, end: datetime) -> list[dict[str, Any]]:
