@@ -88,3 +88,16 @@ def test_after_a_partial_approval_the_page_shows_cu_and_requests_per_second(peop
     # The request's committed 10 req/s sized to 25.175 CU at its mix (tests/portal/intake/conftest.py):
     # 5 CU of it is 10 × 5 ÷ 25.175 = 1.99 req/s.
     assert rps == 1.99
+
+
+def test_decisions_reach_the_requesters_inbox(people, submitted, django_capture_on_commit_callbacks):
+    from alerts.models import Notification
+
+    with django_capture_on_commit_callbacks(execute=True):
+        resp = _web(people.approver).post(
+            f"/launch/{submitted.uuid}/partially-approve", {"cu_us-test": "5", "comment": "what fits"}
+        )
+    assert resp.status_code == 302
+    note = Notification.objects.get(user=people.requester, kind="launch_request.partially_approve")
+    assert "partially approved" in note.title and note.link == f"/launch/{submitted.uuid}/"
+    assert "what fits" in note.body
