@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from telemetry.models import DeadLetter, PoolAlert
+from telemetry.models import DeadLetter, PoolAlert, PrometheusSource
 
 
 @admin.register(DeadLetter)
@@ -33,3 +33,14 @@ class PoolAlertAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
         return False  # rows come from Alertmanager only
+
+
+@admin.register(PrometheusSource)
+class PrometheusSourceAdmin(admin.ModelAdmin):
+    """Where an operator adds a Prometheus to pull from and picks its preset (vLLM, Hyperion, or own queries)."""
+
+    list_display = ("name", "base_url", "preset", "job", "enabled", "last_pulled_at", "last_error")
+    list_filter = ("preset", "enabled")
+    fields = ("name", "base_url", "enabled", "preset", "job", "pool_label", "queries", "step_s", "overlap_s",
+              "initial_lookback_s", "last_pulled_at", "last_error")  # fmt: skip
+    readonly_fields = ("last_pulled_at", "last_error")

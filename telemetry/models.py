@@ -102,6 +102,12 @@ class FleetSample(models.Model):
     kv_cache_usage = models.FloatField(null=True, blank=True, help_text="0–1")
     requests_running = models.FloatField(null=True, blank=True)
     requests_waiting = models.FloatField(null=True, blank=True)
+    # What a Hyperion-style server reports (issue 24, telemetry.prom_presets): served request rate,
+    # accelerator memory in use, mean batch queueing wait and mean model inference time.
+    throughput_rps = models.FloatField(null=True, blank=True, help_text="requests/s served")
+    accelerator_memory = models.FloatField(null=True, blank=True, help_text="0–1 of accelerator memory in use")
+    queue_wait_s = models.FloatField(null=True, blank=True, help_text="mean seconds a request waited for a batch")
+    latency_s = models.FloatField(null=True, blank=True, help_text="mean seconds of model inference")
 
     class Meta:
         constraints = [
@@ -268,6 +274,16 @@ class PrometheusSource(models.Model):
     name = models.SlugField(max_length=64, unique=True)
     base_url = models.URLField(max_length=300, help_text="e.g. http://prometheus:9090")
     enabled = models.BooleanField(default=True)
+    preset = models.CharField(
+        max_length=16,
+        choices=[("custom", "custom (the queries below)"), ("vllm", "vLLM + DCGM"), ("hyperion", "Hyperion")],
+        default="custom",
+        help_text="a preset's queries replace the ones below when pulled (telemetry.prom_presets)",
+    )
+    job = models.CharField(max_length=100, blank=True, default="", help_text="the `job` label a preset selects")
+    rate_window = models.CharField(
+        max_length=8, default="1m", help_text="PromQL range of a preset's rate()s: at least 4 scrape intervals"
+    )
     queries = models.JSONField(default=default_queries)
     pool_label = models.CharField(max_length=64, default="pool", help_text="label whose value is the pool slug")
     step_s = models.PositiveIntegerField(default=15)
@@ -283,6 +299,18 @@ class PrometheusSource(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        """The admin's check of a preset's job and rate window (telemetry.prom_presets)."""
+        from django.core.exceptions import ValidationError
+
+        from telemetry.prom_presets import queries_of
+
+        try:
+            queries_of(self)
+        except ValueError as exc:
+            field, _, message = str(exc).partition(": ")
+            raise ValidationError({field: message}) from None
 
 
 class DeadLetter(models.Model):

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from entitlements.models import Pool
 from telemetry.models import PrometheusSource
+from telemetry.prom_presets import queries_of
 from telemetry.services import FLEET_COLUMNS, fleet_samples_ingest
 
 TIMEOUT_S = 10
@@ -76,7 +77,11 @@ def _value(name: str, raw: str) -> float | int | None:
 def collect(source: PrometheusSource, start: datetime, end: datetime) -> dict[tuple[str, float], dict[str, Any]]:
     """(pool slug, unix ts) → {field: value} across every configured query."""
     merged: dict[tuple[str, float], dict[str, Any]] = {}
-    for name, promql in sorted(source.queries.items()):
+    try:
+        queries = queries_of(source)
+    except ValueError as exc:  # a preset's job or window the admin let through: the source's error, not a crash
+        raise PrometheusError(str(exc)) from None
+    for name, promql in sorted(queries.items()):
         if name not in FLEET_COLUMNS:
             raise PrometheusError(f"query {name!r} is not a fleet sample field ({', '.join(FLEET_COLUMNS)})")
         for series in query_range(source.base_url, promql, start, end, source.step_s):

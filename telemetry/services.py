@@ -25,8 +25,12 @@ FLEET_COLUMNS = (
     "kv_cache_usage",
     "requests_running",
     "requests_waiting",
+    "throughput_rps",
+    "accelerator_memory",
+    "queue_wait_s",
+    "latency_s",
 )
-_FRACTIONS = ("accelerator_util", "kv_cache_usage")
+_FRACTIONS = ("accelerator_util", "kv_cache_usage", "accelerator_memory")
 _COUNTS = ("replicas_healthy", "replicas_total")
 
 

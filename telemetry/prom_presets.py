@@ -1,0 +1,55 @@
+"""Query presets for a PrometheusSource (issue 24): which PromQL fills which FleetSample field.
+
+`vllm` is the default set (vLLM's `vllm:*` and DCGM's `DCGM_FI_*`). `hyperion` reads the metric names
+Hyperion's public documentation lists, for the scrape job named in the source's `job` (default
+"hyperion"); every series is summed or averaged by the pool label, so one source can feed many pools:
+- replicas: `up{job}` (healthy = targets up, total = targets),
+- throughput: `rate(http_requests_total{path="/v1/llm/chat"}[rate_window])`,
+- memory: `gpu_memory_allocated_bytes / gpu_memory_total_bytes`,
+- queueing and latency: the means of the `batch_wait_time_seconds` and `model_inference_duration_seconds`
+  histograms over the source's rate_window (default 1m) (`_sum` rate / `_count` rate).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+RANGE = re.compile(r"^[0-9]+(ms|s|m|h)$")
+
+
+def _mean(metric: str, sel: str, by: str, window: str) -> str:
+    return (
+        f"sum by ({by}) (rate({metric}_sum{{{sel}}}[{window}]))"
+        f" / sum by ({by}) (rate({metric}_count{{{sel}}}[{window}]))"
+    )
+
+
+def hyperion_queries(job: str, pool_label: str, window: str = "1m") -> dict[str, str]:
+    if not RANGE.match(window):
+        raise ValueError(f"rate_window: {window!r} is not a PromQL duration such as 1m or 30s")
+    if '"' in job or "\\" in job:
+        raise ValueError("job: may not contain quotes or backslashes")
+    sel = f'job="{job or "hyperion"}"'
+    by = pool_label
+    return {
+        "replicas_healthy": f"sum by ({by}) (up{{{sel}}})",
+        "replicas_total": f"count by ({by}) (up{{{sel}}})",
+        "throughput_rps": f'sum by ({by}) (rate(http_requests_total{{{sel},path="/v1/llm/chat"}}[{window}]))',
+        "accelerator_memory": (
+            f"sum by ({by}) (gpu_memory_allocated_bytes{{{sel}}}) / sum by ({by}) (gpu_memory_total_bytes{{{sel}}})"
+        ),
+        "queue_wait_s": _mean("batch_wait_time_seconds", sel, by, window),
+        "latency_s": _mean("model_inference_duration_seconds", sel, by, window),
+    }
+
+
+def queries_of(source: Any) -> dict[str, str]:
+    """The queries a pull runs for `source`: its preset's, or its own when the preset is custom."""
+    if source.preset == "hyperion":
+        return hyperion_queries(source.job, source.pool_label, source.rate_window or "1m")
+    if source.preset == "vllm":
+        from telemetry.models import default_queries
+
+        return default_queries()
+    return dict(source.queries)
