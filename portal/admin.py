@@ -1,6 +1,9 @@
 """Read-mostly admin for launch requests: the state moves only through the services."""
 
+from typing import Any
+
 from django.contrib import admin
+from django.http import HttpRequest
 
 from portal.models import LaunchRequest, LaunchRequestEvent, LaunchRequestRegion
 
@@ -27,7 +30,7 @@ class LaunchRequestAdmin(admin.ModelAdmin):
     readonly_fields = ["uuid", "state", "submitted_at", "decided_by", "decided_at", "created_at", "updated_at"]
     inlines = [RegionInline, EventInline]
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # filing goes through the portal so the event and the checks happen
 
 
@@ -37,8 +40,8 @@ class LaunchRequestEventAdmin(admin.ModelAdmin):
     list_filter = ["transition"]
     readonly_fields = [f.name for f in LaunchRequestEvent._meta.fields]
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

@@ -6,7 +6,7 @@ even when a neighbour did not, so the model is written field by field through th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import django_filters
 from django import forms
@@ -94,12 +94,12 @@ class LaunchRequestForm(forms.Form):
     @classmethod
     def initial_from(cls, req: LaunchRequest) -> dict[str, Any]:
         data = {name: getattr(req, name) for name in cls.base_fields if name not in ("regions", "model")}
-        data["model"] = req.model.slug if req.model_id else None
+        data["model"] = req.model.slug if req.model is not None else None
         data["regions"] = list(req.region_rows.values_list("region__slug", flat=True))
         return data
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = cast(dict[str, Any], super().clean())  # Form.clean returns cleaned_data, never None
         # Cross-field checks name the later field; the earlier one stays saved.
         start, end = data.get("launch_date"), data.get("end_date")
         if start and end and end <= start:

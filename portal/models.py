@@ -12,6 +12,7 @@ Drafts are autosaved field by field, so every request field is optional in the d
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -54,17 +55,18 @@ SCENARIO_VALIDATORS = [MinValueValidator(0.0), MaxValueValidator(max(SCENARIO_MA
 
 
 # Transition permissions: django-fsm calls these with (instance, user). Tenancy (404) is checked
-# before them by the services; these answer "may this person take this step" (403).
-def _is_requester_of(req: LaunchRequest, user: object) -> bool:
+# before them by the services; these answer "may this person take this step" (403). `req` is Any:
+# django-fsm's stubs type the instance as a bare Model, and a LaunchRequest parameter would not match.
+def _is_requester_of(req: Any, user: object) -> bool:
     return roles.REQUESTER in roles.roles_of(user) and roles.tenant_of(user) == req.tenant
 
 
-def _is_deciding_approver(req: LaunchRequest, user: object) -> bool:
+def _is_deciding_approver(req: Any, user: object) -> bool:
     # An approver never decides on a request they filed, whatever other roles they hold.
     return roles.APPROVER in roles.roles_of(user) and req.created_by_id != getattr(user, "pk", None)
 
 
-def _has_regions(req: LaunchRequest) -> bool:
+def _has_regions(req: Any) -> bool:
     # Last-line guard: the services name missing fields first (400); this keeps a request with
     # nowhere to grant from ever reaching submitted or approved.
     return req.region_rows.exists()

@@ -23,7 +23,7 @@ class EventOut(serializers.ModelSerializer):
 class LaunchRequestOut(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.slug")
     created_by = serializers.CharField(source="created_by.get_username")
-    model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    model: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     regions = serializers.SerializerMethodField()
     scenario_cu = serializers.SerializerMethodField()
     events = serializers.SerializerMethodField()
@@ -51,7 +51,7 @@ class LaunchRequestOut(serializers.ModelSerializer):
             {
                 "region": row.region.slug,
                 "approved_cu": None if row.approved_cu is None else str(row.approved_cu),
-                "entitlement": str(row.entitlement.uuid) if row.entitlement_id else None,
+                "entitlement": str(row.entitlement.uuid) if row.entitlement is not None else None,
             }
             for row in obj.region_rows.select_related("region", "entitlement")
         ]
@@ -62,7 +62,7 @@ class LaunchRequestOut(serializers.ModelSerializer):
     def get_events(self, obj: LaunchRequest) -> list[dict[str, Any]]:
         if not self.context.get("with_events"):
             return []
-        return EventOut(obj.events.select_related("actor").order_by("at", "pk"), many=True).data
+        return EventOut(obj.events.select_related("actor").order_by("at", "pk"), many=True).data  # type: ignore[return-value]
 
 
 class LaunchRequestIn(serializers.Serializer):

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
-from rest_framework import exceptions, generics, status
+from rest_framework import exceptions, generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -80,7 +80,7 @@ class LaunchRequestDetail(APIView):
 class _Step(APIView):
     permission_classes = [IsPerson]
     service: Callable[..., LaunchRequest]
-    body = CommentIn
+    body: type[serializers.Serializer] = CommentIn
 
     def kwargs_from(self, data: dict[str, Any]) -> dict[str, Any]:
         return {"comment": data["comment"]}

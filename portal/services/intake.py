@@ -59,7 +59,7 @@ EDITABLE_FIELDS = (
 
 
 def _ref(request: LaunchRequest | UUID | str) -> UUID | str:
-    return request.uuid if isinstance(request, LaunchRequest) else request
+    return request.uuid if isinstance(request, LaunchRequest) else request  # type: ignore[return-value]
 
 
 def launch_request_get(*, actor: Any, request: LaunchRequest | UUID | str) -> LaunchRequest:
@@ -326,13 +326,13 @@ def _envelope(req: LaunchRequest) -> Envelope:
 
 
 def _grant(req: LaunchRequest, actor: Any, row: LaunchRequestRegion, cu: Decimal) -> dict[str, Any]:
-    window = window_of(req.launch_date, req.end_date)
+    window = window_of(req.launch_date, req.end_date)  # type: ignore[arg-type]  # required at submission
     try:
         ent = entitlement_grant(
             actor=actor,
             reason=f"launch request {req.uuid}: {req.title}",
             tenant=req.tenant,
-            model=req.model,
+            model=req.model,  # type: ignore[arg-type]  # required at submission
             region=row.region,
             traffic_class=req.traffic_class,
             cu=cu,

@@ -14,7 +14,7 @@ from django.template import loader
 
 def _page(request: HttpRequest, status: int, detail: str = "") -> HttpResponse:
     try:
-        body = loader.render_to_string(f"{status}.html", {"detail": detail}, request=request)
+        body: str = loader.render_to_string(f"{status}.html", {"detail": detail}, request=request)
     except Exception:  # noqa: BLE001 - an error page must not fail in turn
         body = f"<!doctype html><title>{status}</title><h1>{status}</h1><p><a href='/'>Back to Headroom</a></p>"
     return HttpResponse(body, status=status)

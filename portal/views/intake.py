@@ -79,7 +79,7 @@ def queue(request: HttpRequest) -> HttpResponse:
         data["state"] = State.SUBMITTED  # what waits for a decision, unless asked otherwise
     qs = launch_requests_visible_to(request.user).select_related("tenant", "model", "created_by")
     flt = LaunchRequestFilter(data, queryset=qs.prefetch_related("region_rows__region"))
-    template = "portal/intake/queue.html#rows" if request.htmx else "portal/intake/queue.html"
+    template = "portal/intake/queue.html#rows" if request.htmx else "portal/intake/queue.html"  # type: ignore[attr-defined]
     return render(request, template, {"filter": flt, "requests": flt.qs})
 
 
@@ -92,7 +92,7 @@ def request_create(request: HttpRequest) -> HttpResponse:
         fields = launch_request_fields(request.user, request.POST["from_finding"])
         if fields is None:
             raise Http404("no such finding")
-    req = intake.launch_request_create(actor=request.user, **fields)
+    req = intake.launch_request_create(actor=request.user, **fields)  # type: ignore[arg-type]  # None raised above
     return redirect("intake-edit", uuid=req.uuid)
 
 
@@ -214,7 +214,7 @@ def _granted_rows(req: LaunchRequest) -> list[Any]:
     CU one request/s takes (conversion.scenario_cu, the same arithmetic that sized the request)."""
     rows = list(req.region_rows.select_related("region", "entitlement__pool"))
     per_rps = None
-    if req.model_id is not None and launch_shape(req) is not None:
+    if req.model is not None and launch_shape(req) is not None:
         per_rps = scenario_cu(
             basis=RPS,
             value=1.0,
@@ -224,7 +224,8 @@ def _granted_rows(req: LaunchRequest) -> list[Any]:
             r_wt_per_s=req.model.r_wt_per_s,
         )
     for row in rows:
-        row.approved_rps = float(row.approved_cu) / per_rps if per_rps and row.approved_cu is not None else None
+        # An attribute for the template only (not a column).
+        row.approved_rps = float(row.approved_cu) / per_rps if per_rps and row.approved_cu is not None else None  # type: ignore[attr-defined]
     return rows
 
 

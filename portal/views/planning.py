@@ -149,7 +149,7 @@ def run_now(request: HttpRequest) -> HttpResponse:
     if roles.OPERATOR not in roles.roles_of(request.user):
         raise PermissionDenied("only operators start forecast runs")
     services.forecast_run_request(requested_by=request.user)
-    if request.htmx:
+    if request.htmx:  # type: ignore[attr-defined]  # set by django-htmx's middleware
         return render(request, STATUS, _status_context(request))
     return redirect("planning")
 

@@ -33,14 +33,14 @@ class TokenForm(forms.Form):
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         own = roles.tenant_of(user)
-        self.fields["tenant"].queryset = (
+        self.fields["tenant"].queryset = (  # type: ignore[attr-defined]  # a ModelChoiceField
             Tenant.objects.filter(pk=own.pk)
             if own
             else Tenant.objects.all()
             if roles.is_staff_role(user)
             else Tenant.objects.none()
         )
-        self.fields["owner"].queryset = gateway_accounts(user)
+        self.fields["owner"].queryset = gateway_accounts(user)  # type: ignore[attr-defined]
 
 
 def gateway_accounts(user: Any) -> Any:
