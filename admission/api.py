@@ -71,7 +71,7 @@ class _GatewayFastPath:
         meta = request.META
         if request.method != "POST" or meta.get("QUERY_STRING") or meta.get("HTTP_ACCEPT", "") not in _JSON_ACCEPT:
             return _SLOW
-        if request.content_type != "application/json" or request.content_params.get("charset", "utf-8").lower() not in (
+        if request.content_type != "application/json" or request.content_params.get("charset", "utf-8").lower() not in (  # type: ignore[union-attr]
             "utf-8", "utf8",
         ):  # fmt: skip
             return _SLOW

@@ -171,8 +171,9 @@ class _Usage:
         ok = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0  # noqa: E731
         prompt = prompt if ok(prompt) else prompt_est
         output = output if ok(output) else self.chunks
-        cached = cached if ok(cached) and cached <= prompt else None
-        return prompt, output, cached
+        # ok() has checked each is a non-negative int; a lambda does not narrow for mypy.
+        cached = cached if ok(cached) and cached <= prompt else None  # type: ignore[operator]
+        return prompt, output, cached  # type: ignore[return-value]
 
 
 def _json_response(status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] = ()) -> list[Message]:  # type: ignore[assignment]

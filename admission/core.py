@@ -100,7 +100,7 @@ NEVER_PASSES = frozenset({reasons.OUTSIDE_ENVELOPE})
 
 def throttle(reason: str, retry_after: int | None = None) -> Decision:
     r = reasons.REASONS[reason]
-    ra = r.default_retry_after_s if retry_after is None else retry_after
+    ra: int | None = r.default_retry_after_s if retry_after is None else retry_after
     if reason in NEVER_PASSES:
         ra = None
     return Decision(429, {"decision": "throttle", "reason": reason, "responsible": r.responsible, "retry_after_s": ra})

@@ -29,7 +29,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from admission import core, idcodec
@@ -164,7 +164,7 @@ def view_from(block: dict[str, Any], version: int, etag: str) -> View:
         fields = {k: v for k, v in s.items() if k != "scope"}
         if "limits" in fields:
             fields["limits"] = _limits(fields["limits"])
-        scopes[tuple(s["scope"])] = ScopeParams(**fields)  # type: ignore[index]
+        scopes[tuple(s["scope"])] = ScopeParams(**fields)
     snap = Snapshot(scopes, pools, frozenset((m, r) for m, r in block["placements"]), float("inf"), version)
     return View(snap, float(block["bucket_depth_s"]), float(block["ttl_s"]), int(block["idem_ttl_s"]), etag)
 
@@ -203,7 +203,7 @@ class SnapshotFollower:
 
     def poll(self) -> bool:
         """One poll now; True when the snapshot changed."""
-        got = self._fetch(self.view.etag)
+        got = self._fetch(self.view.etag)  # type: ignore[union-attr]  # set by start()
         if got is None:
             return False
         self.view = got
@@ -333,7 +333,7 @@ class Library:
             region=_str("region", region), traffic_class=traffic_class, prompt_tokens=prompt,
             cached_prompt_tokens=cached, max_output_tokens=_int("max_output_tokens", max_output_tokens, required=False),
         )  # fmt: skip
-        view = self.snapshot.view
+        view = cast(View, self.snapshot.view)  # a View once started (start() loads the first)
         d = core.reserve(req, view.snap, self.backend, sign=self._sign, rid_key=self._rid_key,
                          plan_for=view.plan_for, emit=self._emit)  # fmt: skip
         return d.body
@@ -365,7 +365,7 @@ class Library:
             output_tokens=_int("output_tokens", output_tokens) or 0, status=status, ttft_ms=_ms("ttft_ms", ttft_ms),
             e2e_ms=_ms("e2e_ms", e2e_ms),
         )  # fmt: skip
-        view = self.snapshot.view
+        view = cast(View, self.snapshot.view)  # a View once started (start() loads the first)
         return core.complete(req, idcodec.verify(reservation_id, self._keys), view.snap, self.backend,
                              rid_key=self._rid_key, plan_for=view.plan_for, emit=self._emit,
                              idem_ttl_s=view.idem_ttl_s)  # fmt: skip

@@ -25,7 +25,7 @@ class Epoch(Func):
 
     output_field = FloatField()
     # Both databases hand back a float (or NULL): no per-value converter on 10,000 rows.
-    convert_value = staticmethod(Func._convert_value_noop)
+    convert_value = staticmethod(Func._convert_value_noop)  # type: ignore[attr-defined]  # private in Django
 
     def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
         return self.as_sql(compiler, connection, template="EXTRACT(EPOCH FROM %(expressions)s)::float8", **extra)
@@ -38,11 +38,11 @@ class Epoch(Func):
 
 
 class FloatCast(Cast):
-    convert_value = staticmethod(Cast._convert_value_noop)
+    convert_value = staticmethod(Cast._convert_value_noop)  # type: ignore[attr-defined]
 
 
 class TextCast(Cast):
-    convert_value = staticmethod(Cast._convert_value_noop)
+    convert_value = staticmethod(Cast._convert_value_noop)  # type: ignore[attr-defined]
 
 
 # One entitlement as a plain tuple, read by index in admission.params.derive_scopes (a hot loop:

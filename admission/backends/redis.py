@@ -179,7 +179,10 @@ class RedisBackend:
                     conn.send_packed_command((head,), check_health=False)
                     out = conn.read_response()
                 except NoScriptError:
-                    conn.send_packed_command((pack_command((b"SCRIPT", b"LOAD", script.source)),), check_health=False)
+                    conn.send_packed_command(
+                        (pack_command((b"SCRIPT", b"LOAD", script.source)),),  # type: ignore[arg-type]  # stub: 1-tuple
+                        check_health=False,
+                    )
                     conn.read_response()
                     conn.send_packed_command((head,), check_health=False)
                     out = conn.read_response()
@@ -225,7 +228,8 @@ class RedisBackend:
                 "\t".join(middle), "\t".join(borrowed),
             ]  # fmt: skip
             # Packed as RESP once (count, blob): each call packs only its own few values in front of it.
-            got = self._static[s] = (len(vals), pack_command(tuple(str(v).encode() for v in vals)).split(b"\r\n", 1)[1])
+            packed = pack_command(tuple(str(v).encode() for v in vals))  # type: ignore[arg-type]  # stub: 1-tuple
+            got = self._static[s] = (len(vals), packed.split(b"\r\n", 1)[1])
         return got
 
     def _register(self, tag: str) -> None:
@@ -249,7 +253,7 @@ class RedisBackend:
         rid = op.reservation_id
         borrow_key = s.borrow.key if s.borrow else s.own.key + ":b"
         ifs = keys.inflight_sets(s.tag or self.prefix)
-        ks = (self.record_key(rid, s.tag), s.own.key, s.pool.key, borrow_key, s.inflight_key, ifs)
+        ks: tuple[str, ...] = (self.record_key(rid, s.tag), s.own.key, s.pool.key, borrow_key, s.inflight_key, ifs)
         extra: tuple[Any, ...] = ()
         if s.limits is not None:
             more_keys, extra = self._limit_args(s, op.units)
