@@ -114,7 +114,7 @@ class TraceListView(APIView):
             raise ValidationError({"file": ["required: a CSV file in the multipart field 'file'"]})
         if upload.size > _max_trace_bytes():
             raise ValidationError({"file": [f"larger than {_max_trace_bytes():,} bytes"]})
-        name = str(request.data.get("name") or upload.name or "trace")
+        name = str(request.data.get("name") or upload.name or "trace")  # type: ignore[union-attr]  # multipart: a QueryDict
         try:
             trace = trace_import(
                 data=upload.read(), name=name, tenant=owner_tenant(request.user), uploaded_by=request.user

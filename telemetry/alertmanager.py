@@ -171,7 +171,7 @@ class AlertResultSerializer(serializers.Serializer):
     accepted = serializers.IntegerField()
     unchanged = serializers.IntegerField()
     unbound = serializers.ListField(child=serializers.DictField())
-    errors = serializers.ListField(child=serializers.DictField())
+    errors = serializers.ListField(child=serializers.DictField())  # type: ignore[assignment]  # a field, not .errors
 
 
 class AlertmanagerWebhookView(APIView):

@@ -52,7 +52,7 @@ def trace_summary(trace: Trace) -> dict[str, Any]:
     return {
         "id": str(trace.pk),
         "name": trace.name,
-        "tenant": trace.tenant.slug if trace.tenant_id else None,
+        "tenant": trace.tenant.slug if trace.tenant is not None else None,
         "created_at": trace.created_at.isoformat() if trace.created_at else None,
         **c,
     }
