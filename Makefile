@@ -61,7 +61,7 @@ DEPLOY_ENV = DJANGO_DEBUG=0 DJANGO_SECRET_KEY='$(DEPLOY_SECRET_KEY)' DJANGO_ALLO
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy capacity
+	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	@echo "manage.py check --deploy --fail-level WARNING  (DJANGO_DEBUG=0, generated key, host headroom.example)"
