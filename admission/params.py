@@ -5,8 +5,10 @@ entitlement aggregated per scope (tenant × project × model × region × class)
 bucket parameters. It follows the database instead of expiring on a timer: every
 ADMISSION_SNAPSHOT_CHECK_S (default 0.25 s) one caller reads the change counters that database
 triggers keep (admission.snapshot_triggers: one query) and re-reads only the parts whose counter
-moved (entitlement rows, pools, health). When an entitlement's window starts or ends the scopes
-are re-derived from the rows already held (no query). ORM saves in this process mark their part
+moved (entitlement sums, pools, health). Entitlements are summed by the database per scope, pool
+and window (admission.scope_sums: a rebuild at 10,000 entitlements loops over hundreds of groups,
+not the rows); when a window starts or ends the scopes are re-derived from the groups already held
+(no query). ORM saves in this process mark their part
 at once (signals); ADMISSION_SNAPSHOT_TTL_S (default 300 s) is only a safety net full rebuild.
 """
 
@@ -24,7 +26,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from admission import budgets, snapshot_reads, snapshot_triggers
+from admission import budgets, scope_sums, snapshot_reads, snapshot_triggers
 from admission import snapshot_reads as rd
 from admission.budgets import LimitSpec
 from admission.snapshot_reads import EntRow, PoolBase
@@ -47,7 +49,8 @@ class _Derived:
 
 
 def derive_scopes(rows: list[EntRow], t: float) -> _Derived:
-    """Several active entitlements in one scope add up (rate, borrowing, concurrency); the envelope is
+    """The row-by-row specification admission.scope_sums is tested equal to (the snapshot sums in SQL).
+    Several active entitlements in one scope add up (rate, borrowing, concurrency); the envelope is
     the widest; the scope names its lowest-pk entitlement (rows come by pk). `t`: epoch seconds.
     A hot loop over every held row: tuple indices (snapshot_reads), floats, one dict lookup."""
     acc: dict[tuple[str, str, str, str, str], list[Any]] = {}
@@ -135,10 +138,10 @@ def derive_pools(
 
 @dataclass
 class _Held:
-    """The rows the snapshot was derived from and the counters they were read under."""
+    """What the snapshot was derived from and the counters it was read under."""
 
     stamp: tuple[int, ...] | None = None
-    rows: list[EntRow] = field(default_factory=list)
+    sums: scope_sums.Sums | None = None
     bases: list[PoolBase] = field(default_factory=list)
     health: dict[int, tuple[int, int] | None] = field(default_factory=dict)
     derived: _Derived | None = None
@@ -174,8 +177,8 @@ def _refresh(snap: Snapshot | None, now: float) -> Snapshot:
         if "catalogue" in parts:
             parts |= {"entitlements", "supply"}
         t = timezone.now()
-        if "entitlements" in parts:
-            _held.rows = snapshot_reads.entitlement_rows(t)
+        if "entitlements" in parts or _held.sums is None:
+            _held.sums = scope_sums.read(t)
         if "supply" in parts:
             _held.bases = snapshot_reads.pool_rows()
         if "supply" in parts or "health" in parts:
@@ -193,7 +196,7 @@ def _refresh(snap: Snapshot | None, now: float) -> Snapshot:
     if not parts and snap is not None and now < snap.valid_until:
         return snap  # nothing moved: same snapshot, its plans kept
     if parts - {"supply", "health"} or _held.derived is None or snap is None or now >= snap.valid_until:
-        _held.derived = derive_scopes(_held.rows, t.timestamp())
+        _held.derived = _Derived(*scope_sums.derive(_held.sums, t.timestamp()))
     d = _held.derived
     until = _held.full_at
     if d.next_boundary is not None:
@@ -228,7 +231,7 @@ def build(now: datetime | None = None, version: int = 0) -> Snapshot:
     """A whole snapshot read afresh, outside the process's cache (bench/scale.py times this)."""
     t = now or timezone.now()
     bases = snapshot_reads.pool_rows()
-    d = derive_scopes(snapshot_reads.entitlement_rows(t), t.timestamp())
+    d = _Derived(*scope_sums.derive(scope_sums.read(t), t.timestamp()))
     pools = derive_pools(bases, snapshot_reads.health_rows([b.pool_id for b in bases]), d)
     return Snapshot(d.scopes, pools, frozenset((b.model, b.region) for b in bases), float("inf"), version)
 

@@ -104,6 +104,10 @@ def ensure_synthetic(n: int) -> None:
             )  # fmt: skip
         )
     Entitlement.objects.bulk_create(rows, batch_size=2000)
+    from django.db import connection
+
+    with connection.cursor() as cur:  # fresh statistics, as autovacuum keeps them on a live table
+        cur.execute("ANALYZE entitlements_entitlement")
 
 
 def set_active(n_synthetic: int, *, demo: bool = True) -> None:
