@@ -50,11 +50,21 @@ class AlertResult:
         return {"accepted": self.accepted, "unchanged": self.unchanged, "unbound": self.unbound, "errors": self.errors}
 
 
+def _no_nul(value: str, name: str) -> str:
+    # PostgreSQL stores no NUL in text or jsonb: refused here, by field, rather than failing the write.
+    if "\x00" in value:
+        raise FieldError(name, "contains a NUL character")
+    return value
+
+
 def _str_map(value: Any, name: str) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise FieldError(name, "must be an object of string values")
+    for k, v in value.items():
+        _no_nul(k, name)
+        _no_nul(v, f"{name}.{k}")
     return value
 
 
@@ -84,6 +94,7 @@ def parse_alert(raw: Any) -> dict[str, Any]:
     fingerprint = raw.get("fingerprint")
     if not isinstance(fingerprint, str) or not fingerprint or len(fingerprint) > 64:
         raise FieldError("fingerprint", "required, a string of at most 64 characters")
+    _no_nul(fingerprint, "fingerprint")
     starts_at = _time(raw.get("startsAt"), "startsAt", optional=False)
     ends_at = _time(raw.get("endsAt"), "endsAt", optional=True)
     if state == "resolved" and ends_at is None:
@@ -91,6 +102,7 @@ def parse_alert(raw: Any) -> dict[str, Any]:
     generator_url = raw.get("generatorURL") or ""
     if not isinstance(generator_url, str):
         raise FieldError("generatorURL", "must be a string")
+    _no_nul(generator_url, "generatorURL")
     return {
         "fingerprint": fingerprint,
         "starts_at": starts_at,
@@ -118,6 +130,7 @@ def _check_envelope(data: Any) -> list[Any]:
     receiver = data.get("receiver", "")
     if not isinstance(receiver, str):
         raise FieldError("receiver", "must be a string")
+    _no_nul(receiver, "receiver")
     return alerts
 
 

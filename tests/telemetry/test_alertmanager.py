@@ -176,3 +176,19 @@ def test_pool_alerts_selector_and_the_pool_api(fleet):
     assert body["alerts"][0]["summary"] == "GPUMemoryHigh on 10.0.0.1:8000"
     assert op.get("/api/v1/pools/pool-b").json()["alerts"] == []
     assert all("alerts" not in p for p in op.get("/api/v1/pools").json()["results"])
+
+
+def test_nul_characters_are_named_not_a_server_error(fleet):
+    """PostgreSQL refuses NUL in text and jsonb; the field says so instead of a 500."""
+    gw = client_for(person("am", platform="gateway"))
+    in_pool = alert(fp="n1", pool="pool-a\x00")
+    in_note = alert(fp="n2", annotations={"summary": "a\x00b"})
+    r = _post(gw, hook(in_pool, in_note, alert(fp="n3\x00"), alert(fp="ok")))
+    assert r.status_code == 200
+    assert [(e["index"], e["field"]) for e in r.json()["errors"]] == [
+        (0, "labels.pool"),
+        (1, "annotations.summary"),
+        (2, "fingerprint"),
+    ]
+    assert _post(gw, dict(hook(alert()), receiver="r\x00")).json() == {"receiver": ["contains a NUL character"]}
+    assert list(PoolAlert.objects.values_list("fingerprint", flat=True)) == ["ok"]
