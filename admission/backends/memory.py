@@ -15,6 +15,7 @@ from itertools import takewhile
 from admission.backends.base import (
     Answer,
     CompleteOp,
+    Period,
     ReserveOp,
     Settled,
     _wait,
@@ -263,6 +264,15 @@ class MemoryBackend:
     def inflight(self, inflight_key: str) -> int:
         with self._lock:
             return len(self._s.inflight.get(inflight_key, {}))
+
+    def seed_period_usage(self, period: Period, tz: str, used: float) -> str:
+        """Set (never add) what the current `period` bucket has spent: usage carried from another
+        gateway (import_atlas), so a second import changes nothing. → the bucket's key."""
+        with self._lock:
+            pid, _, end = periods_at(period.kind, tz, self.clock())[1]
+            key = f"{period.key}:{pid}"
+            self._s.periods[key] = (float(used), end)
+            return key
 
     def used(self, period_key: str) -> float | None:
         """What a period bucket ('<stem>:<period id>') has spent, None when untouched."""

@@ -32,6 +32,7 @@ from admission.backends.base import (
     Answer,
     CompleteOp,
     Lost,
+    Period,
     ReserveOp,
     Scope,
     Settled,
@@ -297,6 +298,18 @@ class RedisBackend:
             keys += [f"{per.key}:{pid}" for pid, _, _ in ps]
             vals += [repr(per.limit), repr(ps[1][1] - off), repr(ps[1][2] - off), repr(ps[2][2] - off)]
         return tuple(keys), tuple(vals)
+
+    def seed_period_usage(self, period: Period, tz: str, used: float) -> str:
+        """Set (never add) what the current `period` bucket has spent: usage carried from another
+        gateway (import_atlas), so a second import changes nothing. One SET on the key under the
+        scope's hash tag, kept a day past the boundary as reserve.lua keeps it. → the bucket's key."""
+        pid, _, end = periods_at(period.kind, tz, self.period_now())[1]
+        key = f"{period.key}:{pid}"
+        try:
+            self.client.set(key, repr(float(used)), exat=math.ceil(end - self.period_offset_s) + 86400)
+        except _DOWN as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return key
 
     def used(self, period_key: str) -> float | None:
         """What a period bucket ('<stem>:<period id>') has spent, None when untouched."""
