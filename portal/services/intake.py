@@ -15,7 +15,7 @@ from typing import Any
 from uuid import UUID
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django_fsm import ConcurrentTransition, TransitionNotAllowed, can_proceed
 
@@ -182,11 +182,15 @@ def _set_regions(req: LaunchRequest, regions: list[Region]) -> list[str] | None:
 
 
 @transaction.atomic
-def launch_request_create(*, actor: Any, **changes: Any) -> LaunchRequest:
+def launch_request_create(*, actor: Any, uuid: UUID | None = None, **changes: Any) -> LaunchRequest:
+    """`uuid`: the key the unsaved form was given (GET /launch/new), so a repeated first save of one
+    page finds the draft it made (launch_request_create_or_update) instead of filing a second."""
     tenant = roles.tenant_of(actor)
     if roles.REQUESTER not in roles.roles_of(actor) or tenant is None:
         raise LaunchRequestForbidden("only a tenant's requesters file launch requests")
     req = LaunchRequest(tenant=tenant, created_by=actor)
+    if uuid is not None:
+        req.uuid = uuid
     _apply(req, {k: v for k, v in changes.items() if k != "regions"})
     req.full_clean(exclude=["regions", "state"])
     req.save()
@@ -194,6 +198,17 @@ def launch_request_create(*, actor: Any, **changes: Any) -> LaunchRequest:
         _set_regions(req, changes["regions"])
     _event(req, actor, "create", "", changes={"filed": snapshot(req)})
     return req
+
+
+def launch_request_create_or_update(*, actor: Any, uuid: UUID, **changes: Any) -> tuple[LaunchRequest, bool]:
+    """The new-request page's saves: the first creates the draft under the page's key, later ones
+    (or one that raced it) update that draft. Returns (request, created)."""
+    if LaunchRequest.objects.filter(uuid=uuid).exists():
+        return launch_request_update(actor=actor, request=uuid, **changes), False
+    try:
+        return launch_request_create(actor=actor, uuid=uuid, **changes), True
+    except IntegrityError:  # the other save of the same page won the insert
+        return launch_request_update(actor=actor, request=uuid, **changes), False
 
 
 @transaction.atomic

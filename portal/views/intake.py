@@ -7,14 +7,17 @@ tenant's member gets a 404 from pages, partials and actions alike.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from entitlements import roles
 from entitlements.models import Region
@@ -83,17 +86,75 @@ def queue(request: HttpRequest) -> HttpResponse:
     return render(request, template, {"filter": flt, "requests": flt.qs})
 
 
-@require_POST
+def _filer_guard(request: HttpRequest) -> None:
+    if roles.REQUESTER not in roles.roles_of(request.user) or roles.tenant_of(request.user) is None:
+        raise PermissionDenied("only a tenant's requesters file launch requests")
+
+
+def _typed_something(changes: dict[str, Any]) -> bool:
+    # A blank form posts what a new request already holds (empty text, no choice, unticked boxes):
+    # a draft starts only once a field differs from that.
+    blank = LaunchRequest()
+    return bool(changes.get("regions")) or any(
+        getattr(blank, name) != value for name, value in changes.items() if name != "regions"
+    )
+
+
+@require_http_methods(["GET", "POST"])
 @person_required
 def request_create(request: HttpRequest) -> HttpResponse:
-    # An empty title (the form shows "Untitled launch" as its placeholder): the heading follows what is typed.
-    fields: dict[str, Any] | None = {"title": ""}
+    """GET: the form, unsaved (issue 22: opening it stores nothing). POST: the first autosave (htmx)
+    creates the draft and points the page at it; a reconciliation finding's "file a launch request"
+    (from_finding) creates one prefilled and redirects to its form."""
+    _filer_guard(request)
+    if request.method == "GET":
+        req = LaunchRequest(tenant=roles.tenant_of(request.user), created_by=request.user)
+        # Not initial_from: an unsaved request has no region rows to read.
+        initial = {n: getattr(req, n) for n in LaunchRequestForm.base_fields if n not in ("regions", "model")}
+        form = LaunchRequestForm(initial=initial)
+        return render(request, EDIT, {"req": req, "form": form, "sizing": size_request(req, [])})
     if request.POST.get("from_finding"):  # prefilled from a reconciliation finding's evidence (issue 17.2)
         fields = launch_request_fields(request.user, request.POST["from_finding"])
         if fields is None:
             raise Http404("no such finding")
-    req = intake.launch_request_create(actor=request.user, **fields)  # type: ignore[arg-type]  # None raised above
-    return redirect("intake-edit", uuid=req.uuid)
+        req = intake.launch_request_create(actor=request.user, **fields)
+        return redirect("intake-edit", uuid=req.uuid)
+    form = LaunchRequestForm(request.POST)
+    changes = form.valid_changes()
+    if not _typed_something(changes):
+        ctx = {"req": None, "form": form, "saved": False, "oob": True, "nothing": True}
+        return render(request, f"{EDIT}#autosave", ctx, status=200 if request.htmx else 400)  # type: ignore[attr-defined]
+    try:
+        key = UUID(request.POST.get("draft", ""))
+    except ValueError:
+        return HttpResponseBadRequest("draft: the new-request page's key is missing; reload the page")
+    try:
+        req, created = intake.launch_request_create_or_update(actor=request.user, uuid=key, **changes)
+    except (intake.LaunchRequestConflict, intake.LaunchRequestNotFound) as exc:
+        form.add_error(None, str(exc))
+        return render(request, f"{EDIT}#autosave", {"req": None, "form": form, "oob": True}, status=409)
+    except ValidationError as exc:
+        for name, msgs in exc.message_dict.items():
+            form.add_error(name if name in form.fields else None, msgs)
+        ctx = {"req": None, "form": form, "saved": False, "oob": True}
+        return render(request, f"{EDIT}#autosave", ctx, status=400)
+    if not request.htmx:  # type: ignore[attr-defined]
+        return redirect("intake-edit", uuid=req.uuid)
+    if not created:  # already pointed at the draft
+        return render(request, f"{EDIT}#autosave", {"req": req, "form": form, "saved": True, "oob": True})
+    # The page stays (the person is typing): its address and its form's URLs switch to the new draft.
+    resp = render(request, f"{EDIT}#autosave", {"req": req, "form": form, "saved": True, "oob": True})
+    resp["HX-Push-Url"] = reverse("intake-edit", kwargs={"uuid": req.uuid})
+    resp["HX-Trigger"] = json.dumps(
+        {
+            "lr-created": {
+                "sizing": reverse("intake-sizing", kwargs={"uuid": req.uuid}),
+                "submit": reverse("intake-submit", kwargs={"uuid": req.uuid}),
+                "delete": reverse("intake-delete", kwargs={"uuid": req.uuid}),
+            }
+        }
+    )
+    return resp
 
 
 # --- the requester's form ---------------------------------------------------------------------

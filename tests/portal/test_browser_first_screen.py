@@ -95,7 +95,7 @@ def test_requester_intake_panel_fits_and_typing_logs_no_errors(browser, serial_l
     page.goto(f"/launch/{demo.uuid}/")
     page.goto("/launch/")
     page.click("#new-request")
-    page.wait_for_url("**/edit")
+    page.wait_for_url("**/launch/new")
     page.locator("#id_title").press_sequentially("Chat assistant", delay=30)
     expect(page.locator("#lr-heading")).to_have_text("Chat assistant")
     page.select_option("#id_model", demo.model.slug)
@@ -105,6 +105,7 @@ def test_requester_intake_panel_fits_and_typing_logs_no_errors(browser, serial_l
     page.locator("#id_committed_value").press_sequentially("12", delay=20)
     expect(page.locator('#sizing td[data-scenario="committed"]')).not_to_have_text("—")
     expect(page.locator("#autosave-status")).to_contain_text("Draft saved")
+    page.wait_for_url("**/edit")
     _in_first_screen(page, "#sizing")
     _no_overflow(page)
     # No column of the per-pool table is clipped inside the panel either.
