@@ -8,6 +8,7 @@ LaunchRequestConflict 409 (HeadroomGone included), django ValidationError 400.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal, InvalidOperation
 from functools import partial
@@ -23,7 +24,15 @@ from capacity.envelope import ENVELOPE_ORDER
 from capacity.ordering import ordering_errors, spaced
 from entitlements import roles
 from entitlements.models import Pool, Region
-from entitlements.services import ENVELOPE_FIELDS, Envelope, OversellError, entitlement_grant
+from entitlements.selectors import pool_sold_peak
+from entitlements.services import (
+    ENVELOPE_FIELDS,
+    Envelope,
+    OversellError,
+    ScopePoolConflict,
+    entitlement_grant,
+    scope_pool_id,
+)
 from portal.models import SCENARIOS, LaunchRequest, LaunchRequestEvent, LaunchRequestRegion, State
 from portal.selectors import launch_requests_visible_to, size_request, window_of
 from portal.services.notify import launch_request_notify
@@ -340,8 +349,85 @@ def _envelope(req: LaunchRequest) -> Envelope:
     return Envelope(**{name: getattr(req, name) for name in ENVELOPE_FIELDS})
 
 
-def _grant(req: LaunchRequest, actor: Any, row: LaunchRequestRegion, cu: Decimal) -> dict[str, Any]:
-    window = window_of(req.launch_date, req.end_date)  # type: ignore[arg-type]  # required at submission
+@dataclass
+class Placement:
+    """Where and from when a decision grants: the approver's start date and a pool per region."""
+
+    start: date
+    pools: dict[str, Pool]  # region slug -> the pool the grant goes to
+
+
+def _parse_start(req: LaunchRequest, raw: Any) -> date:
+    if raw in (None, ""):
+        return req.launch_date  # type: ignore[return-value]  # required at submission
+    try:
+        start = raw if isinstance(raw, date) else date.fromisoformat(str(raw))
+    except ValueError:
+        raise ValidationError({"start_date": "enter a date (YYYY-MM-DD)"})
+    if start < timezone.now().date():
+        raise ValidationError({"start_date": "cannot be in the past"})
+    if req.end_date and start >= req.end_date:
+        raise ValidationError({"start_date": f"must be before the request's end date {req.end_date}"})
+    return start
+
+
+def pool_choices(req: LaunchRequest, region: Region, cu: Decimal, start: date) -> tuple[list[Any], Pool | None]:
+    """The pools serving the request's model in `region` as (pool, headroom after this grant) rows, and
+    the scope's home pool if it already lives in one (one scope one pool: grants must go there)."""
+    window = window_of(start, req.end_date)
+    serving = list(Pool.objects.filter(model=req.model, region=region).order_by("pk"))
+    rows = [(p, p.deliverable_cu - pool_sold_peak(p, window) - cu) for p in serving]
+    home_pk = scope_pool_id(
+        tenant=req.tenant,
+        project=None,
+        model=req.model,  # type: ignore[arg-type]  # required at submission
+        region=region,
+        traffic_class=req.traffic_class,
+    )
+    return rows, next((p for p in serving if p.pk == home_pk), None)
+
+
+def default_pool(rows: list[Any], home: Pool | None) -> Pool | None:
+    """The scope's home pool, else the one with most headroom after the grant (first by pk on a tie)."""
+    if home is not None:
+        return home
+    return max(rows, key=lambda r: (r[1], -r[0].pk))[0] if rows else None
+
+
+def _placement(req: LaunchRequest, start_date: Any, pools: dict[str, Any] | None, cu: dict[str, Decimal]) -> Placement:
+    start = _parse_start(req, start_date)
+    chosen: dict[str, Pool] = {}
+    errors: dict[str, str] = {}
+    for row in req.region_rows.select_related("region"):
+        slug = row.region.slug
+        if not cu.get(slug):
+            continue
+        rows, home = pool_choices(req, row.region, cu[slug], start)
+        wanted = (pools or {}).get(slug) or ""
+        if not wanted:
+            pick = default_pool(rows, home)
+            if pick is not None:
+                chosen[slug] = pick
+            continue
+        pick = next((p for p, _ in rows if p.slug == wanted), None)
+        if pick is None:
+            errors[f"pool_{slug}"] = f"pool {wanted} does not serve this model in {slug}"
+        elif home is not None and pick.pk != home.pk:
+            errors[f"pool_{slug}"] = (
+                f"{req.tenant.slug}'s {req.traffic_class} scope in {slug} already lives in pool {home.slug}: "
+                f"grants go there (one scope, one pool)"
+            )
+        else:
+            chosen[slug] = pick
+    if errors:
+        raise ValidationError(errors)
+    return Placement(start=start, pools=chosen)
+
+
+def _grant(
+    req: LaunchRequest, actor: Any, row: LaunchRequestRegion, cu: Decimal, placement: Placement
+) -> dict[str, Any]:
+    window = window_of(placement.start, req.end_date)
     try:
         ent = entitlement_grant(
             actor=actor,
@@ -354,7 +440,10 @@ def _grant(req: LaunchRequest, actor: Any, row: LaunchRequestRegion, cu: Decimal
             starts_at=window.start,
             ends_at=window.end,
             envelope=_envelope(req),
+            pool=placement.pools.get(row.region.slug),
         )
+    except ScopePoolConflict as exc:
+        raise ValidationError({f"pool_{row.region.slug}": "; ".join(exc.messages)})
     except OversellError as exc:
         detail = "; ".join(exc.messages)
         raise HeadroomGone(f"not enough headroom in {row.region.slug} any more: {detail}. Nothing was granted.")
@@ -372,14 +461,24 @@ def _committed_cu(req: LaunchRequest) -> Decimal:
 
 
 @transaction.atomic
-def launch_request_approve(*, actor: Any, request: LaunchRequest | UUID | str, comment: str = "") -> LaunchRequest:
+def launch_request_approve(
+    *,
+    actor: Any,
+    request: LaunchRequest | UUID | str,
+    comment: str = "",
+    start_date: Any = None,
+    pools: dict[str, Any] | None = None,
+) -> LaunchRequest:
     """Grant the committed CU in every region, all or nothing: one OversellError rolls back every
-    grant and leaves the request submitted."""
+    grant and leaves the request submitted. `start_date` (default the launch date) and `pools`
+    (region slug -> pool slug, default per region: default_pool) are the approver's choices."""
     req = _lock(actor, request)
     _check_may(req, actor, "approve")
     _check_state(req, "approve", "approve")
     cu = _committed_cu(req)
-    granted = {row.region.slug: _grant(req, actor, row, cu) for row in req.region_rows.select_related("region")}
+    rows = list(req.region_rows.select_related("region"))
+    placement = _placement(req, start_date, pools, {row.region.slug: cu for row in rows})
+    granted = {row.region.slug: _grant(req, actor, row, cu, placement) for row in rows}
     before = req.state
     _move(req, "approve")
     _decide(req, actor, comment)
@@ -420,7 +519,13 @@ def _parse_region_cu(req: LaunchRequest, region_cu: dict[str, Any], committed: D
 
 @transaction.atomic
 def launch_request_partially_approve(
-    *, actor: Any, request: LaunchRequest | UUID | str, region_cu: dict[str, Any], comment: str
+    *,
+    actor: Any,
+    request: LaunchRequest | UUID | str,
+    region_cu: dict[str, Any],
+    comment: str,
+    start_date: Any = None,
+    pools: dict[str, Any] | None = None,
 ) -> LaunchRequest:
     """Per region an approver-chosen CU (0 = nothing there); every grant still checks headroom."""
     req = _lock(actor, request)
@@ -428,11 +533,12 @@ def launch_request_partially_approve(
     _check_state(req, "partially_approve", "partially approve")
     comment = _require_comment(comment, "say why only part is approved")
     amounts = _parse_region_cu(req, region_cu, _committed_cu(req))
+    placement = _placement(req, start_date, pools, amounts)
     granted: dict[str, Any] = {}
     for row in req.region_rows.select_related("region"):
         cu = amounts[row.region.slug]
         if cu > 0:
-            granted[row.region.slug] = _grant(req, actor, row, cu)
+            granted[row.region.slug] = _grant(req, actor, row, cu, placement)
         else:
             row.approved_cu = Decimal(0)
             row.save(update_fields=["approved_cu"])

@@ -290,6 +290,19 @@ def _granted_rows(req: LaunchRequest) -> list[Any]:
     return rows
 
 
+def _placement_rows(req: LaunchRequest, result: Any) -> list[dict[str, Any]]:
+    """Per region: the pools the approver may choose, each with its headroom after the committed
+    grant, the default (services.intake.default_pool) and the scope's home pool if it has one."""
+    committed = result.cu.get("committed")
+    if committed is None or req.launch_date is None or req.model is None:
+        return []
+    out = []
+    for region in _regions_of(req):
+        choices, home = intake.pool_choices(req, region, committed, req.launch_date)
+        out.append({"region": region, "choices": choices, "home": home, "default": intake.default_pool(choices, home)})
+    return out
+
+
 def _detail_context(request: HttpRequest, req: LaunchRequest, **extra: Any) -> dict[str, Any]:
     r = roles.roles_of(request.user)
     result = size_request(req, _regions_of(req))
@@ -310,6 +323,8 @@ def _detail_context(request: HttpRequest, req: LaunchRequest, **extra: Any) -> d
         "charts": _charts(req, result) if staff else [],
         "comment_form": CommentForm(),
     }
+    if ctx["can_decide"]:
+        ctx["placement"] = _placement_rows(req, result)
     ctx.update(extra)
     return ctx
 
@@ -367,12 +382,22 @@ def _comment(request: HttpRequest) -> dict[str, Any]:
     return {"comment": request.POST.get("comment", "")}
 
 
+def _placement(request: HttpRequest) -> dict[str, Any]:
+    """The approver's start date and pool per region (pool_<region>; blank = the default)."""
+    pools = {k.removeprefix("pool_"): v for k, v in request.POST.items() if k.startswith("pool_")}
+    return {"start_date": request.POST.get("start_date", ""), "pools": pools}
+
+
+def _approve(request: HttpRequest) -> dict[str, Any]:
+    return {**_comment(request), **_placement(request)}
+
+
 def _partial(request: HttpRequest) -> dict[str, Any]:
     region_cu = {k.removeprefix("cu_"): v for k, v in request.POST.items() if k.startswith("cu_")}
-    return {"region_cu": region_cu, "comment": request.POST.get("comment", "")}
+    return {"region_cu": region_cu, "comment": request.POST.get("comment", ""), **_placement(request)}
 
 
-approve = _decision(intake.launch_request_approve, _comment)
+approve = _decision(intake.launch_request_approve, _approve)
 partially_approve = _decision(intake.launch_request_partially_approve, _partial)
 reject = _decision(intake.launch_request_reject, _comment)
 return_ = _decision(intake.launch_request_return, _comment)

@@ -179,7 +179,8 @@ def test_partial_approval_and_headroom_refusal_on_the_page(fleet, people, submit
     c = _web(people.approver)
     resp = c.post(f"/launch/{submitted.uuid}/approve", {})
     assert resp.status_code == 409
-    assert "pool pool-b has 5.000 CU of headroom left" in resp.content.decode()
+    # Both pools have 5 CU left: the default pool is the first of the tie (pool-a), and it refuses.
+    assert "pool pool-a has 5.000 CU of headroom left" in resp.content.decode()
     resp = c.post(f"/launch/{submitted.uuid}/partially-approve", {"cu_us-test": "5", "comment": ""})
     assert resp.status_code == 400
     assert "comment: required: say why only part is approved" in resp.content.decode()
