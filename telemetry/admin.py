@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from telemetry.models import DeadLetter, PoolAlert, PrometheusSource
+from telemetry.models import DeadLetter, GatewayUsageSample, PoolAlert, PrometheusSource
 
 
 @admin.register(DeadLetter)
@@ -37,10 +37,27 @@ class PoolAlertAdmin(admin.ModelAdmin):
 
 @admin.register(PrometheusSource)
 class PrometheusSourceAdmin(admin.ModelAdmin):
-    """Where an operator adds a Prometheus to pull from and picks its preset (vLLM, Hyperion, or own queries)."""
+    """Where an operator adds a Prometheus to pull from and picks its preset (vLLM, Hyperion, Atlas, or own queries).
+
+    The Atlas preset's key map is checked on save (PrometheusSource.clean): each bad line is an atlas_map error.
+    """
 
     list_display = ("name", "base_url", "preset", "job", "enabled", "last_pulled_at", "last_error")
     list_filter = ("preset", "enabled")
-    fields = ("name", "base_url", "enabled", "preset", "job", "pool_label", "queries", "step_s", "overlap_s",
-              "initial_lookback_s", "last_pulled_at", "last_error")  # fmt: skip
+    fields = ("name", "base_url", "enabled", "preset", "job", "rate_window", "pool_label", "queries", "atlas_map",
+              "step_s", "overlap_s", "initial_lookback_s", "last_pulled_at", "last_error")  # fmt: skip
     readonly_fields = ("last_pulled_at", "last_error")
+
+
+@admin.register(GatewayUsageSample)
+class GatewayUsageSampleAdmin(admin.ModelAdmin):
+    """Atlas gateway usage per tenant and step (issue 24), as the Atlas preset pulled it."""
+
+    list_display = ("ts", "tenant", "project", "model", "region", "requests", "tokens", "quota_rejections",
+                    "rate_limit_rejections", "source")  # fmt: skip
+    list_filter = ("source", "tenant")
+    date_hierarchy = "ts"
+    readonly_fields = [f.name for f in GatewayUsageSample._meta.fields]
+
+    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
+        return False  # rows come from the Atlas preset's pulls only

@@ -8,6 +8,9 @@ Hyperion's public documentation lists, for the scrape job named in the source's 
 - memory: `gpu_memory_allocated_bytes / gpu_memory_total_bytes`,
 - queueing and latency: the means of the `batch_wait_time_seconds` and `model_inference_duration_seconds`
   histograms over the source's rate_window (default 1m) (`_sum` rate / `_count` rate).
+
+`atlas` reads Atlas's four counters by `api_key` for the source's job (default "atlas"); the pull
+(telemetry.atlas_pull) maps each key to its owner through the source's atlas_map and stores usage samples.
 """
 
 from __future__ import annotations
@@ -44,10 +47,34 @@ def hyperion_queries(job: str, pool_label: str, window: str = "1m") -> dict[str,
     }
 
 
+ATLAS_COUNTERS = {
+    "requests": "atlas_requests_total",
+    "tokens": "atlas_tokens_used_total",
+    "quota_rejections": "atlas_quota_rejections_total",
+    "rate_limit_rejections": "atlas_rate_limit_rejections_total",
+}
+
+
+def _selector(job: str, default: str) -> str:
+    if '"' in job or "\\" in job:
+        raise ValueError("job: may not contain quotes or backslashes")
+    return f'job="{job or default}"'
+
+
+def atlas_queries(job: str, window: str = "1m") -> dict[str, str]:
+    """GatewayUsageSample field → per-second rate of its counter, one series per api_key."""
+    if not RANGE.match(window):
+        raise ValueError(f"rate_window: {window!r} is not a PromQL duration such as 1m or 30s")
+    sel = _selector(job, "atlas")
+    return {name: f"sum by (api_key) (rate({metric}{{{sel}}}[{window}]))" for name, metric in ATLAS_COUNTERS.items()}
+
+
 def queries_of(source: Any) -> dict[str, str]:
     """The queries a pull runs for `source`: its preset's, or its own when the preset is custom."""
     if source.preset == "hyperion":
         return hyperion_queries(source.job, source.pool_label, source.rate_window or "1m")
+    if source.preset == "atlas":
+        return atlas_queries(source.job, source.rate_window or "1m")
     if source.preset == "vllm":
         from telemetry.models import default_queries
 

@@ -34,6 +34,7 @@ class PrometheusError(Exception):
 class PullResult:
     samples: int = 0
     unknown_pools: set[str] = field(default_factory=set)
+    unmapped_keys: set[str] = field(default_factory=set)  # the Atlas preset's api_keys not in its map
     errors: list[dict[str, Any]] = field(default_factory=list)
     start: datetime | None = None
     end: datetime | None = None
@@ -97,6 +98,15 @@ def pull_source(source: PrometheusSource, *, now: datetime | None = None) -> Pul
     """Read one source's window and store it; the caller holds the source's claim."""
     now = now or timezone.now()
     start, end = pull_window(source, now)
+    if source.preset == "atlas":
+        from telemetry.atlas_pull import pull_atlas  # it reads Prometheus through this module
+
+        result = pull_atlas(source, start, end)
+        unmapped = ", ".join(sorted(result.unmapped_keys)[:10])
+        PrometheusSource.objects.filter(pk=source.pk).update(
+            last_pulled_at=end, last_error=f"api_keys not in the map (not stored): {unmapped}" if unmapped else ""
+        )
+        return result
     merged = collect(source, start, end)
     known = set(Pool.objects.filter(slug__in={p for p, _ in merged}).values_list("slug", flat=True))
     result = PullResult(start=start, end=end, unknown_pools={p for p, _ in merged} - known)
