@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import ROUND_CEILING, Decimal
@@ -165,10 +166,14 @@ def commitments_in(pools: list[Pool], window: Window) -> QuerySet[Entitlement]:
     return overlapping(qs, window.start, window.end).order_by("pool__slug", "starts_at")
 
 
-def sold_steps(pool: Pool, window: Window, horizon: datetime) -> list[tuple[datetime, Decimal]]:
-    """sold(t) as a step function over [window.start, horizon]: (instant, CU from then on)."""
+def sold_steps(
+    pool: Pool, window: Window, horizon: datetime, *, exclude: Collection[int] = ()
+) -> list[tuple[datetime, Decimal]]:
+    """sold(t) as a step function over [window.start, horizon]: (instant, CU from then on).
+    `exclude`: entitlement pks left out (a decided request's own grants, drawn on their own)."""
     end = window.end or horizon
-    rows = overlapping(sold_entitlements(pool), window.start, end).values_list("starts_at", "ends_at", "cu")
+    qs = overlapping(sold_entitlements(pool), window.start, end).exclude(pk__in=list(exclude))
+    rows = qs.values_list("starts_at", "ends_at", "cu")
     # The one sweep entitlements.selectors uses for every peak, cut at `end` with sold(end) as the last step.
     swept = sold_steps_in(rows, Window(window.start, None))
     steps = [(t, total) for t, total in swept if t < end]

@@ -23,11 +23,19 @@ def pool_headroom_figure(
     deliverable_cu: Decimal,
     request_cu: Decimal,
     request_counts: bool,
+    granted_cu: Decimal | None = None,
 ) -> dict[str, Any]:
-    """`steps`: (instant, sold CU from then on), first at the window start, last at its end."""
+    """`steps`: (instant, sold CU from then on), first at the window start, last at its end.
+    `granted_cu`: once decided, what this pool granted the request (stacked instead of the ask;
+    `steps` must then leave the request's own grants out, or they would be drawn twice)."""
     x = [t.isoformat() for t, _ in steps]
     sold = [float(cu) for _, cu in steps]
-    stacked = [float(request_cu) if request_counts else 0.0] * len(x)
+    if granted_cu is not None:
+        stacked = [float(granted_cu)] * len(x)
+        label = f"granted to this request ({float(granted_cu):,.3f} CU)"
+    else:
+        stacked = [float(request_cu) if request_counts else 0.0] * len(x)
+        label = "this request" if request_counts else "this request (best effort: not sold)"
     headroom = [float(deliverable_cu) - s for s in sold]
     return {
         "data": [
@@ -43,7 +51,7 @@ def pool_headroom_figure(
             {
                 "type": "scatter",
                 "mode": "lines",
-                "name": "this request" if request_counts else "this request (best effort: not sold)",
+                "name": label,
                 "x": x,
                 "y": stacked,
                 "stackgroup": "cu",
@@ -68,7 +76,9 @@ def pool_headroom_figure(
             },
         ],
         "layout": {
-            "title": {"text": f"{pool_slug}: sold + this request vs deliverable (CU)"},
+            "title": {
+                "text": f"{pool_slug}: sold + {'granted' if granted_cu is not None else 'this request'} vs deliverable (CU)"
+            },
             "height": 300,
             "margin": {"l": 50, "r": 20, "t": 40, "b": 40},
             "yaxis": {"title": {"text": "CU"}, "rangemode": "tozero"},

@@ -256,15 +256,21 @@ def _charts(req: LaunchRequest, result: Any) -> list[dict[str, Any]]:
         return []
     committed = result.cu.get("committed") or Decimal(0)
     horizon = chart_horizon(result.window)
+    # Once approved (fully or partly), each pool draws what it granted this request, not the ask.
+    decided = req.state in (State.APPROVED, State.PARTIALLY_APPROVED)
+    grants = [row.entitlement for row in req.region_rows.select_related("entitlement") if row.entitlement]
+    own = {e.pk for e in grants}
     figs = []
     for rs in result.regions:
         for ps in rs.pools:
+            granted = sum((e.cu for e in grants if e.pool_id == ps.pool.pk), Decimal(0)) if decided else None
             fig = charts_intake.pool_headroom_figure(
                 pool_slug=ps.pool.slug,
-                steps=sold_steps(ps.pool, result.window, horizon),
+                steps=sold_steps(ps.pool, result.window, horizon, exclude=own),
                 deliverable_cu=ps.deliverable_cu,
                 request_cu=committed,
                 request_counts=result.counts_as_sold,
+                granted_cu=granted,
             )
             figs.append({"id": f"chart-{ps.pool.slug}", "fig": fig})
     return figs

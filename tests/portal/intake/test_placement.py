@@ -13,6 +13,7 @@ from portal.selectors import day_start
 from portal.services import intake
 from tests.clients import web_client as _web
 from tests.factories import grant_kwargs
+from tests.figures import figures
 
 
 def _acme_grant(fleet):
@@ -75,3 +76,17 @@ def test_bad_start_or_pool_names_the_field(fleet, people, submitted, start, pool
         )
     assert field in exc.value.message_dict
     assert not Entitlement.objects.filter(tenant=fleet.acme).exists()
+
+
+def test_after_a_partial_approval_the_pool_chart_draws_the_grant(fleet, people, submitted):
+    entitlement_grant(actor=fleet.operator, reason="x", **grant_kwargs(fleet.pool_a, fleet.globex, "100", days=60))
+    intake.launch_request_partially_approve(
+        actor=people.approver, request=submitted, region_cu={"us-test": "10"}, comment="what fits"
+    )
+    charts = figures(_web(people.approver).get(f"/launch/{submitted.uuid}/").content.decode())
+    granted_in, other = charts["chart-pool-b"], charts["chart-pool-a"]  # the default went to pool-b
+    assert granted_in["data"][1]["name"] == "granted to this request (10.000 CU)"
+    assert set(granted_in["data"][1]["y"]) == {10.0}
+    # The grant is drawn once: "already sold" in pool-b leaves it out (else the stack shows 20).
+    assert set(granted_in["data"][0]["y"]) == {0.0}
+    assert set(other["data"][1]["y"]) == {0.0} and max(other["data"][0]["y"]) == 100.0
