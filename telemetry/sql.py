@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from django.db import connection, models
+from django.db import connection, models, transaction
 
 SQLITE_MAX_VARS = 30_000
 
@@ -84,7 +84,9 @@ def _pg_staged(
     table = qn(model._meta.db_table)
     stage = qn(f"{model._meta.db_table}_stage")
     cols = ", ".join(qn(f.column) for f in fields)  # type: ignore[arg-type]  # concrete fields have columns
-    with _cursor() as cur:
+    # One transaction for COPY and INSERT: in autocommit each statement commits on its own, and the
+    # stage's ON COMMIT DELETE ROWS would empty it between them (the write would silently add nothing).
+    with transaction.atomic(savepoint=False), _cursor() as cur:
         cur.execute(
             f"CREATE TEMP TABLE IF NOT EXISTS {stage} ON COMMIT DELETE ROWS "  # noqa: S608 - model metadata
             f"AS SELECT {cols} FROM {table} WITH NO DATA"
