@@ -58,12 +58,24 @@ def test_without_the_o_n_wrap_the_longest_requests_break_the_limits():
     assert "MemoryError" in proc.stderr or proc.returncode in (-9, -24)
 
 
-@pytest.mark.parametrize("field", ["arrival_rate_rps", "utilization_target", "lb_unevenness", "startup_minutes"])
-@pytest.mark.parametrize("value", [1e-320, -1.0, 1e9, math.nan, math.inf])
+def _outside(field: str, value: float) -> bool:
+    r = RANGES[field]
+    return not (r.low <= value <= r.high or (r.zero_ok and value == 0))
+
+
+# Only the pairs that really are outside the field's range: a case that would be inside is not generated
+# (rather than skipped, which CI would show as a skip).
+OUTSIDE = [
+    (field, value)
+    for field in ("arrival_rate_rps", "utilization_target", "lb_unevenness", "startup_minutes")
+    for value in (1e-320, -1.0, 1e9, math.nan, math.inf)
+    if _outside(field, value)
+]
+
+
+@pytest.mark.parametrize(("field", "value"), OUTSIDE)
 def test_a_number_outside_its_range_is_an_error_naming_it(field, value):
     r = RANGES[field]
-    if r.low <= value <= r.high or (r.zero_ok and value == 0):
-        pytest.skip("inside the range")
     with pytest.raises(SizingInputError) as e:
         size(make_input(**{field: value}))
     assert e.value.field == field
