@@ -3,6 +3,10 @@ the 429 a gateway sees, on the in-process backend (the Redis script is the contr
 
 from __future__ import annotations
 
+import math
+import time
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from admission import events
@@ -30,11 +34,16 @@ def test_a_spent_daily_budget_is_budget_exhausted_until_midnight_and_a_refund_re
     limit(w, daily_budget=2500)  # wt; each request below estimates 200 + 4 × 200 = 1000 wt
     first = reserve(w, "b-1")
     assert reserve(w, "b-2").status_code == 200
+    t0 = time.time()
     r = reserve(w, "b-3")
+    t1 = time.time()
     assert r.status_code == 429
     d = r.json()
     assert (d["reason"], d["responsible"]) == ("BUDGET_EXHAUSTED", "tenant")
-    assert 1 <= d["retry_after_s"] <= 86400 and r["Retry-After"] == str(d["retry_after_s"])
+    # Seconds to the next UTC midnight on the store's clock, rounded up, read between t0 and t1.
+    midnight = (datetime.fromtimestamp(t0, UTC) + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    assert math.ceil(midnight.timestamp() - t1) <= d["retry_after_s"] <= math.ceil(midnight.timestamp() - t0)
+    assert r["Retry-After"] == str(d["retry_after_s"])
     assert "limit" not in d
     # The first request used 200 + 4 × 50 = 400 wt: 600 back to today's budget.
     done = {"reservation_id": first.json()["reservation_id"], "prompt_tokens": 200, "output_tokens": 50, "status": "ok"}

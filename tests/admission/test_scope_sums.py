@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from admission import params, scope_sums, snapshot_reads
 from entitlements import models as m
+from entitlements.models import ServedModel
 from tests.admission.world import grant
 
 pytestmark = pytest.mark.django_db
@@ -77,7 +78,10 @@ def test_sql_sums_equal_the_row_by_row_derivation(fleet):
     # The fixture exercises what it claims: a two-pool scope, borrowing, combined budgets.
     acme_res = scopes[("acme", "", "llama-test", fleet.pool_a.region.slug, "reserved")]
     assert acme_res.limits is not None and acme_res.limits.daily == 1500 and acme_res.max_prompt_tokens == 9000
-    assert scopes[("acme", "", "llama-test", fleet.pool_a.region.slug, "best_effort")].borrow_rate > 0
+    # The two borrowing grants' limits (2 + 5 CU) at the model's rate; the third does not borrow.
+    r_model = ServedModel.objects.get(slug="llama-test").r_wt_per_s
+    borrow = scopes[("acme", "", "llama-test", fleet.pool_a.region.slug, "best_effort")].borrow_rate
+    assert borrow == pytest.approx(7 * float(r_model), rel=1e-12)
 
 
 def test_groups_read_now_and_derived_later_follow_started_and_ended_windows(fleet):
