@@ -64,6 +64,8 @@ def test_a_few_simulated_minutes_land_in_telemetry(
     throttled, samples, errors = eval(m[4]), int(m[5]), int(m[6])  # noqa: S307 - our own dict's repr
     assert errors == 0
     assert admitted > 0 and completed > 0 and sum(throttled.values()) > 0
+    assert completed <= admitted  # requests still in flight when the run stops are not settled yet
+    assert set(throttled) == {"QUOTA_EXCEEDED"}  # three times the rate: the tenant's own quota, nothing else
     assert sent == admitted + sum(throttled.values())
     assert samples >= Pool.objects.count()
 
