@@ -62,6 +62,11 @@ def test_without_limits_nothing_is_limited(client_for, fleet):
         ({"max_rps": -1}, "max_rps"),
         ({"burst": 0, "max_rps": 1}, "burst"),
         ({"burst": 5}, "burst"),  # a burst without a rate
+        ({"daily_budget": 1e308}, "daily_budget"),  # the oddest values: past any column, below any unit
+        ({"monthly_budget": 1e-320}, "monthly_budget"),
+        ({"max_rps": 1e308}, "max_rps"),
+        ({"budget_tz": "Asia/To\u0000kyo"}, "budget_tz"),
+        ({"budget_tz": "x" * 10_000}, "budget_tz"),
     ],
 )
 def test_bad_limits_are_400s_naming_the_field_and_nothing_is_created(client_for, fleet, over, field):
