@@ -37,7 +37,7 @@ def run(url: str, prefix: str, offset: float, threads: int, seconds: float, out)
     backend.period_offset_s = offset
     budget, rps = scopes(prefix)
     lock = threading.Lock()
-    acc = {"admits": [], "rps_admits": [], "throttles": {}, "errors": 0, "fail_open": 0}
+    acc = {"admits": [], "rps_admits": [], "throttles": {}, "rps_throttles": {}, "errors": 0, "fail_open": 0}
     deadline = time.monotonic() + seconds
 
     def worker(i: int) -> None:
@@ -54,6 +54,8 @@ def run(url: str, prefix: str, offset: float, threads: int, seconds: float, out)
             if not a.admitted:
                 with lock:
                     acc["throttles"][p[1]] = acc["throttles"].get(p[1], 0) + 1
+                    if scope is rps:
+                        acc["rps_throttles"][p[1]] = acc["rps_throttles"].get(p[1], 0) + 1
                 continue
             at = float(p[4]) - TTL  # Redis' clock at the admission
             out_tokens = rnd.randint(5, 20)  # actual 20 + 4 × out: 40-100 wt, never above the estimate

@@ -60,3 +60,9 @@ def test_two_processes_never_spend_over_a_budget_across_the_boundary(redis_url):
     rps = sorted(t for r in results for t in r["rps_admits"])
     assert rps and len(rps) <= bh.BURST + bh.RPS * (rps[-1] - rps[0]) + 1e-6
     assert throttles.get("QUOTA_EXCEEDED", 0) > 0
+    # Every refusal on the request-rate scope is the rate's QUOTA_EXCEEDED, and every QUOTA_EXCEEDED came from it.
+    rps_throttles: dict[str, int] = {}
+    for r in results:
+        for k, v in r["rps_throttles"].items():
+            rps_throttles[k] = rps_throttles.get(k, 0) + v
+    assert rps_throttles == {"QUOTA_EXCEEDED": throttles["QUOTA_EXCEEDED"]}
