@@ -2,7 +2,7 @@
 simulation replaying the trace's own timestamps and paired lengths, at the busiest minute (peak_1m),
 searching three feasible operating points for the cheapest. Goal: well under 200 ms.
 
-Run: .venv/bin/python bench/sizing.py   (HEADROOM_SHARED_DIR overrides where ../shared is)
+Run: .venv/bin/python bench/sizing.py
 """
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ from capacity.units import ReferenceMix  # noqa: E402
 GOAL_S = 0.200
 RUNS = 9
 
-shared = Path(os.environ.get("HEADROOM_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
-data = (shared / "data" / "azure_llm_2023_conv.csv").read_bytes()
+data = (Path(__file__).resolve().parents[1] / "data" / "azure_llm_2023_conv.csv").read_bytes()
 
 # llama2-70b on 8 × H200, MLPerf v5.1 Server (measured p99 TTFT 1.717 s, TPOT 195.6 ms).
 # KV: 80 layers × 8 KV heads × 128 dims × 2 (K, V) × 2 bytes = 327,680 bytes per token.

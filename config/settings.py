@@ -16,7 +16,8 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-SHARED_DIR = Path(os.environ.get("HEADROOM_SHARED_DIR", BASE_DIR.parent / "shared"))
+# The product's own public data (operating points, specs, the demo trace): in the checkout, see data/README.md.
+DATA_DIR = BASE_DIR / "data"
 
 
 def env_bool(name: str, default: bool) -> bool:

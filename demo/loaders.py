@@ -1,4 +1,4 @@
-"""Read the published operating points (`shared/data/operating_points.csv`) into plain rows.
+"""Read the published operating points (`data/operating_points.csv`) into plain rows.
 
 Reading is kept apart from writing (`demo.fleet` upserts the rows) so the parsing rules can
 be tested without a database. Rows whose model or accelerator cannot be named unambiguously, or
@@ -16,7 +16,7 @@ from django.conf import settings
 
 
 def default_path() -> Path:
-    return Path(settings.SHARED_DIR) / "data/operating_points.csv"
+    return Path(settings.DATA_DIR) / "operating_points.csv"
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ def load_demo_trace() -> str:
     existing = Trace.objects.filter(name=NAME, tenant__isnull=True).first()
     if existing is not None:
         return f"trace: {NAME!r} already imported ({existing.requests:,} requests)"
-    path = settings.SHARED_DIR / "data" / "azure_llm_2023_conv.csv"
+    path = settings.DATA_DIR / "azure_llm_2023_conv.csv"
     if not path.exists():
         return f"trace: {path} not found, none imported"
     trace = trace_import(data=path.read_bytes(), name=NAME, tenant=None)

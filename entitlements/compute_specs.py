@@ -1,5 +1,5 @@
 """Published compute specs into the catalogue: active parameters per model and dense FLOP/s per
-accelerator chip (`shared/data/model_specs.csv`, `accelerator_specs.csv`), for sizing's prefill bound.
+accelerator chip (`data/model_specs.csv`, `accelerator_specs.csv`), for sizing's prefill bound.
 
 Rows name their source; a catalogue entry with no row keeps an empty figure (sizing then applies no
 prefill bound and says so). A TPU slice (`tpu-v5e-8`) takes its chip's row (`tpu-v5e`).
@@ -16,7 +16,7 @@ from entitlements.models import Accelerator, ServedModel
 
 
 def _rows(name: str) -> list[dict[str, str]]:
-    with (Path(settings.SHARED_DIR) / "data" / name).open(newline="") as fh:
+    with (Path(settings.DATA_DIR) / name).open(newline="") as fh:
         return list(csv.DictReader(fh))
 
 

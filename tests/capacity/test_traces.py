@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +12,7 @@ from hypothesis import strategies as st
 
 from capacity.traces import HEADER, TraceParseError, characterise, parse_trace
 
-SHARED = Path(os.environ.get("HEADROOM_SHARED_DIR", Path(__file__).resolve().parents[3] / "shared"))
-AZURE = SHARED / "data" / "azure_llm_2023_conv.csv"
+AZURE = Path(__file__).resolve().parents[2] / "data" / "azure_llm_2023_conv.csv"
 
 
 def csv(*rows: str, eol: str = "\r\n") -> str:

@@ -14,7 +14,7 @@ from telemetry.models import Trace
 from telemetry.trace_import import trace_import
 from tests.sizing.conftest import sizing_body
 
-AZURE = settings.SHARED_DIR / "data/azure_llm_2023_conv.csv"
+AZURE = settings.DATA_DIR / "azure_llm_2023_conv.csv"
 HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens"
 ROWS = [
     "2023-11-16 18:15:46.6805900,374,44",

@@ -23,7 +23,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--base-url", default="http://127.0.0.1:8000")
-        parser.add_argument("--trace", default=str(Path(settings.SHARED_DIR) / "data/azure_llm_2023_conv.csv"))
+        parser.add_argument("--trace", default=str(Path(settings.DATA_DIR) / "azure_llm_2023_conv.csv"))
         parser.add_argument("--gateway-user", default="demo-gateway")
         parser.add_argument("--load", type=float, default=0.8, help="offered load as a fraction of entitled rate")
         parser.add_argument("--spike-at-minute", type=float, default=None)
