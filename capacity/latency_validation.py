@@ -1,0 +1,101 @@
+"""Leave-one-out over the catalogue's pairs: how well the serving curve predicts a point it never saw.
+
+For every pair (model, accelerator, accelerators per replica, runtime) with two or more usable points,
+each point is held out in turn, the curve is fitted on the rest (borrowing from the other pairs as
+capacity.latency_curve does), and the held-out point is predicted: a latency point's TPOT p99 at its
+measured throughput, an Offline point's saturation throughput. Errors are |predicted − measured| ÷
+measured. The table and its median live in docs/latency.md; a test keeps the median from growing.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from capacity.latency_curve import CurveError, LatencyCurve, MeasuredPoint, Shape, donors_for, fit, fit_pairs
+
+Pairs = dict[str, tuple[str, Sequence[MeasuredPoint]]]
+
+
+def _ms(text: str) -> float | None:
+    return float(text) / 1000.0 if text.strip() else None
+
+
+def pairs_from_rows(rows: Iterable[Mapping[str, str]]) -> Pairs:
+    """Rows of data/operating_points.csv → pairs. A row without a latency bound is a ceiling; a row with
+    a bound needs both measured p99s to count (vendor rows that report only means are left out)."""
+    out: dict[str, tuple[str, list[MeasuredPoint]]] = {}
+    for row in rows:
+        key = (
+            f"{row['model']} on {row['accelerators_per_replica']}× {row['accelerator']} ({row['runtime_or_submitter']})"
+        )
+        if not row["throughput_tokens_per_s"].strip():
+            continue
+        ceiling = row["latency_constraint"].strip().lower().startswith("none")
+        point = MeasuredPoint(
+            label=row["scenario"],
+            out_tps=float(row["throughput_tokens_per_s"]),
+            ttft_p99_s=_ms(row["measured_ttft_p99_ms"]),
+            tpot_p99_s=_ms(row["measured_tpot_p99_ms"]),
+            is_ceiling=ceiling,
+        )
+        if ceiling or point.has_latency:
+            out.setdefault(key, (row["accelerator"], []))[1].append(point)
+    return {k: (acc, tuple(pts)) for k, (acc, pts) in out.items()}
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    pair: str
+    point: str
+    quantity: str
+    measured: float
+    predicted: float
+    borrowed: bool
+
+    @property
+    def error(self) -> float:
+        return abs(self.predicted - self.measured) / self.measured
+
+
+def leave_one_out(pairs: Pairs) -> list[HeldOut]:
+    curves = fit_pairs(pairs)
+    out: list[HeldOut] = []
+    for key, (acc, pts) in pairs.items():
+        if len(pts) < 2:
+            continue
+        others = {k: (pairs[k][0], c.shape(k)) for k, c in curves.items() if k != key and not c.is_borrowed}
+        donors: list[Shape] = donors_for(acc, others)
+        for i, held in enumerate(pts):
+            rest = [p for j, p in enumerate(pts) if j != i]
+            try:
+                curve = fit(rest, donors)
+            except CurveError:
+                continue
+            out.append(_predict(key, held, curve))
+    return out
+
+
+def _predict(key: str, held: MeasuredPoint, curve: LatencyCurve) -> HeldOut:
+    if held.is_ceiling:
+        return HeldOut(key, held.label, "saturation tokens/s", held.out_tps, curve.x_sat, curve.is_borrowed)
+    return HeldOut(
+        key, held.label, "TPOT p99 s", float(held.tpot_p99_s or 0), curve.tpot_p99(held.out_tps), curve.is_borrowed
+    )
+
+
+def median_error(rows: Sequence[HeldOut]) -> float:
+    return float(statistics.median(r.error for r in rows))
+
+
+def markdown_table(rows: Sequence[HeldOut]) -> str:
+    lines = [
+        "| pair | held out | quantity | measured | predicted | error |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.pair} | {r.point} | {r.quantity} | {r.measured:,.4g} | {r.predicted:,.4g} | {r.error:.1%} |"
+        )
+    return "\n".join(lines)
