@@ -1,7 +1,10 @@
 """`/tokens/`: people create, scope, expire and revoke their API tokens; the key is shown once.
 
 Operators also manage the tokens of gateway accounts (which cannot sign in). Writes go through
-entitlements.token_services; a bad field is a 400 with the form naming it.
+entitlements.token_services; a bad field is a 400 with the form naming it. Both writes answer with a
+redirect (POST-redirect-GET, docs/pages.md): reloading the list never files a second token. The new key
+travels to that one GET in the session and is removed as it is shown. Revoking asks first: the list's
+Revoke button posts without `confirm` and gets a confirmation page; only its Revoke posts `confirm=yes`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -59,6 +62,9 @@ def _visible_tokens(user: Any) -> Any:
     return ApiToken.objects.filter(user_id__in=owners).select_related("user", "tenant").order_by("-created_at")
 
 
+NEW_KEY = "tokens.new_key"
+
+
 def _page(request: HttpRequest, form: TokenForm, *, new_key: str = "", status: int = 200) -> HttpResponse:
     context = {"form": form, "tokens": _visible_tokens(request.user), "new_key": new_key, "now": timezone.now()}
     response = render(request, "portal/tokens/tokens.html", context, status=status)
@@ -76,7 +82,7 @@ def _person(request: HttpRequest) -> None:
 def tokens(request: HttpRequest) -> HttpResponse:
     _person(request)
     if request.method == "GET":
-        return _page(request, TokenForm(user=request.user))
+        return _page(request, TokenForm(user=request.user), new_key=request.session.pop(NEW_KEY, ""))
     form = TokenForm(request.POST, user=request.user)
     if not form.is_valid():
         return _page(request, form, status=400)
@@ -95,7 +101,8 @@ def tokens(request: HttpRequest) -> HttpResponse:
         for field, messages in exc.message_dict.items():
             form.add_error(field if field in form.fields else None, messages)
         return _page(request, form, status=400)
-    return _page(request, TokenForm(user=request.user), new_key=key)
+    request.session[NEW_KEY] = key
+    return redirect("tokens", permanent=False)
 
 
 @login_required
@@ -106,5 +113,7 @@ def revoke(request: HttpRequest) -> HttpResponse:
     token = _visible_tokens(request.user).filter(pk=int(raw)).first() if raw.isdigit() else None
     if token is None:
         raise Http404("no such token")
+    if request.POST.get("confirm") != "yes":
+        return render(request, "portal/tokens/revoke_confirm.html", {"token": token})
     token_services.token_revoke(actor=request.user, token=token)
-    return _page(request, TokenForm(user=request.user))
+    return redirect("tokens", permanent=False)

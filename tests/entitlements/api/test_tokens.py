@@ -75,14 +75,20 @@ def _key_in(page: bytes) -> str:
 
 def test_a_member_creates_a_token_in_the_portal_and_sees_the_key_once(people, fleet):
     client = web_client(people["member"])
-    resp = client.post("/tokens/", {"name": "notebook", "scope": "read", "tenant": "acme", "expires_in_days": "30"})
-    assert resp.status_code == 200
-    key = _key_in(resp.content)
+    form = {"name": "notebook", "scope": "read", "tenant": "acme", "expires_in_days": "30"}
+    resp = client.post("/tokens/", form)
+    # POST-redirect-GET: the key reaches the one GET after the create through the session.
+    assert (resp.status_code, resp["Location"]) == (302, "/tokens/")
+    assert _key_in(resp.content) == ""
+    shown = client.get("/tokens/")
+    assert shown["Cache-Control"] == "no-store"
+    key = _key_in(shown.content)
     token = ApiToken.objects.get(user=people["member"])
     assert (token.name, token.scope, token.tenant, token.key_hash) == ("notebook", "read", fleet.acme, hash_key(key))
     assert timedelta(days=29, hours=23) < token.expires_at - timezone.now() <= timedelta(days=30)
-    again = client.get("/tokens/")
+    again = client.get("/tokens/")  # a reload: the key is gone and no second token is filed
     assert key not in again.content.decode() and token.prefix in again.content.decode()
+    assert ApiToken.objects.filter(user=people["member"]).count() == 1
     assert _bearer(key).get("/api/v1/entitlements").status_code == 200
 
 
@@ -109,8 +115,14 @@ def test_revoking_in_the_portal_is_immediate_and_only_for_the_owner(people, flee
     assert c.get("/api/v1/entitlements").status_code == 200
     assert web_client(people["outsider"]).post("/tokens/revoke", {"token": token.pk}).status_code == 404
     assert c.get("/api/v1/entitlements").status_code == 200
+    member = web_client(people["member"])
+    # The list's Revoke asks first: a confirmation page, and the token still works.
+    ask = member.post("/tokens/revoke", {"token": token.pk})
+    assert ask.status_code == 200 and b'name="confirm" value="yes"' in ask.content
+    assert c.get("/api/v1/entitlements").status_code == 200
     with django_capture_on_commit_callbacks(execute=True):
-        assert web_client(people["member"]).post("/tokens/revoke", {"token": token.pk}).status_code == 200
+        done = member.post("/tokens/revoke", {"token": token.pk, "confirm": "yes"})
+    assert (done.status_code, done["Location"]) == (302, "/tokens/")
     assert c.get("/api/v1/entitlements").status_code == 401
 
 
