@@ -15,6 +15,7 @@ from itertools import takewhile
 from admission.backends.base import (
     Answer,
     CompleteOp,
+    EpochChanged,
     Period,
     ReserveOp,
     Settled,
@@ -24,10 +25,12 @@ from admission.backends.base import (
     budget_units,
     decide,
     lost_charges,
+    new_epoch,
     periods_at,
     retry_after_s,
     spent,
 )
+from capacity.bucket import refilled
 from entitlements import reasons
 
 
@@ -71,13 +74,24 @@ class MemoryBackend:
         self._lock = threading.Lock()
         self._s = _Store()
         self._ops = 0
+        self.epoch = new_epoch()  # the revocation epoch (redis.py keeps it in the store)
+
+    def bump_epoch(self) -> None:
+        self.epoch = new_epoch()
+
+    def current_epoch(self) -> str:
+        return self.epoch
+
+    def _check_epoch(self, want: str | None) -> None:
+        if want is not None and want != self.epoch:
+            raise EpochChanged(self.epoch)
 
     def _level(self, key: str, rate: float, depth: float, now: float) -> float:
         got = self._s.buckets.get(key)
         if got is None:
             return depth
         lvl, at = got
-        return min(depth, lvl + rate * max(0.0, now - at))
+        return refilled(lvl, rate, depth, now - at)
 
     def _expire_one(self, rid: str) -> str | None:
         r = self._s.res.get(rid)
@@ -99,6 +113,7 @@ class MemoryBackend:
 
     def reserve(self, op: ReserveOp) -> Answer:
         s, rid = op.scope, op.reservation_id
+        self._check_epoch(op.epoch)
         with self._lock:
             now = self.clock()
             self._gc(now)
@@ -178,6 +193,7 @@ class MemoryBackend:
         return Answer(raw=raw, replay=False, expired_metas=expired)
 
     def complete(self, op: CompleteOp) -> Settled | None:
+        self._check_epoch(op.epoch)
         with self._lock:
             now = self.clock()
             r = self._s.res.get(op.reservation_id)
