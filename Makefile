@@ -9,7 +9,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run prod test lint check serve demo bench clean
+.PHONY: run prod test test-fast lint check serve demo bench clean
 
 $(STAMP): requirements.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -67,8 +67,18 @@ lint: $(DEV_STAMP)
 	@echo "manage.py check --deploy --fail-level WARNING  (DJANGO_DEBUG=0, generated key, host headroom.example)"
 	@$(DEPLOY_ENV) $(BIN)/python manage.py check --deploy --fail-level WARNING
 
+# The suite runs on every core (pytest-xdist, one SQLite file / PostgreSQL test database per worker,
+# a test file stays on one worker so its module fixtures are built once); XDIST=0 runs it in one
+# process. `make test-fast` is the quick loop: no browser, no real services, no fuzzing, no slow tests.
+XDIST ?= auto
+XDIST_ARGS = $(if $(filter 0,$(XDIST)),,-n $(XDIST) --dist loadfile)
+
 test: $(DEV_STAMP) $(if $(filter 1 true yes,$(SKIP_LINT)),,lint)
-	$(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+	@start=$$(date +%s); $(BIN)/python -m pytest -p no:cacheprovider $(XDIST_ARGS) $(PYTEST_ARGS); rc=$$?; \
+	echo "make test: pytest took $$(( $$(date +%s) - start ))s (exit $$rc)"; exit $$rc
+
+test-fast: $(DEV_STAMP)
+	$(BIN)/python -m pytest -p no:cacheprovider $(XDIST_ARGS) -m "not postgres and not redis and not browser and not fuzz and not slow" $(PYTEST_ARGS)
 
 bench: $(DEV_STAMP)
 	for b in bench/*.py; do $(BIN)/python $$b || exit 1; done

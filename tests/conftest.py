@@ -22,6 +22,7 @@ from django.db import connections
 
 from tests.audit_flush import flush_past_append_only  # noqa: F401 - flushes lift the audit tables' delete guard
 from tests.browser import browser, serial_live_server  # noqa: F401 - fixtures for every browser test
+from tests.interrupt import install as install_interrupt_exit
 
 CI = os.environ.get("CI", "").lower() == "true"
 
@@ -33,6 +34,10 @@ def _answers(url: str, default_port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    install_interrupt_exit()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
