@@ -22,6 +22,7 @@ from capacity.ranges import in_range
 from capacity.rate_basis import BASES, DEFAULT_TRACE_BASIS, MinuteRates, describe_basis, minute_rates
 from capacity.sizing import SizingInput, SizingResult, size
 from entitlements.sizing_specs import CatalogueInputs, CostOptions, catalogue_inputs
+from sizing.latency_answer import latency_answer
 from telemetry.models import Trace
 from telemetry.selectors import trace_arrays, visible_trace
 
@@ -234,6 +235,7 @@ def sizing_response(prepared: PreparedSizing, result: SizingResult) -> dict[str,
     body["arrival_rate_basis"] = prepared.basis
     if prepared.trace is not None:
         body["trace"] = {"id": str(prepared.trace.pk), "name": prepared.trace.name}
+    body.update(latency_answer(prepared, result))  # docs/latency.md
     return body
 
 

@@ -1,0 +1,199 @@
+"""Request-level simulation of continuous batching on N replicas, with the serving curve's step times.
+
+The rule, pinned so anyone can re-implement it (docs/latency.md, "The simulation"):
+
+1. Requests (arrival time, prompt work in weighted tokens, output tokens, KV tokens) are dealt to the
+   N replicas round-robin in arrival order. Replicas are then exchangeable, so one is simulated: the
+   requests i ≡ 0 (mod N), with its arrival times divided by `lb_unevenness` (the busiest replica sees
+   that much more than the average).
+2. Iteration-level scheduling on that replica. At each step boundary, waiting requests that have
+   arrived are admitted first come first served while the batch holds fewer than `max_batch`
+   sequences and their KV (prompt + output) fits the replica's KV budget (the head of the line blocks
+   the rest; a request larger than the whole budget runs alone). A step takes
+   `a + k × (prefill work of the requests admitted at it + w_out × sequences decoding)` seconds, with
+   `k = 1 / (x_inf × wt per output token of the point's reference mix)`: the curve's step law.
+   An admitted request's first token ends its admission step; it then decodes one token per step and
+   leaves after `output − 1` more, freeing its KV.
+3. TTFT = the curve's floor `p` + (end of the admission step − arrival); TPOT = (last token − first) ÷
+   (output − 1), 0 for a one-token answer. The first `WARMUP_SHARE` of the replica's requests warm an
+   empty replica up and are not counted.
+
+Bounded work: at most `MAX_SIM_REQUESTS` requests of the simulated replica; past that, a window of
+that many consecutive requests centred on its busiest minute is simulated and `sampled` says so.
+Steps between events (an arrival, a completion) are identical and are advanced together, so the
+work is O(requests × log batch), not O(steps).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+MAX_SIM_REQUESTS = 4_000
+WARMUP_SHARE = 0.1
+
+
+@dataclass(frozen=True)
+class StepLaw:
+    """Per replica: step floor `a_s`, seconds per weighted token of work `k_s`, the batch cap, the KV
+    budget (tokens), the TTFT floor, and the output-token weight."""
+
+    a_s: float
+    k_s: float
+    max_batch: int
+    kv_budget: float
+    ttft_floor_s: float
+    w_out: float
+
+
+@dataclass(frozen=True)
+class SimResult:
+    requests: int
+    counted: int
+    ttft_p50_s: float
+    ttft_p99_s: float
+    tpot_p50_s: float
+    tpot_p99_s: float
+    attainment: float
+    sampled: bool
+    note: str
+
+    def latency(self) -> dict[str, float]:
+        return {
+            "ttft_p50_s": self.ttft_p50_s,
+            "ttft_p99_s": self.ttft_p99_s,
+            "tpot_p50_s": self.tpot_p50_s,
+            "tpot_p99_s": self.tpot_p99_s,
+        }
+
+
+def replica_share(
+    arrival_s: FloatArray, replicas: int, lb_unevenness: float
+) -> tuple[npt.NDArray[np.intp], FloatArray]:
+    """Indices (into the arrival-sorted requests) and arrival times of the simulated replica (rule 1)."""
+    order = np.argsort(arrival_s, kind="stable")
+    mine = order[::replicas]
+    return mine, arrival_s[mine] / lb_unevenness
+
+
+def _window(times: FloatArray) -> tuple[int, int]:
+    n = len(times)
+    if n <= MAX_SIM_REQUESTS:
+        return 0, n
+    minute = np.floor((times - times[0]) / 60.0).astype(np.int64)
+    counts = np.bincount(minute)
+    busiest = int(np.argmax(counts))
+    centre = int(np.searchsorted(minute, busiest)) + int(counts[busiest]) // 2
+    start = min(max(0, centre - MAX_SIM_REQUESTS // 2), n - MAX_SIM_REQUESTS)
+    return start, start + MAX_SIM_REQUESTS
+
+
+def simulate(
+    *,
+    arrival_s: FloatArray,
+    prefill_wt: FloatArray,
+    output_tokens: FloatArray,
+    kv_tokens: FloatArray,
+    replicas: int,
+    lb_unevenness: float,
+    law: StepLaw,
+    ttft_slo_s: float,
+    tpot_slo_s: float,
+) -> SimResult:
+    """Simulate one replica of `replicas` (rules 1–3) and return its percentiles and SLO attainment."""
+    mine, times = replica_share(np.asarray(arrival_s, dtype=np.float64), replicas, lb_unevenness)
+    lo, hi = _window(times)
+    sampled = hi - lo < len(times)
+    idx = mine[lo:hi]
+    t_arr = times[lo:hi]
+    ttft, tpot = _run(t_arr, prefill_wt[idx], output_tokens[idx], kv_tokens[idx], law)
+    skip = int(len(t_arr) * WARMUP_SHARE)
+    ttft, tpot = ttft[skip:], tpot[skip:]
+    n = len(t_arr)
+    note = (
+        f"simulated one of {replicas} replicas: {n:,} of its {len(times):,} requests"
+        + (
+            f" (a window around its busiest minute; past {MAX_SIM_REQUESTS:,} the simulation samples)"
+            if sampled
+            else ""
+        )
+        + f", the first {skip:,} as warm-up"
+    )
+    if len(ttft) == 0:
+        return SimResult(n, 0, law.ttft_floor_s, law.ttft_floor_s, 0.0, 0.0, 1.0, sampled, note)
+    ok = (ttft <= ttft_slo_s) & (tpot <= tpot_slo_s)
+    return SimResult(
+        requests=n,
+        counted=len(ttft),
+        ttft_p50_s=float(np.percentile(ttft, 50)),
+        ttft_p99_s=float(np.percentile(ttft, 99)),
+        tpot_p50_s=float(np.percentile(tpot, 50)),
+        tpot_p99_s=float(np.percentile(tpot, 99)),
+        attainment=float(ok.mean()),
+        sampled=sampled,
+        note=note,
+    )
+
+
+def _run(
+    t_arr: FloatArray, prefill: FloatArray, out: FloatArray, kv: FloatArray, law: StepLaw
+) -> tuple[FloatArray, FloatArray]:
+    n = len(t_arr)
+    arrivals = t_arr.tolist()
+    pre, outs, kvs = prefill.tolist(), [max(1, int(o)) for o in out.tolist()], kv.tolist()
+    first = [0.0] * n
+    last = [0.0] * n
+    running: list[tuple[int, int]] = []  # (finish step, request)
+    t, g, nxt, kv_used = 0.0, 0, 0, 0.0
+    decode_cost = law.k_s * law.w_out
+    while nxt < n or running:
+        if not running and nxt < n and arrivals[nxt] > t:
+            t = arrivals[nxt]
+        admitted: list[int] = []
+        work = 0.0
+        while nxt < n and arrivals[nxt] <= t and len(running) + len(admitted) < law.max_batch:
+            need = kvs[nxt]
+            if kv_used + need > law.kv_budget and (running or admitted):
+                break
+            kv_used += need
+            work += pre[nxt]
+            admitted.append(nxt)
+            nxt += 1
+        if admitted:
+            # The admission step: the new requests' prefill rides with everyone else's decode.
+            t += law.a_s + law.k_s * work + decode_cost * len(running)
+            g += 1
+            for r in admitted:
+                first[r] = t
+                heapq.heappush(running, (g + outs[r] - 1, r))
+            kv_used = _finish(running, g, t, last, kvs, kv_used)
+            continue
+        if not running:
+            continue
+        s = law.a_s + decode_cost * len(running)
+        steps = running[0][0] - g
+        if nxt < n and len(running) < law.max_batch:
+            steps = min(steps, max(1, math.ceil((arrivals[nxt] - t) / s)))
+        t += steps * s
+        g += steps
+        kv_used = _finish(running, g, t, last, kvs, kv_used)
+    ttft = np.asarray(first) - t_arr + law.ttft_floor_s
+    o = np.asarray(outs, dtype=np.float64)
+    tpot = np.where(o > 1, (np.asarray(last) - np.asarray(first)) / np.maximum(o - 1, 1), 0.0)
+    return ttft, tpot
+
+
+def _finish(
+    running: list[tuple[int, int]], g: int, t: float, last: list[float], kvs: list[float], kv_used: float
+) -> float:
+    while running and running[0][0] <= g:
+        _, r = heapq.heappop(running)
+        last[r] = t
+        kv_used -= kvs[r]
+    return kv_used

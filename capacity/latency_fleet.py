@@ -1,0 +1,140 @@
+"""A fleet of N replicas on one serving curve: the load each replica carries, where the SLO breaks,
+the replicas the SLO needs with a margin, and the workload the batching simulation replays.
+
+Load mapping (docs/latency.md): a class request costs `wt_per_request` weighted tokens; the curve's
+x is output tokens/s of the point's reference mix, each worth `wt_per_out_ref` weighted tokens. At
+arrival rate λ on N replicas behind a balancer with unevenness lb, the busiest replica carries
+`x = λ × wt_per_request × lb ÷ (N × wt_per_out_ref)`. Every function below is monotone the way the
+rules ask: x grows with λ and falls with N, the curve grows with x, and a tighter SLO lowers max_load.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from capacity.batching_sim import MAX_SIM_REQUESTS, FloatArray, SimResult, StepLaw, simulate
+from capacity.latency_curve import LatencyCurve
+from capacity.lengths import LengthSamples, LengthSpec, draw_lengths, stratified_uniform
+from capacity.operating_points import Slo
+
+MAX_FLEET_ARRIVALS = 200_000
+SEED = 31
+
+
+@dataclass(frozen=True)
+class Fleet:
+    curve: LatencyCurve
+    wt_per_request: float
+    wt_per_out_ref: float
+    lb_unevenness: float
+
+    def load(self, rate_rps: float, replicas: int) -> float:
+        return rate_rps * self.wt_per_request * self.lb_unevenness / (replicas * self.wt_per_out_ref)
+
+    def p99(self, rate_rps: float, replicas: int) -> tuple[float, float]:
+        x = self.load(rate_rps, replicas)
+        return self.curve.ttft_p99(x), self.curve.tpot_p99(x)
+
+    def breaking_rate(self, slo: Slo, replicas: int) -> float:
+        """The arrival rate at which the first predicted p99 reaches its limit on `replicas`."""
+        x = self.curve.max_load(slo.ttft_p99_s, slo.tpot_p99_s)
+        return x * replicas * self.wt_per_out_ref / (self.wt_per_request * self.lb_unevenness)
+
+    def replicas_for(self, slo: Slo, rate_rps: float, margin: float) -> int | None:
+        """Fewest replicas whose breaking rate is at least `margin` × `rate_rps` (None: the SLO is under
+        the curve's floor, no fleet meets it)."""
+        per_replica = self.breaking_rate(slo, 1)
+        if per_replica <= 0:
+            return None
+        n = max(1, math.ceil(margin * rate_rps / per_replica))
+        while self.breaking_rate(slo, n) < margin * rate_rps:  # float rounding at the boundary
+            n += 1
+        return n
+
+    def step_law(self, kv_budget: float, w_out: float) -> StepLaw:
+        c = self.curve
+        s_sat = c.a_s / (1.0 - c.x_sat / c.x_inf)
+        return StepLaw(
+            a_s=c.a_s,
+            k_s=1.0 / (c.x_inf * self.wt_per_out_ref),
+            max_batch=max(1, round(c.x_sat * s_sat)),
+            kv_budget=kv_budget,
+            ttft_floor_s=c.p_s,
+            w_out=w_out,
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class Workload:
+    """Fleet arrivals at the planning rate with each request's prefill work, output and KV tokens."""
+
+    arrival_s: FloatArray
+    prefill_wt: FloatArray
+    output_tokens: FloatArray
+    kv_tokens: FloatArray
+    source: str
+
+    def at_rate(self, factor: float) -> Workload:
+        """The same requests arriving `factor` times as fast (common random numbers across rates)."""
+        return Workload(self.arrival_s / factor, self.prefill_wt, self.output_tokens, self.kv_tokens, self.source)
+
+
+def workload(
+    *,
+    rate_rps: float,
+    replicas: int,
+    prompt: LengthSpec,
+    output: LengthSpec,
+    cache_hit_ratio: float,
+    cancellation_ratio: float,
+    w_cached: float,
+    context_length: int,
+    trace_times_s: FloatArray | None = None,
+    trace_time_scale: float = 1.0,
+) -> Workload:
+    """A trace's own requests (times divided by `trace_time_scale`), or Poisson arrivals at `rate_rps`
+    with lengths drawn from the specs (seeded; enough for MAX_SIM_REQUESTS per replica, bounded)."""
+    if trace_times_s is not None and isinstance(prompt, LengthSamples) and isinstance(output, LengthSamples):
+        order = np.argsort(trace_times_s, kind="stable")
+        times = (trace_times_s[order] - trace_times_s[order][0]) / trace_time_scale
+        p, o = prompt.values[order].astype(np.float64), output.values[order].astype(np.float64)
+        source = "trace"
+    else:
+        n = min(replicas * MAX_SIM_REQUESTS, MAX_FLEET_ARRIVALS)
+        rng = np.random.default_rng(SEED)
+        times = np.cumsum(rng.exponential(1.0 / rate_rps, n))
+        p = _draw(prompt, np.random.default_rng([SEED, 1]), n)
+        # Paired samples (one request each index) keep their pairing: the same draw for both.
+        pair = isinstance(prompt, LengthSamples) and isinstance(output, LengthSamples)
+        pair = pair and len(prompt.values) == len(output.values)  # type: ignore[union-attr]
+        o = _draw(output, np.random.default_rng([SEED, 1 if pair else 2]), n)
+        source = "poisson"
+    ctx = float(context_length)
+    p, o = np.minimum(p, ctx), np.minimum(o, ctx)
+    o = np.maximum(1.0, np.round(o * (1.0 - cancellation_ratio / 2.0)))
+    prefill = p * ((1.0 - cache_hit_ratio) + w_cached * cache_hit_ratio)
+    return Workload(times, prefill, o, p + o, source)
+
+
+def _draw(spec: LengthSpec, rng: np.random.Generator, n: int) -> FloatArray:
+    if isinstance(spec, LengthSamples):
+        idx = rng.integers(0, len(spec.values), n)
+        return draw_lengths(spec, np.empty(0), idx)
+    return draw_lengths(spec, stratified_uniform(rng, n), np.empty(0, dtype=np.intp))
+
+
+def simulate_fleet(fleet: Fleet, work: Workload, replicas: int, slo: Slo, kv_budget: float, w_out: float) -> SimResult:
+    return simulate(
+        arrival_s=work.arrival_s,
+        prefill_wt=work.prefill_wt,
+        output_tokens=work.output_tokens,
+        kv_tokens=work.kv_tokens,
+        replicas=replicas,
+        lb_unevenness=fleet.lb_unevenness,
+        law=fleet.step_law(kv_budget, w_out),
+        ttft_slo_s=slo.ttft_p99_s,
+        tpot_slo_s=slo.tpot_p99_s,
+    )
