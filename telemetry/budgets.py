@@ -10,6 +10,7 @@ settled account of it, so it lags the store by the reservations still in flight 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -60,9 +61,13 @@ def used_between(ent: Entitlement, unit: str, start: datetime, end: datetime) ->
     return total
 
 
-def budget_usage(ent: Entitlement, at: datetime | None = None) -> dict[str, Any] | None:
+def budget_usage(
+    ent: Entitlement, at: datetime | None = None, used_fn: Callable[..., float] | None = None
+) -> dict[str, Any] | None:
     """{unit, tz, daily: {limit, used, share, period, start, resets_at} | None, monthly: …} for the
-    periods containing `at` (default now); None when the entitlement has no budget."""
+    periods containing `at` (default now); None when the entitlement has no budget. `used_fn`: a
+    stand-in for used_between with its arguments, reading figures the caller summed for many
+    entitlements at once (portal.usage_meters)."""
     if ent.daily_budget is None and ent.monthly_budget is None:
         return None
     t = at or timezone.now()
@@ -73,7 +78,7 @@ def budget_usage(ent: Entitlement, at: datetime | None = None) -> dict[str, Any]
             continue
         start = period_start(kind, t.timestamp(), ent.budget_tz)
         end = next_start(kind, start)
-        used = used_between(ent, ent.budget_unit, start.astimezone(UTC), min(end, t).astimezone(UTC))
+        used = (used_fn or used_between)(ent, ent.budget_unit, start.astimezone(UTC), min(end, t).astimezone(UTC))
         out[kind] = {
             "limit": limit, "used": round(used, 3), "share": round(used / limit, 6), "period": period_id(kind, start),
             "start": start.isoformat(), "resets_at": end.isoformat(),

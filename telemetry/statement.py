@@ -67,14 +67,19 @@ def _in_force(snap: dict[str, Any]) -> tuple[datetime | None, datetime | None, D
     return _when(snap.get("starts_at")), min(stops) if stops else None, Decimal(str(snap.get("cu") or 0))
 
 
-def bought_steps(ent: Entitlement, start: datetime, end: datetime) -> list[Step]:
+def bought_steps(ent: Entitlement, start: datetime, end: datetime, history: list[Any] | None = None) -> list[Step]:
     """The CU bought at every moment of [start, end), from the history.
 
     The first snapshot governs back to its own window's start (a grant may be backdated); every later
     one governs from the moment it was written. Within each, only its window [starts_at, min(ends_at,
-    revoked_at)) counts."""
-    rows = list(
-        EntitlementHistory.objects.filter(entitlement_id=ent.pk).exclude(op="delete").values_list("at", "snapshot")
+    revoked_at)) counts. `history`: the entitlement's (at, snapshot) rows in order, when the caller read
+    many entitlements' at once (portal.usage_meters)."""
+    rows = (
+        history
+        if history is not None
+        else list(
+            EntitlementHistory.objects.filter(entitlement_id=ent.pk).exclude(op="delete").values_list("at", "snapshot")
+        )
     )
     if not rows:  # no trigger ran (rows written before the triggers existed): the row as it is now
         rows = [

@@ -26,7 +26,7 @@ from entitlements.models import Entitlement
 from entitlements.models.supply import as_cu
 from entitlements.selectors import entitlements_visible_to, failover_reserves, pools_with_totals
 from portal.charts.home import SEGMENT_COLOURS, PoolBar, capacity_breakdown_figure, pool_segments
-from portal.usage_meters import model_totals, usage_of
+from portal.usage_meters import model_totals, usages_of
 
 GOODPUT_IN_WORDS = (
     "CU per replica = output tokens/s at the latency SLO × (w_out + mean prompt ÷ mean output of the reference mix) ÷ R"
@@ -159,11 +159,13 @@ def _status(e: Entitlement, now: datetime) -> str:
 def entitlement_rows(user: Any, now: datetime | None = None, *, with_usage: bool = False) -> list[dict[str, Any]]:
     now = now or timezone.now()
     out = []
-    for e in entitlements_visible_to(user).order_by("model__slug", "region__slug", "starts_at", "pk"):
+    ents = list(entitlements_visible_to(user).order_by("model__slug", "region__slug", "starts_at", "pk"))
+    usages = usages_of(ents, now) if with_usage else {}
+    for e in ents:
         out.append(
             {
                 "ent": e,
-                "usage": usage_of(e, now) if with_usage else None,
+                "usage": usages.get(e.pk),
                 "uuid": e.uuid,
                 "model": e.model.slug,
                 "region": e.region.slug,
