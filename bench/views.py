@@ -7,6 +7,11 @@ Goals: partial ≥ 0.5× the JSON view's requests/s, partial p95 < 300 ms.
 Run: .venv/bin/python bench/views.py [ROUNDS]   (BENCH_VIEWS_DATABASE_URL, default
 postgres://postgres@127.0.0.1:5432/views_bench: a database of its own, which bench/ingest.py's TRUNCATE
 of telemetry_bench never touches; created and migrated if missing).
+
+`--homes [ROUNDS]`: the home page on the demo (load_demo, load_demo_alerts, seed_history as `make run`
+loads it) as the tenant viewer against the operator, interleaved (order swapped each round); prints each
+side's median and p95 and the ratio of medians (issue 28.10, goal: tenant home under 1 s). Database:
+BENCH_HOMES_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/homes_bench.
 """
 
 from __future__ import annotations
@@ -21,8 +26,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-os.environ["DATABASE_URL"] = os.environ.get(
-    "BENCH_VIEWS_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/views_bench"
+HOMES = "--homes" in sys.argv
+if HOMES:  # as `make run` serves the demo: plain HTTP on localhost, a key of its own
+    os.environ.setdefault("HEADROOM_LOCAL_HTTP", "1")
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-homes-only-key")
+os.environ["DATABASE_URL"] = (
+    os.environ.get("BENCH_HOMES_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/homes_bench")
+    if HOMES
+    else os.environ.get("BENCH_VIEWS_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/views_bench")
 )
 
 from ingest import setup_django  # noqa: E402
@@ -153,8 +164,54 @@ def measure(client, urls, rounds, headers):
     return times
 
 
+def homes(rounds: int) -> None:
+    from io import StringIO
+
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.test import Client
+
+    from demo.history import seed_history
+
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
+    # Static files unhashed (no collectstatic in a bench); the pages' work is unchanged.
+    from django.test.utils import override_settings
+
+    plain = {**settings.STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    override_settings(STORAGES=plain).enable()
+    for command in ("load_demo", "load_demo_alerts"):  # both idempotent
+        call_command(command, stdout=StringIO())
+    seed_history()  # writes nothing when history exists
+    clients = {}
+    for who in ("demo-viewer", "demo-operator"):
+        clients[who] = Client()
+        clients[who].force_login(get_user_model().objects.get(username=who))
+        assert clients[who].get("/").status_code == 200  # warm
+    times: dict[str, list[float]] = {who: [] for who in clients}
+    for i in range(rounds):
+        for who in list(clients)[:: 1 if i % 2 else -1]:
+            t = time.perf_counter()
+            r = clients[who].get("/")
+            times[who].append(time.perf_counter() - t)
+            assert r.status_code == 200, (who, r.status_code)
+    med = {who: statistics.median(t) for who, t in times.items()}
+    print(f"home page on the demo, {rounds} interleaved rounds (order swapped each round)")
+    for who, t in times.items():
+        p95 = statistics.quantiles(t, n=20)[18] if len(t) >= 2 else t[0]
+        print(f"{who:14s}: median {med[who] * 1000:7.1f} ms  p95 {p95 * 1000:7.1f} ms")
+    print(f"ratio tenant/operator (medians): {med['demo-viewer'] / med['demo-operator']:.2f}; goal: tenant under 1 s")
+    one, five, fifteen = os.getloadavg()
+    print(f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} on {os.cpu_count()} cores")
+
+
 def main() -> None:
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+    args = [a for a in sys.argv[1:] if a != "--homes"]
+    rounds = int(args[0]) if args else 4
+    if HOMES:
+        setup_django()
+        homes(max(rounds, 10))
+        return
     setup_django()
     build_urls()
     from django.conf import settings
