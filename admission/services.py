@@ -18,6 +18,7 @@ from admission.backends import get_backend
 from admission.backends.base import BEST_EFFORT
 from admission.core import NEVER_PASSES, CompleteRequest, Decision, ReserveRequest, throttle
 from admission.idcodec import record_name
+from entitlements.api_guards import SURROGATE_MESSAGE
 
 __all__ = ["NEVER_PASSES", "CompleteRequest", "Decision", "ReserveRequest", "throttle"]
 
@@ -42,6 +43,11 @@ def _controls(v: str) -> bool:
     return any(c < " " or "\x7f" <= c <= "\x9f" for c in v)
 
 
+def _surrogates(v: str) -> bool:
+    # valid JSON ("\ud800"), but no UTF-8 for it: the Redis key, the id's signature and the event's COPY all fail
+    return any("\ud800" <= c <= "\udfff" for c in v)
+
+
 def _str(d: dict[str, Any], name: str, *, required: bool = True) -> str:
     v = d.get(name)
     if v is None or v == "":
@@ -51,8 +57,11 @@ def _str(d: dict[str, Any], name: str, *, required: bool = True) -> str:
     limit = MAX_LEN.get(name, 200)
     if not isinstance(v, str) or len(v) > limit:
         raise ValidationError({name: f"must be a string of at most {limit} characters"})
-    if not v.isprintable() and _controls(v):
-        raise ValidationError({name: "must not contain control characters"})
+    if not v.isprintable():
+        if _controls(v):
+            raise ValidationError({name: "must not contain control characters"})
+        if _surrogates(v):
+            raise ValidationError({name: SURROGATE_MESSAGE})
     return v
 
 

@@ -2,6 +2,11 @@
 
 Handed to the event buffer by AdmissionConfig.ready() (through admission.tasks.default_sink, which
 picks inline ingest or a Celery worker), so admission.events itself imports no telemetry.
+
+One bad event never costs the batch (docs/input-limits.md): an event ingest refuses by field is
+dead-lettered with its error (one row per batch), and a batch whose ingest raises on its data, not on
+the database being away, is split until the event that raises is alone; that one is dead-lettered and
+every other event is ingested. A database that is down still raises, so the batch is retried whole.
 """
 
 from __future__ import annotations
@@ -9,23 +14,57 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from django.db import close_old_connections
+from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections
 
 from admission.events import THREAD_NAME
 from telemetry.deadletter import dead_letter
-from telemetry.services import ingest_events
+from telemetry.services import IngestResult, ingest_events
 
 STAGE = "admission.events"
+# Failures of the connection or the server: the batch is fine, try it again later, whole.
+TRANSIENT = (OperationalError, InterfaceError)
+
+
+def _ingest_isolating(events: list[dict[str, Any]], offset: int, result: IngestResult) -> None:
+    try:
+        part = ingest_events(source="admission", events=events)
+    except TRANSIENT:
+        raise
+    except (DatabaseError, ValueError, TypeError, ArithmeticError) as exc:  # the data, not the database
+        if len(events) == 1:
+            dead_letter_batch(events, f"{type(exc).__name__}: {exc}")
+            result.errors.append({"index": offset, "field": "non_field_errors", "message": "dead-lettered"})
+            return
+        half = len(events) // 2
+        _ingest_isolating(events[:half], offset, result)
+        _ingest_isolating(events[half:], offset + half, result)
+        return
+    result.accepted += part.accepted
+    result.duplicates += part.duplicates
+    result.errors.extend({**e, "index": e["index"] + offset} for e in part.errors)
+    if part.errors:
+        refused = [events[e["index"]] for e in part.errors if isinstance(e.get("index"), int)]
+        first = refused[0].get("event_id") if refused and isinstance(refused[0], dict) else None
+        dead_letter(
+            stage=STAGE, key=f"refused:{first}+{len(refused) - 1}",
+            payload={"events": refused, "errors": part.errors}, error=f"{len(refused)} event(s) refused by ingest",
+        )  # fmt: skip
+
+
+def _ingest(events: list[dict[str, Any]]) -> IngestResult:
+    result = IngestResult()
+    _ingest_isolating(events, 0, result)
+    return result
 
 
 def ingest(events: list[dict[str, Any]]) -> Any:
     """Ingest one batch here. The long-lived flusher thread owns its connection: it drops it when
     stale or broken, before and after."""
     if threading.current_thread().name != THREAD_NAME:
-        return ingest_events(source="admission", events=events)
+        return _ingest(events)
     close_old_connections()
     try:
-        return ingest_events(source="admission", events=events)
+        return _ingest(events)
     finally:
         close_old_connections()
 

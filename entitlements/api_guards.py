@@ -1,6 +1,7 @@
 """Input guards every API request passes, in one place: what no view should have to think about.
 
-- JSON bodies (GuardedJSONParser): a NUL anywhere (PostgreSQL's text and jsonb refuse it), an
+- JSON bodies (GuardedJSONParser): a NUL or a lone UTF-16 surrogate (`"\\ud800"`, valid JSON that
+  no UTF-8 encoder writes) anywhere (PostgreSQL's text and jsonb refuse both: `unstorable`), an
   integer outside a signed 64-bit column, or a nesting deeper than the parser can follow is a 400
   naming where it is (`events[3].tenant`), before any view or query sees it.
 - Query strings (NulQueryMiddleware): a NUL in a parameter is a 400 naming the parameter, since a
@@ -10,7 +11,8 @@
   number past bigint.
 
 Checking every value of a 50,000-event batch in Python would cost ingest a tenth of its time, so
-the body is first searched in C for what could be bad (the text `\\u0000`, a run of 19 digits);
+the body is first searched in C for what could be bad (the text `\\u0000` or `\\ud8..`-`\\udf..`, a
+run of 19 digits);
 only a body with such a hit is walked to find the exact place, or to find it was only text.
 """
 
@@ -35,6 +37,30 @@ MAX_LIMIT = 10_000
 MAX_OFFSET = 10**9
 _MAYBE_BIG = re.compile(r"\d{19}")
 _MAYBE_NUL = "\\u0000"
+_MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")  # also a valid pair (an emoji): the walk tells them apart
+
+# Text PostgreSQL's text and jsonb cannot hold and no UTF-8 encoder writes: a NUL, a lone UTF-16
+# surrogate (json.loads turns a valid pair into one code point, so only a lone half is left here).
+# The one rule for "can this string be stored" (docs/input-limits.md).
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+NUL_MESSAGE = "must not contain NUL characters"
+SURROGATE_MESSAGE = "must not contain a lone UTF-16 surrogate (U+D800-U+DFFF)"
+
+
+def unstorable(value: str) -> str | None:
+    """Why `value` cannot be stored (a message naming the character class), or None."""
+    m = UNSTORABLE.search(value)
+    if m is None:
+        return None
+    return NUL_MESSAGE if m.group() == "\x00" else SURROGATE_MESSAGE
+
+
+def escape_unstorable(value: str) -> str:
+    """`value` with each NUL and lone surrogate written as its visible JSON escape (`\\u0000`, `\\ud800`):
+    for quarantines and logs, which must keep the evidence and must not fail on it."""
+    if UNSTORABLE.search(value) is None:
+        return value
+    return UNSTORABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
 
 
 def _where(path: list[Any]) -> str:
@@ -45,13 +71,14 @@ def _where(path: list[Any]) -> str:
 
 
 def first_bad_value(data: Any) -> tuple[str, str] | None:
-    """(where, why) of the first NUL or out-of-range integer in parsed JSON, or None."""
+    """(where, why) of the first NUL, lone surrogate or out-of-range integer in parsed JSON, or None."""
     stack: list[tuple[list[Any], Any]] = [([], data)]
     while stack:
         path, v = stack.pop()
         if isinstance(v, str):
-            if "\x00" in v:
-                return _where(path), "must not contain NUL characters"
+            why = unstorable(v)
+            if why is not None:
+                return _where(path), why
         elif isinstance(v, bool):
             continue
         elif isinstance(v, int):
@@ -59,8 +86,9 @@ def first_bad_value(data: Any) -> tuple[str, str] | None:
                 return _where(path), "an integer beyond 64 bits"
         elif isinstance(v, dict):
             for k, item in reversed(list(v.items())):
-                if "\x00" in k:
-                    return _where([*path, k.replace("\x00", "\\u0000")]), "a key must not contain NUL characters"
+                why = unstorable(k)
+                if why is not None:
+                    return _where([*path, escape_unstorable(k)]), f"a key {why}"
                 stack.append(([*path, k], item))
         elif isinstance(v, list):
             stack.extend(([*path, i], item) for i, item in reversed(list(enumerate(v))))
@@ -79,7 +107,7 @@ class GuardedJSONParser(JSONParser):
             raise ValidationError({"body": ["JSON nested too deeply"]}) from None
         except ValueError as exc:  # also UnicodeDecodeError
             raise ParseError(f"JSON parse error - {exc}") from None
-        if self.scan_values and (_MAYBE_NUL in text or _MAYBE_BIG.search(text)):
+        if self.scan_values and (_MAYBE_NUL in text or _MAYBE_SURROGATE.search(text) or _MAYBE_BIG.search(text)):
             bad = first_bad_value(data)
             if bad is not None:
                 raise ValidationError({bad[0]: [bad[1]]})

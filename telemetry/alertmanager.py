@@ -27,7 +27,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from entitlements.api_guards import BatchJSONParser
+from entitlements.api_guards import NUL_MESSAGE, BatchJSONParser, unstorable
 from entitlements.models import Pool
 from entitlements.permissions import IsGateway
 from telemetry.alert_rules import is_supply
@@ -51,9 +51,11 @@ class AlertResult:
 
 
 def _no_nul(value: str, name: str) -> str:
-    # PostgreSQL stores no NUL in text or jsonb: refused here, by field, rather than failing the write.
-    if "\x00" in value:
-        raise FieldError(name, "contains a NUL character")
+    # PostgreSQL stores no NUL or lone surrogate in text or jsonb: refused here, by field, rather than
+    # failing the write.
+    why = unstorable(value)
+    if why is not None:
+        raise FieldError(name, "contains a NUL character" if why == NUL_MESSAGE else why)
     return value
 
 

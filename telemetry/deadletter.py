@@ -2,8 +2,9 @@
 
 Any pipeline may call `dead_letter` (the fold, the ingest task, admission's event sink). The payload
 is stored as far as it can be: the poison that failed the unit (a NUL byte, a non-finite float,
-a nesting too deep) must not also fail its own quarantine, so it is made storable first (a NUL
-becomes the visible text `\\u0000`, PostgreSQL's jsonb refuses the real thing).
+a nesting too deep, a lone UTF-16 surrogate) must not also fail its own quarantine, so it is made
+storable first (a NUL becomes the visible text `\\u0000`, a lone surrogate `\\ud800`: PostgreSQL's jsonb
+refuses the real things, and a surrogate has no UTF-8 at all).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.db.models import Count, F
 
+from entitlements.api_guards import escape_unstorable
 from telemetry.metrics import DEAD_LETTERS
 from telemetry.models import DeadLetter
 
@@ -28,7 +30,7 @@ MAX_PAYLOAD_CHARS = 1_000_000  # a whole rejected batch is kept, a runaway one i
 
 
 def _text(s: str, limit: int = MAX_STRING) -> str:
-    s = s.replace("\x00", "\\u0000")
+    s = escape_unstorable(s)
     return s if len(s) <= limit else s[:limit] + "…"
 
 
@@ -62,8 +64,6 @@ def dead_letter(*, stage: str, key: str, payload: Any, error: str) -> DeadLetter
     if len(json.dumps(body)) > MAX_PAYLOAD_CHARS:
         body = {"truncated": _text(json.dumps(body), MAX_PAYLOAD_CHARS)}
     stage, key, error = _text(stage, 64), _text(key, 200), _text(error)
-    log.warning("dead-lettered %s %s: %s", stage, key, error)
-    DEAD_LETTERS.labels(stage).inc()
     with transaction.atomic():
         row, created = DeadLetter.objects.get_or_create(
             stage=stage, key=key, defaults={"payload": body, "error": error}
@@ -71,6 +71,9 @@ def dead_letter(*, stage: str, key: str, payload: Any, error: str) -> DeadLetter
         if not created:
             DeadLetter.objects.filter(pk=row.pk).update(attempts=F("attempts") + 1, payload=body, error=error)
             row.refresh_from_db()
+    # only once the row is written: a log line saying "dead-lettered" for a row that failed would lie
+    log.warning("dead-lettered %s %s: %s", stage, key, error)
+    DEAD_LETTERS.labels(stage).inc()
     return row
 
 

@@ -51,7 +51,9 @@ class IngestResult:
 
 def check_source(source: Any) -> str:
     if not isinstance(source, str) or not source or len(source) > 64 or has_control(source):
-        raise ValueError("source: required, a string of at most 64 characters without control characters")
+        raise ValueError(
+            "source: required, a string of at most 64 characters without control characters or lone surrogates"
+        )
     return source
 
 

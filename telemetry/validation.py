@@ -15,6 +15,7 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from entitlements.api_guards import SURROGATE_MESSAGE
 from entitlements.models import Project, Region, ServedModel, Tenant, TrafficClass
 from entitlements.reasons import REASONS
 
@@ -34,13 +35,20 @@ LIMITS: dict[str, float] = {
     "e2e_ms": 86_400_000.0,
     "in_flight": 10_000_000,  # reservations in flight in one scope
 }
-# C0, DEL and C1: never part of an identifier. A NUL also fails PostgreSQL's text types outright.
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# C0, DEL and C1: never part of an identifier. A NUL also fails PostgreSQL's text types outright, and
+# so does a lone UTF-16 surrogate (valid JSON, no UTF-8 for it: the COPY raises), so one scan finds both.
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 CONTROL_MESSAGE = "must not contain control characters"
 
 
 def has_control(value: str) -> bool:
     return CONTROL.search(value) is not None
+
+
+def control_message(value: str) -> str:
+    """What is wrong with a string `has_control` refused, in words naming the character class."""
+    m = CONTROL.search(value)
+    return SURROGATE_MESSAGE if m is not None and "\ud800" <= m.group() <= "\udfff" else CONTROL_MESSAGE
 
 
 def ts_window(now: datetime) -> tuple[datetime, datetime]:
@@ -141,7 +149,7 @@ def check_window(ts: datetime, earliest: datetime | None, latest: datetime | Non
 def identifier(value: Any, key: str) -> Any:
     """`value` unchanged, or FieldError when it is a string with a control character in it."""
     if isinstance(value, str) and has_control(value):
-        raise FieldError(key, CONTROL_MESSAGE)
+        raise FieldError(key, control_message(value))
     return value
 
 
