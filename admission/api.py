@@ -24,7 +24,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from admission import services
-from admission.auth import CachedGatewayTokenAuthentication, remembered
+from admission.auth import CachedGatewayTokenAuthentication, epoch_of, forget, learned, remembered, under_epoch
+from admission.backends.base import EpochChanged
 from entitlements import roles
 from entitlements.models import Pool
 from entitlements.permissions import IsGateway, IsOperator
@@ -61,7 +62,7 @@ class _GatewayFastPath:
     as JSON and answered in compact JSON. Anything else returns _SLOW and DRF handles it."""
 
     parse: Any  # services.parse_reserve / parse_complete
-    serve: Any  # parsed request → (status, body, headers)
+    serve: Any  # (parsed request, token epoch) → (status, body, headers)
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         got = self._fast(request)
@@ -83,7 +84,12 @@ class _GatewayFastPath:
         except (ValueError, ValidationError):
             return _SLOW  # DRF parses again and words the 400 as it always does
         request.user = who[0]
-        status, body, headers = self.serve(parsed)
+        try:
+            status, body, headers = self.serve(parsed, epoch_of(who[1]))
+        except EpochChanged as changed:  # verified under an older epoch: DRF verifies the key again
+            learned(changed.current)
+            forget(who[1])
+            return _SLOW
         response = HttpResponse(_RENDER(body), status=status, content_type="application/json")
         response["Allow"], response["Vary"] = "POST, OPTIONS", "Accept"  # DRF's default response headers
         for k, v in headers.items():
@@ -91,15 +97,26 @@ class _GatewayFastPath:
         return response
 
 
-def _reserve(parsed: services.ReserveRequest) -> tuple[int, dict[str, Any], dict[str, str]]:
-    d = services.reserve(parsed)
+def _reserve(parsed: services.ReserveRequest, epoch: str | None) -> tuple[int, dict[str, Any], dict[str, str]]:
+    d = services.reserve(parsed, epoch)
     ra = d.body.get("retry_after_s") if d.status == 429 else None
     return d.status, d.body, ({} if ra is None else {"Retry-After": str(ra)})  # OUTSIDE_ENVELOPE: no retry
 
 
-def _complete(parsed: services.CompleteRequest) -> tuple[int, dict[str, Any], dict[str, str]]:
-    status, body = services.complete(parsed)
+def _complete(parsed: services.CompleteRequest, epoch: str | None) -> tuple[int, dict[str, Any], dict[str, str]]:
+    status, body = services.complete(parsed, epoch)
     return status, body, {}
+
+
+def _served(view: APIView, request: Request, serve: Any, parsed: Any) -> Response:
+    """DRF's path: the store checks the token's epoch in the same call (admission.auth)."""
+
+    def again() -> None:
+        request._authenticate()  # raises 401 for a token revoked or a user deactivated since
+        view.check_permissions(request)  # 403 for a gateway role removed since
+
+    status, body, headers = under_epoch(request, lambda epoch: serve(parsed, epoch), again)
+    return Response(body, status=status, headers=headers)
 
 
 class ReserveView(_GatewayFastPath, APIView):
@@ -137,8 +154,7 @@ class ReserveView(_GatewayFastPath, APIView):
         },
     )
     def post(self, request: Request) -> Response:
-        status, body, headers = _reserve(services.parse_reserve(request.data))
-        return Response(body, status=status, headers=headers)
+        return _served(self, request, _reserve, services.parse_reserve(request.data))
 
 
 class CompleteView(_GatewayFastPath, APIView):
@@ -162,8 +178,7 @@ class CompleteView(_GatewayFastPath, APIView):
         responses={200: OpenApiResponse(description="settled"), 404: OpenApiResponse(description="unknown")},
     )
     def post(self, request: Request) -> Response:
-        status, body, headers = _complete(services.parse_complete(request.data))
-        return Response(body, status=status, headers=headers)
+        return _served(self, request, _complete, services.parse_complete(request.data))
 
 
 class PoolHealthView(APIView):

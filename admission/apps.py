@@ -1,4 +1,8 @@
+import logging
+
 from django.apps import AppConfig
+
+log = logging.getLogger(__name__)
 
 
 class AdmissionConfig(AppConfig):
@@ -28,3 +32,19 @@ class AdmissionConfig(AppConfig):
         from entitlements.api import snapshot as gateway_snapshot
 
         gateway_snapshot.EXTENSIONS["admission"] = snapshot_export.block
+
+        from entitlements.auth import epoch_bumped
+
+        epoch_bumped.connect(bump_epoch, dispatch_uid="admission-token-epoch")
+
+
+def bump_epoch(**_: object) -> None:
+    """A revocation, role removal or deactivation: a new epoch in the admission store, so every
+    process verifies its cached tokens again on their next reserve or complete. A store that is
+    down cannot take it: the cached entries then lapse within ADMISSION_AUTH_CACHE_S."""
+    from admission.backends import StoreUnavailable, get_backend
+
+    try:
+        get_backend().bump_epoch()
+    except StoreUnavailable:
+        log.warning("admission store down: token epoch not bumped; cached tokens lapse within ADMISSION_AUTH_CACHE_S")

@@ -134,8 +134,10 @@ NO_HOOKS = Hooks()
 
 def reserve(
     req: ReserveRequest, snap: Snapshot, backend: Any, *, sign: Callable[[Claims], str], rid_key: bytes,
-    plan_for: PlanFor, emit: Emit, hooks: Hooks = NO_HOOKS,
+    plan_for: PlanFor, emit: Emit, hooks: Hooks = NO_HOOKS, epoch: str | None = None,
 ) -> Decision:  # fmt: skip
+    """`epoch`: the token-revocation epoch the caller's token was verified under, checked by the
+    store in the same call (EpochChanged: nothing decided, verify again); None: no check."""
     if (req.model, req.region) not in snap.placements:
         emit(reserve_event(req, "throttle", 0.0, reason=reasons.PLACEMENT))
         return throttle(reasons.PLACEMENT)
@@ -157,7 +159,7 @@ def reserve(
     rid = record_name(rid_key, req.tenant, req.request_id)
     try:
         units = budgets.units_of(plan.scope.limits, cost, req.prompt_tokens, out_est)
-        ans = backend.reserve(ReserveOp(plan.scope, rid, cost, meta, units))
+        ans = backend.reserve(ReserveOp(plan.scope, rid, cost, meta, units, epoch))
     except StoreUnavailable:
         return fail_mode(req, cost, sp, plan.scope.ttl_s, sign, emit)
     for m in ans.expired_metas:
@@ -315,9 +317,9 @@ UNKNOWN = {"error": {"code": "not_found", "message": "no such reservation (unkno
 
 def complete(
     req: CompleteRequest, claims: Claims | None, snap: Snapshot, backend: Any, *, rid_key: bytes, plan_for: PlanFor,
-    emit: Emit, idem_ttl_s: int,
+    emit: Emit, idem_ttl_s: int, epoch: str | None = None,
 ) -> tuple[int, dict[str, Any]]:  # fmt: skip
-    """`claims`: the verified reservation id (None: not one this platform signed)."""
+    """`claims`: the verified reservation id (None: not one this platform signed); `epoch`: as reserve's."""
     if claims is None:
         return 404, NOT_SIGNED
     sp = snap.lookup(*claims.scope)
@@ -327,6 +329,7 @@ def complete(
         reservation_id=key, prompt_tokens=req.prompt_tokens, cached_prompt_tokens=req.cached_prompt_tokens,
         output_tokens=req.output_tokens, status=req.status, idem_ttl_s=idem_ttl_s,
         lost=lost(claims, key, snap, sp, backend.prefix, plan_for), where=where(claims, snap, sp, backend.prefix, plan_for),
+        epoch=epoch,
     )  # fmt: skip
     try:
         settled = backend.complete(op)

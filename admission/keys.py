@@ -43,3 +43,8 @@ def inflight_sets(t: str) -> str:
 def pools_registry(prefix: str) -> str:
     """Every pool tag the store has seen (written outside scripts, once per scope and snapshot)."""
     return f"{prefix}pools"
+
+
+def token_epoch(prefix: str) -> str:
+    """The token-revocation epoch the web tier's token checks are made under (docs/serving-path-faults.md)."""
+    return f"{prefix}token-epoch"

@@ -143,10 +143,11 @@ class _WebHooks(core.Hooks):
 _HOOKS = _WebHooks()
 
 
-def reserve(req: ReserveRequest) -> Decision:
+def reserve(req: ReserveRequest, epoch: str | None = None) -> Decision:
+    """`epoch`: the token-revocation epoch the gateway's token was verified under (admission.auth)."""
     sweeper.ensure_started()
     return core.reserve(req, params.current(), get_backend(), sign=ids.sign, rid_key=ids.record_key(),
-                        plan_for=plans.plan_for, emit=events.emit, hooks=_HOOKS)  # fmt: skip
+                        plan_for=plans.plan_for, emit=events.emit, hooks=_HOOKS, epoch=epoch)  # fmt: skip
 
 
 def _now(backend: Any) -> float:
@@ -159,9 +160,9 @@ def _fail_mode(req: ReserveRequest, cost: float, meta: dict[str, Any], sp: Any) 
     return core.fail_mode(req, cost, sp, plans.ttl_s(), ids.sign, events.emit)
 
 
-def complete(req: CompleteRequest) -> tuple[int, dict[str, Any]]:
+def complete(req: CompleteRequest, epoch: str | None = None) -> tuple[int, dict[str, Any]]:
     return core.complete(req, ids.verify(req.reservation_id), params.current(), get_backend(), rid_key=ids.record_key(),
-                         plan_for=plans.plan_for, emit=events.emit, idem_ttl_s=plans.idem_ttl_s())  # fmt: skip
+                         plan_for=plans.plan_for, emit=events.emit, idem_ttl_s=plans.idem_ttl_s(), epoch=epoch)  # fmt: skip
 
 
 def sweep(limit: int = 1000) -> int:

@@ -2,26 +2,30 @@
 
 A token acts as its owner narrowed by its scope: `read` refuses writes, `gateway` reaches only the
 gateway endpoints (views guarded by IsGateway), and a tenant-scoped token acts as a viewer of that
-tenant. Expired and revoked tokens are refused. Revocations bump a shared epoch (the Django cache:
-Redis in production) so caches of verified keys in other processes drop them at once.
+tenant. Expired and revoked tokens are refused. Revocations (and role removals, deactivations)
+bump the token-revocation epoch: `epoch_bumped` is sent and the serving path (admission.apps)
+moves the epoch in its own store, where caches of verified keys in every process are checked
+against it (docs/serving-path-faults.md).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.core.cache import cache
+import django.dispatch
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.permissions import SAFE_METHODS
 
 from entitlements import roles
 from entitlements.models.tenancy import ApiToken, hash_key
-from entitlements.throttles import InvalidTokenThrottle
+from entitlements.throttles import InvalidTokenThrottle, known_good, remember_good
 
 KEYWORDS = (b"token", b"bearer")
-REVOCATIONS_KEY = "headroom:token-revocations"
 TOUCH_EVERY_S = 60.0
+
+# Sent after a token was revoked, a platform role removed or a user deactivated (committed).
+epoch_bumped = django.dispatch.Signal()
 
 
 def parse_header(raw: bytes) -> str | None:
@@ -35,16 +39,8 @@ def parse_header(raw: bytes) -> str | None:
     return parts[1].decode(errors="replace")
 
 
-def revocation_epoch() -> int:
-    return int(cache.get(REVOCATIONS_KEY) or 0)
-
-
 def bump_revocation_epoch() -> None:
-    cache.add(REVOCATIONS_KEY, 0, timeout=None)
-    try:
-        cache.incr(REVOCATIONS_KEY)
-    except ValueError:  # evicted between add and incr
-        cache.set(REVOCATIONS_KEY, 1, timeout=None)
+    epoch_bumped.send(sender=ApiToken)
 
 
 def touch(token: ApiToken) -> None:
@@ -96,13 +92,14 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
             return None
         throttle = InvalidTokenThrottle()
         wait = throttle.blocked(request)
-        if wait is not None:
+        if wait is not None and not known_good(hash_key(key)):
             raise exceptions.Throttled(wait, detail="too many invalid tokens from this address")
         try:
             token = lookup(key)
         except exceptions.AuthenticationFailed:
             throttle.record_failure(request)
             raise
+        remember_good(token.key_hash)
         check_scope(token, request.method, (getattr(request, "parser_context", None) or {}).get("view"))
         touch(token)
         narrow(token.user, token)

@@ -1,14 +1,21 @@
 """Throttling of invalid API tokens, keyed by the client's address (brute force of keys).
 
 Only failures are counted, so a gateway with a good key is never slowed by its own traffic. Once an
-address has INVALID_TOKEN_RATE failures in the window, every token it presents is refused with a 429
-without being looked up, so a guess cannot be confirmed by a different answer. Counts live in the
-Django cache (Redis in production, so all web processes share them). The address is REMOTE_ADDR, or
+address has INVALID_TOKEN_RATE failures in the window (from its first failure), a token it presents
+is refused with a 429 without being looked up, so a guess cannot be confirmed by a different answer,
+unless this process verified that very key before (`known_good`: a guesser cannot present one, and
+a gateway behind the same address as a misconfigured client keeps working). The count is one
+atomic INCR in the Django cache (Redis in production, so all web processes share it); a cache that
+is down counts nothing and blocks nothing (docs/serving-path-faults.md): a cache outage must not
+refuse every token. The address is REMOTE_ADDR, or
 the one NUM_PROXIES hops back in X-Forwarded-For behind a proxy: a client cannot pick its own.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from typing import Any
 
 from django.conf import settings
@@ -26,6 +33,25 @@ def client_address(request: Any) -> str:
     return str(meta.get("REMOTE_ADDR", ""))
 
 
+log = logging.getLogger(__name__)
+
+KNOWN_GOOD_S = 3600.0
+MAX_KNOWN_GOOD = 10_000
+_known_good: dict[str, float] = {}  # key hash → verified until (time.monotonic())
+_known_lock = threading.Lock()
+
+
+def remember_good(key_hash: str) -> None:
+    with _known_lock:
+        if len(_known_good) >= MAX_KNOWN_GOOD:
+            _known_good.clear()
+        _known_good[key_hash] = time.monotonic() + KNOWN_GOOD_S
+
+
+def known_good(key_hash: str) -> bool:
+    return _known_good.get(key_hash, 0.0) > time.monotonic()
+
+
 class InvalidTokenThrottle(SimpleRateThrottle):
     scope = "invalid_token"
     # Set from the rate by SimpleRateThrottle.__init__ (parse_rate); the stubs do not declare them.
@@ -41,20 +67,29 @@ class InvalidTokenThrottle(SimpleRateThrottle):
     def get_cache_key(self, request: Any, view: Any) -> str:
         return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
 
-    def _load(self, request: Any) -> None:
-        self.key = self.get_cache_key(request, None)
-        self.now = self.timer()
-        self.history = [t for t in self.cache.get(self.key, []) if t > self.now - self.duration]
-
-    def _wait(self) -> float:
-        return max(1.0, self.duration - (self.now - self.history[-1])) if self.history else float(self.duration)
-
     def blocked(self, request: Any) -> float | None:
-        """Seconds to wait when this address is already over the limit, else None."""
-        self._load(request)
-        return self._wait() if len(self.history) >= self.num_requests else None
+        """Seconds to wait when this address is already over the limit, else None (also when the
+        cache cannot be read)."""
+        key = self.get_cache_key(request, None)
+        try:
+            got = self.cache.get_many([key, key + ":since"])
+        except Exception:  # noqa: BLE001  (any cache backend's error: Redis down, timeout)
+            log.warning("token throttle: cache unavailable, not blocking", exc_info=True)
+            return None
+        if int(got.get(key) or 0) < self.num_requests:
+            return None
+        since = float(got.get(key + ":since") or self.timer())
+        return max(1.0, self.duration - (self.timer() - since))
 
     def record_failure(self, request: Any) -> None:
-        self._load(request)
-        self.history.insert(0, self.now)
-        self.cache.set(self.key, self.history, self.duration)
+        """One atomic increment: concurrent failures each count (no read-modify-write)."""
+        key = self.get_cache_key(request, None)
+        try:
+            self.cache.add(key + ":since", self.timer(), self.duration)  # the window opens at its first failure
+            self.cache.add(key, 0, self.duration)
+            try:
+                self.cache.incr(key)
+            except ValueError:  # the window lapsed between the two calls: this failure opens the next
+                self.cache.add(key, 1, self.duration)
+        except Exception:  # noqa: BLE001
+            log.warning("token throttle: cache unavailable, failure not counted", exc_info=True)

@@ -6,6 +6,7 @@ decision rule lives in `decide()` here and is mirrored line for line in `lua/lib
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,22 @@ NO_OUTPUT_CAP = 2**53  # exact as a double, so the Lua side reads the same numbe
 
 class StoreUnavailable(Exception):
     """The enforcement store did not answer (connection refused, timeout)."""
+
+
+def new_epoch() -> str:
+    """A revocation epoch: opaque, compared for equality only, never reused (a store restarted
+    without its data, or a new in-process store, cannot bring back an old one)."""
+    return "b" + secrets.token_hex(8)
+
+
+class EpochChanged(Exception):
+    """The token-revocation epoch the caller's token check was made under is no longer the store's
+    (a token was revoked, a role removed, a user deactivated, or the store lost its data): nothing
+    was written; verify the token again and ask anew under `current` (docs/serving-path-faults.md)."""
+
+    def __init__(self, current: str) -> None:
+        super().__init__(current)
+        self.current = current
 
 
 @dataclass(frozen=True)
@@ -93,6 +110,7 @@ class ReserveOp:
     cost: float
     meta: str  # JSON carried to the complete / expiry events
     units: float = 0.0  # the estimate in the budget's unit (scope.limits.unit): wt, tokens or 1 request
+    epoch: str | None = None  # the revocation epoch the token was verified under; None: no check (library mode)
 
 
 @dataclass(frozen=True)
@@ -139,6 +157,7 @@ class CompleteOp:
     idem_ttl_s: int
     lost: Lost | None = None
     where: Where | None = None  # None: a store that keeps its own index (the in-process one)
+    epoch: str | None = None  # as ReserveOp.epoch
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from admission import keys
 from admission.backends.base import (
     Answer,
     CompleteOp,
+    EpochChanged,
     Lost,
     Period,
     ReserveOp,
@@ -38,6 +39,7 @@ from admission.backends.base import (
     Settled,
     StoreUnavailable,
     lost_charges,
+    new_epoch,
     periods_at,
 )
 from admission.backends.breaker import Breaker
@@ -109,6 +111,8 @@ class RedisBackend:
         self._expire = _Script("expire")
         self._static: weakref.WeakKeyDictionary[Scope, tuple[int, bytes]] = weakref.WeakKeyDictionary()
         self._prefix_b = prefix.encode()
+        self.epoch_key = keys.token_epoch(prefix)
+        self._epoch_arg = b"e:" + self.epoch_key.encode() + b"\t"
         self._registry = keys.pools_registry(prefix)
         self._registered: dict[str, float] = {}  # pool tag → when to list it again (time.monotonic())
         self._register_lock = threading.Lock()
@@ -207,6 +211,44 @@ class RedisBackend:
 
     # ---- operations -----------------------------------------------------------------------------
 
+    # ---- the token-revocation epoch (docs/serving-path-faults.md) ---------------------------------
+
+    def _epoch_check(self, want: str | None) -> bytes:
+        """The scripts' epoch argument: they compare it with the store's epoch in the same call, so
+        the web tier's token check costs no round trip of its own. On Redis Cluster the epoch's key
+        is in a slot of its own, which a script may not read: one GET first, through the breaker."""
+        if want is None:
+            return b""
+        if not self.cluster:
+            return self._epoch_arg + want.encode()
+        if self.breaker.allow():
+            try:
+                cur = self.client.get(self.epoch_key)
+            except (*_DOWN, redis.RedisError):
+                self.breaker.failure()
+                return b""  # the store decides next: its own call fails the same way, into the fail mode
+            self.breaker.success()
+            if cur is None:
+                self.bump_epoch()
+                cur = self.client.get(self.epoch_key)
+            if cur is not None and _s(cur) != want:
+                raise EpochChanged(_s(cur))
+        return b""
+
+    def bump_epoch(self) -> None:
+        """A new epoch: every process's verified tokens are checked again on their next use."""
+        try:
+            self.client.set(self.epoch_key, new_epoch())
+        except (*_DOWN, redis.RedisError) as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+    def current_epoch(self) -> str | None:
+        try:
+            got = self.client.get(self.epoch_key)
+        except (*_DOWN, redis.RedisError) as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return None if got is None else _s(got)
+
     def record_key(self, reservation_id: str, tag: str = "") -> str:
         """`tag`: the pool's key prefix (Scope.tag, Where.tag); "" for scopes built without one (tests)."""
         return keys.record(tag or self.prefix, reservation_id)
@@ -259,8 +301,10 @@ class RedisBackend:
         if s.limits is not None:
             more_keys, extra = self._limit_args(s, op.units)
             ks += more_keys
-        args = (*ks, self._prefix_b, rid, repr(op.cost), op.meta)
+        args = (*ks, self._epoch_check(op.epoch), rid, repr(op.cost), op.meta)
         out, attempts = self._eval(self._reserve, len(ks), args, self._static_args(s), extra)
+        if out[0] == b"E":
+            raise EpochChanged(_s(out[1]))
         if s.tag:
             self._register(s.tag)
         metas = self._expire_due(s, ifs, [_s(i) for i in out[3:]]) if len(out) > 3 else []
@@ -326,10 +370,12 @@ class RedisBackend:
             charged, pool = op.lost.charged.key, op.lost.pool.key
         periods = self._period_keys(w) if w is not None and w.limits is not None else ()
         tail = (op.reservation_id, op.prompt_tokens, op.cached_prompt_tokens, op.output_tokens, op.status,
-                op.idem_ttl_s, self._prefix_b, _lost_arg(op.lost, self.period_offset_s))  # fmt: skip
+                op.idem_ttl_s, self._epoch_check(op.epoch), _lost_arg(op.lost, self.period_offset_s))  # fmt: skip
         for _ in range(2):
             ks = (rk, ik, charged, pool, *periods)
             out, attempts = self._eval(self._complete, len(ks), (*ks, *tail))
+            if out is not None and out[0] == b"E":
+                raise EpochChanged(_s(out[1]))
             if out is None or out[1] != 4:
                 break
             ik, charged, pool = (_s(k) for k in out[2:5])

@@ -1,7 +1,7 @@
 -- KEYS (every key this script touches, named from the signed id: Redis Cluster): 1 record, 2 the
 -- scope's in-flight zset, 3 the bucket that paid, 4 the pool's bucket, 5.. the scope's period
 -- budget keys around now (issue 23; the record names the ones it charged, which are among them).
--- ARGV: 1 reservation id, 2 prompt, 3 cached, 4 output, 5 status, 6 idem ttl, 7 key prefix (unused),
+-- ARGV: 1 reservation id, 2 prompt, 3 cached, 4 output, 5 status, 6 idem ttl, 7 the revocation-epoch check (lib.lua: epoch_stale; reply {'E', epoch} when stale),
 -- 8 '' or what the signed id says when the store forgot the record (tab-separated:
 -- ck cr cd pk pr pd wo wc mo est expires answer [budgets]; base.Lost).
 -- Reply: nil (unknown), {result, 0 first | 1 replay, meta}, {result, 3}: settled from the id, or
@@ -10,6 +10,8 @@
 -- Refunds the unused estimate (or charges an overrun into debt) on the bucket that paid and on the
 -- pool bucket, frees the concurrency slot. Settling twice returns the first result while it is kept
 -- (idem ttl from the first settlement).
+local stale = epoch_stale(ARGV[7])
+if stale then return {'E', stale} end
 local rk, rid = KEYS[1], ARGV[1]
 local raw = redis.call('GET', rk)
 if raw and string.sub(raw, 1, 2) == 'T|' then return nil end  -- only a throttle answer

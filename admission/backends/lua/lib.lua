@@ -75,3 +75,22 @@ local function expire_record(rk)
   redis.call('SET', rk, join(f), 'KEEPTTL')
   return f[14]
 end
+
+-- The token-revocation epoch (docs/serving-path-faults.md): `arg` is 'e:<epoch key>\t<the epoch
+-- the caller's token check was made under>', or anything else for no check (library mode, Redis
+-- Cluster). → nil when it matches; else the current epoch, and the caller verifies its token again
+-- before asking anew (nothing was written). A store that lost its data has no epoch: it gets a
+-- new one, so every process verifies its tokens again (a data loss counts as a revocation).
+local function epoch_stale(arg)
+  if string.sub(arg, 1, 2) ~= 'e:' then return nil end
+  local tab = string.find(arg, '\t', 3, true)
+  local ek = string.sub(arg, 3, tab - 1)
+  local cur = redis.call('GET', ek)
+  if not cur then
+    local t = redis.call('TIME')
+    cur = 't' .. t[1] .. t[2]
+    redis.call('SET', ek, cur)
+  end
+  if cur == string.sub(arg, tab + 1) then return nil end
+  return cur
+end

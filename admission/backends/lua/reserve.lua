@@ -4,7 +4,7 @@
 -- Reply: {answer, 0 new | 1 replay | 2 replay of a settled one, in flight after an admit (else 0),
 --        ids of this scope's reservations past their TTL...}; a replay replies {answer, 1 | 2} only.
 --        The caller settles those ids (expire.lua: their records are not this script's keys).
--- ARGV: 1 key prefix (unused: kept so the numbering stays), 2 reservation id, 3 cost, 4 meta, then the scope's static values
+-- ARGV: 1 the revocation-epoch check (lib.lua: epoch_stale; reply {'E', epoch} when stale), 2 reservation id, 3 cost, 4 meta, then the scope's static values
 --       (redis.py: _static): 5 class, 6 max concurrency, 7-8 own rate/depth, 9-10 pool rate/depth,
 --       11-12 borrow rate/depth (0: may not borrow), 13 margin, 14 degraded '1'/'0', 15 reserved
 --       floor, 16 ttl (whole seconds as an integer), 17 record ttl, 18-20 retry for CONCURRENCY_LIMIT, RECLAIMED,
@@ -16,6 +16,8 @@
 --       25-26 request rate/burst (depth 0: none), 27 number of periods, then per period its limit,
 --       the current period's start and end and the next one's end.
 -- Mirrors base.decide().
+local stale = epoch_stale(ARGV[1])
+if stale then return {'E', stale} end
 local prev = redis.call('GET', KEYS[1])
 if prev then
   -- A replay: 1, or 2 when the reservation is already settled (completed or expired).
