@@ -92,6 +92,41 @@ class Sizing:
     window: Window | None
     counts_as_sold: bool
     missing: list[str]  # labels of the fields the figures still need
+    how: ConversionShown | None = None  # the conversion with this request's numbers (None: no model yet)
+
+
+@dataclass
+class ConversionShown:
+    """What the sizing panel prints as its formula: the very terms scenario_cu computed with."""
+
+    model: str
+    r_wt_per_s: float  # R: weighted tokens per second that one CU carries (the conversion factor)
+    w_out: float
+    prompt_mean: float | None = None  # lognormal means through p50 and p95, capped at the max
+    output_mean: float | None = None
+    wt_per_request: float | None = None
+    lines: dict[str, str] = field(default_factory=dict)  # scenario → "value × wt ÷ R = CU"
+
+
+def _conversion(req: LaunchRequest, cu: dict[str, Decimal | None]) -> ConversionShown | None:
+    if req.model is None:
+        return None
+    m = req.model
+    how = ConversionShown(model=m.slug, r_wt_per_s=m.r_wt_per_s, w_out=m.w_out)
+    shape = launch_shape(req)
+    if shape is not None:
+        how.prompt_mean, how.output_mean = shape.prompt.mean, shape.output.mean
+        how.wt_per_request = shape.wt_per_request(TokenWeights(m.w_out, m.w_cached))
+    r = f"{m.r_wt_per_s:,.0f}"
+    for name in SCENARIOS:
+        basis, value = req.scenario(name)
+        if cu.get(name) is None or value is None:
+            continue
+        if basis == "rps" and how.wt_per_request is not None:
+            how.lines[name] = f"{value:,.4g} req/s × {how.wt_per_request:,.1f} wt ÷ {r} = {cu[name]:,.3f} CU"
+        elif basis == "wt_per_min":
+            how.lines[name] = f"{value:,.0f} wt/min ÷ 60 ÷ {r} = {cu[name]:,.3f} CU"
+    return how
 
 
 def size_request(req: LaunchRequest, regions: list[Region]) -> Sizing:
@@ -157,7 +192,8 @@ def size_request(req: LaunchRequest, regions: list[Region]) -> Sizing:
             if fits and committed is not None:
                 fits[0].chosen = True
             out.append(rs)
-    return Sizing(cu=cu, regions=out, window=window, counts_as_sold=counts, missing=missing)
+    how = _conversion(req, cu)
+    return Sizing(cu=cu, regions=out, window=window, counts_as_sold=counts, missing=missing, how=how)
 
 
 def commitments_in(pools: list[Pool], window: Window) -> QuerySet[Entitlement]:
