@@ -22,6 +22,7 @@ from entitlements.reasons import OUTSIDE_ENVELOPE, REASONS
 from entitlements.selectors import active_at
 from forecasting.gap import supply_gap
 from forecasting.models import ForecastRun
+from forecasting.shortfalls import shortfalls
 from telemetry.budgets import budget_usage
 from telemetry.models import MinuteRollup
 
@@ -235,23 +236,27 @@ def envelope_drift(rule: AlertRule, ctx: Context) -> dict[str, Finding]:
 
 
 def supply_gap_order_by_within(rule: AlertRule, ctx: Context) -> dict[str, Finding]:
-    """The newest forecast's expected demand against supply, healthy or under the pool's failure policy."""
+    """The newest forecast against supply in every scenario and case planning shows (expected, upside,
+    stress; healthy and after failure): the pool's most urgent shortfall, as planning's action list picks it."""
     out = {}
     horizon = ctx.now.date() + timedelta(days=rule.threshold)
     for row in ctx.supply_gap():
         if rule.scope == AlertRule.Scope.POOL and row["pool"] != rule.pool.slug:  # type: ignore[union-attr]
             continue
-        gaps = [g for g in row["gaps"]["expected"].values() if g["order_by"] is not None]
-        if not gaps:
+        shorts = shortfalls(row)
+        if not shorts:
             continue
-        first = min(gaps, key=lambda g: g["order_by"])
+        first = shorts[0]
         if first["late"] or first["order_by"] <= horizon:
             when = "is late" if first["late"] else f"is {first['order_by']:%Y-%m-%d}"
+            where = f"{first['scenario']}, {first['case_label']}"
             out[f"pool:{row['pool']}"] = Finding(
-                f"{row['pool']}: the order-by date for {first['replicas_short']} more replicas {when}",
+                f"{row['pool']}: the order-by date for {first['replicas_short']} more replicas ({where}) {when}",
                 None,
                 {
                     "pool": row["pool"],
+                    "scenario": first["scenario"],
+                    "case": first["case"],
                     "order_by": first["order_by"].isoformat(),
                     "late": first["late"],
                     "first_week": first["first_week"].isoformat(),

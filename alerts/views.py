@@ -16,7 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from alerts import selectors, services
 from alerts.conditions import THRESHOLDS
 from alerts.forms import AlertRuleForm, WebhookEndpointForm
-from alerts.models import Notification
+from alerts.models import AlertRule, Notification
 from entitlements import roles
 
 
@@ -37,7 +37,19 @@ def _page(request: HttpRequest, template: str, ctx: dict[str, Any], status: int 
 def inbox(request: HttpRequest) -> HttpResponse:
     user = _person(request)
     notes = selectors.inbox_of(user)
-    return _page(request, "alerts/inbox.html", {"notes": notes, "unread": sum(1 for n in notes if n.read_at is None)})
+    ctx: dict[str, Any] = {"notes": notes, "unread": sum(1 for n in notes if n.read_at is None)}
+    if not notes:  # why it is empty: no rule speaks to this person, or none has held yet
+        ctx["watching"] = _rules_telling(user).count()
+    return _page(request, "alerts/inbox.html", ctx)
+
+
+def _rules_telling(user: Any) -> Any:
+    """Enabled rules whose alerts reach this person (alerts.recipients): the tenant's own rules for
+    its members, pool and platform rules for approvers and operators."""
+    rules = selectors.rules_visible_to(user).filter(enabled=True)
+    if roles.roles_of(user) & roles.STAFF_ROLES:
+        return rules.exclude(scope=AlertRule.Scope.TENANT)
+    return rules.filter(scope=AlertRule.Scope.TENANT)
 
 
 @require_POST

@@ -8,30 +8,15 @@ then by order-by date.
 
 from __future__ import annotations
 
-from datetime import date
 from typing import Any
 
-CASE_LABEL = {"healthy": "healthy", "failure": "after failure"}
-
-
-def _shortfalls(pool: dict[str, Any]) -> list[dict[str, Any]]:
-    out = []
-    for scenario, cases in pool["gaps"].items():
-        for case, g in cases.items():
-            if g.get("first_week") is None:
-                continue
-            out.append({"scenario": scenario, "case": case, "case_label": CASE_LABEL.get(case, case), **g})
-    return out
-
-
-def _urgency(s: dict[str, Any]) -> tuple[date, float]:
-    return s["order_by"], -float(s["max_gap_cu"])
+from forecasting.shortfalls import shortfalls
 
 
 def action_rows(pools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for p in pools:
-        shorts = sorted(_shortfalls(p), key=_urgency)
+        shorts = shortfalls(p)
         if not shorts:
             continue
         first = shorts[0]
