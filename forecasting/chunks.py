@@ -28,8 +28,8 @@ from django.db.models import F, Q
 from django.db.models.functions import Least
 from django.utils import timezone
 
-from entitlements.models import Tenant
-from forecasting import demand, history, placement, selection
+from entitlements.models import Pool, Tenant
+from forecasting import demand, history, pipeline, placement, realised, selection
 from forecasting.models import ForecastChunk, ForecastRun, ForecastSeries, PoolDemand
 
 RUNNING = ForecastRun.Status.RUNNING
@@ -148,12 +148,29 @@ def _stress_basis(f: demand.SeriesForecast) -> dict[str, Any]:
     return {"week_max": weeks.tolist(), "head": f.p99[:CHART_HOURS].tolist()}
 
 
-def _series_row(f: demand.SeriesForecast, run_id: Any, pools: list, tenants: dict[str, Tenant]) -> ForecastSeries:
+def _selection(t: selection.LeadBacktest | None) -> dict[str, Any]:
+    """What the planning page explains per series (docs/forecasting.md)."""
+    if t is None:
+        return {}
+    return {
+        "lead_weeks": t.lead_weeks,
+        "horizons": list(t.plan.horizons) if t.plan else [],
+        "unscored": [h for h in selection.HORIZONS if not t.plan or h not in t.plan.horizons],
+        "weights": {str(h): w for h, w in t.weights.items()},
+        "runner_up": t.runner_up,
+        "why": t.why,
+        "trend": t.trend,
+        "chart": t.chart(),
+    }
+
+
+def _series_row(
+    f: demand.SeriesForecast, run_id: Any, pools: list, tenants: dict[str, Tenant], shown: dict[str, Any]
+) -> ForecastSeries:
     tenant, model, region = f.key
     note = "; ".join(n for n in (f.note, "" if pools else placement.UNPLACED) if n)
     scen = {"expected": f.p50, "upside": f.p90}
-    t = f.backtest
-    chosen = t.chosen if t is not None else None
+    t: selection.LeadBacktest | None = f.backtest  # type: ignore[assignment]  # the pipeline's lead-time backtest
     return ForecastSeries(
         run_id=run_id,
         tenant_slug=tenant,
@@ -167,16 +184,28 @@ def _series_row(f: demand.SeriesForecast, run_id: Any, pools: list, tenants: dic
         hourly={k: _round(v[:CHART_HOURS]) for k, v in scen.items()} | {"p99": _round(f.p99[:CHART_HOURS])},
         weekly={f"{k}_peak": _weekly(v, agg="max") for k, v in scen.items()}
         | {"expected_mean": _weekly(f.p50, agg="mean")},
-        error_metric=selection.ERROR_METRIC,
+        error_metric=selection.LEAD_METRIC,
         candidates=[
-            {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}
+            {k: v for k, v in row.items() if k in ("method", "selection_error", "holdout_error", "errors", "refused")}
             for row in (t.candidates if t else [])
         ],
-        holdout_error=round(t.holdout_error, 4) if t is not None and t.holdout_error is not None else None,
-        coverage=chosen.coverage if chosen is not None else {},
+        holdout_error=t.holdout_error if t is not None else None,
+        coverage=t.coverage if t is not None else {},
         note=note[:200],
         stress_basis=_stress_basis(f),
+        selection=_selection(t),
+        realised=shown,
     )
+
+
+def _lead_weeks(chunk: ForecastChunk) -> dict[tuple, int]:
+    """A series plans at the longest lead time of the accelerators its pools run on."""
+    pools = {p for k in chunk.keys for p, _ in k[3]}
+    lead = dict(Pool.objects.filter(pk__in=pools).values_list("pk", "accelerator__lead_time_weeks"))
+    return {
+        tuple(k[:3]): max((lead[p] for p, _ in k[3] if p in lead), default=pipeline.DEFAULT_LEAD_WEEKS)
+        for k in chunk.keys
+    }
 
 
 def execute(*, chunk_id: Any, token: str) -> None:
@@ -188,13 +217,20 @@ def execute(*, chunk_id: Any, token: str) -> None:
     end = params.end_at()
     keys = [tuple(k[:3]) for k in chunk.keys]
     series = history.demand_series(start=end - timedelta(days=params.lookback_days), end=end, keys=keys)
+    leads = _lead_weeks(chunk)
     forecasts: list[demand.SeriesForecast] = []
+    shown: list[dict[str, Any]] = []
     for i in range(0, len(series), params.batch_size):
-        forecasts += demand.forecast_batch(series[i : i + params.batch_size], horizon_h=HORIZON_H, n_jobs=params.n_jobs)
+        part = series[i : i + params.batch_size]
+        fbs, seen = realised.feedback(part, end)
+        forecasts += pipeline.forecast_batch(
+            part, horizon_h=HORIZON_H, lead_weeks=[leads[s.key] for s in part], feedback=fbs
+        )
+        shown += seen
         checkpoint(chunk_id, token)
         if params.pause_between_batches_s:
             time.sleep(params.pause_between_batches_s)
-    _write(chunk, token, forecasts, params)
+    _write(chunk, token, forecasts, params, shown)
 
 
 def _add_pool_shares(run_id: Any, forecasts: list[demand.SeriesForecast], placed: dict) -> None:
@@ -213,10 +249,19 @@ def _add_pool_shares(run_id: Any, forecasts: list[demand.SeriesForecast], placed
         row.save(update_fields=["hourly", "tenants"])
 
 
-def _write(chunk: ForecastChunk, token: str, forecasts: list[demand.SeriesForecast], params: Any) -> None:
+def _write(
+    chunk: ForecastChunk,
+    token: str,
+    forecasts: list[demand.SeriesForecast],
+    params: Any,
+    shown: list[dict[str, Any]] | None = None,
+) -> None:
     placed = {tuple(k[:3]): [tuple(p) for p in k[3]] for k in chunk.keys}
     tenants = {t.slug: t for t in Tenant.objects.filter(slug__in={k[0] for k in placed})}
-    rows = [_series_row(f, chunk.run_id, placed[f.key], tenants) for f in forecasts]
+    rows = [
+        _series_row(f, chunk.run_id, placed[f.key], tenants, seen)
+        for f, seen in zip(forecasts, shown or [{}] * len(forecasts), strict=True)
+    ]
     with transaction.atomic():
         done = ForecastChunk.objects.filter(
             pk=chunk.pk, state=State.RUNNING, claim_token=token, run__status=RUNNING

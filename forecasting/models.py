@@ -131,6 +131,17 @@ class ForecastSeries(models.Model):
     holdout_error = models.FloatField(null=True, blank=True, help_text="the chosen method on the last origin")
     coverage = models.JSONField(default=dict, help_text="share of holdout hours at or below P50, P90, P99")
     note = models.CharField(max_length=200, blank=True, default="", help_text="why the method is not the winner")
+    selection = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="at the lead time: horizons scored, weights, per-horizon errors, runner-up, why, trend, "
+        "backtest chart (docs/forecasting.md)",
+    )
+    realised = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="earlier runs' forecasts of this series against what happened, and the band factor it gave",
+    )
     stress_basis = models.JSONField(
         default=dict,
         blank=True,

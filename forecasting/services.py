@@ -17,7 +17,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from forecasting import chunks, history
+from forecasting import chunks, history, launch
 from forecasting.models import ForecastRun
 
 RUNNING = ForecastRun.Status.RUNNING
@@ -34,7 +34,7 @@ class BadParameters(ValueError):
 
 @dataclass(frozen=True)
 class Parameters:
-    lookback_days: int = 56
+    lookback_days: int = 252  # 36 weeks: enough to score the 26-week horizon (docs/forecasting.md)
     batch_size: int = 100
     n_jobs: int = 1
     spike_pct: float = 20.0
@@ -86,9 +86,14 @@ class Parameters:
 
 
 def forecast_run_request(
-    *, requested_by: Any = None, parameters: dict[str, Any] | None = None, trigger: str = "manual"
+    *,
+    requested_by: Any = None,
+    parameters: dict[str, Any] | None = None,
+    trigger: str = "manual",
+    background: bool | None = None,
 ) -> ForecastRun:
-    """Create a queued run and hand it to a worker once the row is committed."""
+    """Create a queued run and hand it to a worker once the row is committed (forecasting.launch:
+    under the embedded default, a thread beside the request unless background=False)."""
     params = Parameters.parse(parameters)
     with transaction.atomic():
         run = ForecastRun.objects.create(
@@ -96,10 +101,8 @@ def forecast_run_request(
             requested_by=requested_by if getattr(requested_by, "pk", None) else None,
             trigger=trigger,
         )
-        from forecasting.tasks import run_forecast
-
         run_id = str(run.pk)
-        transaction.on_commit(lambda: run_forecast.delay(run_id))
+        transaction.on_commit(lambda: launch.dispatch(run_id, background=background))
     return run
 
 

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from entitlements.services import entitlement_grant
-from forecasting import chunks, demand, history, services
+from forecasting import chunks, demand, history, pipeline, services
 from forecasting.models import ForecastChunk, ForecastRun, ForecastSeries, PoolDemand
 from tests.factories import grant_kwargs
 from tests.forecasting.helpers import END, daily_cu, write_demand
@@ -63,8 +63,9 @@ def test_one_chunk_per_series_gives_the_results_of_one_chunk_for_all(demand_in_p
     assert _results(split) == _results(whole)
     # and the stress scenario is the one computed over all the series at once (spike hours shared)
     end = services.Parameters.parse(split.parameters).end_at()
-    forecasts = demand.forecast_batch(
-        history.demand_series(start=end - timedelta(days=56), end=end), horizon_h=chunks.HORIZON_H
+    lookback = services.Parameters.parse(split.parameters).lookback_days
+    forecasts = pipeline.forecast_batch(
+        history.demand_series(start=end - timedelta(days=lookback), end=end), horizon_h=chunks.HORIZON_H
     )
     hours = demand.spike_hours(forecasts, 3)
     for f, s in zip(forecasts, ForecastSeries.objects.filter(run=split), strict=True):

@@ -10,6 +10,7 @@ from django_celery_beat.models import PeriodicTask
 
 from entitlements.services import entitlement_grant
 from forecasting import services
+from forecasting.candidates import LEAD_ORDER
 from forecasting.models import ForecastRun, ForecastSeries, PoolDemand
 from tests.factories import grant_kwargs
 from tests.forecasting.helpers import END, daily_cu, write_demand
@@ -103,7 +104,7 @@ def test_a_run_forecasts_every_series_and_maps_demand_to_pools(fleet, django_cap
             tenant=tenant,
             model="llama-test",
             region="us-test",
-            cu=daily_cu(24 * 21, base=60, amp=30, noise=3, seed=i),
+            cu=daily_cu(24 * 35, base=60, amp=30, noise=3, seed=i),
             r=1000,
             throttled_share=0.25,
         )
@@ -121,14 +122,15 @@ def test_a_run_forecasts_every_series_and_maps_demand_to_pools(fleet, django_cap
     )
     series = list(ForecastSeries.objects.filter(run=run))
     assert [(s.tenant_slug, s.tenant.slug, s.history_hours, s.error_metric) for s in series] == [
-        ("acme", "acme", 504, "wape"),
-        ("globex", "globex", 504, "wape"),
+        ("acme", "acme", 840, "mase"),
+        ("globex", "globex", 840, "mase"),
     ]
     for s in series:
-        # Three weeks: two one-week origins leave one week to train, too little for MSTL
-        assert [c["method"] for c in s.candidates] == ["naive_daily", "naive_weekly", "ets_damped", "theta"]
-        selection = {c["method"]: c["selection_error"] for c in s.candidates}
-        assert (s.method, s.note) == (min(selection, key=selection.get), "")
+        # Five weeks: two origins with three weeks to train score the 1-week horizon only (issue 32)
+        assert [c["method"] for c in s.candidates] == list(LEAD_ORDER)
+        assert (s.selection["horizons"], s.selection["unscored"]) == ([1], [4, 13, 26])
+        selection = {c["method"]: c["selection_error"] for c in s.candidates if not c["refused"]}
+        assert s.method == min(selection, key=selection.get)
         assert s.holdout_error == next(c["holdout_error"] for c in s.candidates if c["method"] == s.method)
         assert set(s.coverage) == {"p50", "p90", "p99"}
     assert [len(s.weekly["expected_peak"]) for s in series] == [26, 26]

@@ -1,0 +1,166 @@
+"""Forecasts at the lead time (issue 32; docs/forecasting.md): series in, guarded forecasts out.
+
+Per series: backtest every candidate at the horizons the history can score (forecasting.selection),
+rank them by their error weighted toward the lead time (blended with the realised error of earlier
+runs where there is one), and take the best whose whole path passes the guard on weekly level and
+weekly peak (forecasting.guard); the naive candidates are judged like the others. Bands come from the
+chosen method's backtest residuals, widened or narrowed by the realised coverage of earlier runs.
+No database here, so the job, the tests and the benchmark run the same code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import numpy as np
+
+from forecasting import guard, selection
+from forecasting.candidates import FITTED, LEAD_ORDER, TRENDED, WEEK, since_break
+from forecasting.demand import SeriesForecast
+from forecasting.history import DemandSeries
+
+DEFAULT_LEAD_WEEKS = 12  # the catalogue's default accelerator lead time, for a series no pool serves yet
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """What earlier runs' forecasts of this series did against what happened (forecasting.accuracy)."""
+
+    realised: dict[str, float] = field(default_factory=dict)  # method → realised MASE at 1/4/13 weeks
+    widen: float = 1.0  # band factor from the realised P90 coverage
+
+
+def _trend_carries(values: np.ndarray, t: selection.LeadBacktest | None) -> tuple[bool, dict]:
+    slope, far, p = guard.trend_slope(values)
+    info = {"slope_per_week": round(slope, 4), "p_value": round(p, 5), "significant": False}
+    if t is None or t.plan is None or p >= guard.SIGNIFICANCE:
+        return False, info
+    h = str(t.plan.weeks)
+    trended = min(t.row(n)["errors"][h] for n in TRENDED)
+    flat = min(t.row(n)["errors"][h] for n in selection.FLAT)
+    info["significant"] = bool(trended < flat)
+    info["backtest"] = f"at {h} weeks the best trend model's MASE {trended:.2f} vs the best flat one's {flat:.2f}"
+    return info["significant"], info
+
+
+def _rank(t: selection.LeadBacktest | None, fb: Feedback) -> list[tuple[float, str]]:
+    if t is None or t.plan is None:
+        # No backtest: the robust recent level first, then the rest in their fixed order.
+        return [(float(i), n) for i, n in enumerate(("level_shift", *[m for m in LEAD_ORDER if m != "level_shift"]))]
+    ranked = []
+    for r in t.candidates:
+        s = r["selection_error"]
+        if r["method"] in fb.realised:
+            s = 0.5 * s + 0.5 * fb.realised[r["method"]]
+        r["score"] = round(s, 4)
+        ranked.append((s, LEAD_ORDER.index(r["method"]), r["method"]))
+    return [(s, n) for s, _, n in sorted(ranked)]
+
+
+def forecast_batch(
+    batch: list[DemandSeries],
+    *,
+    horizon_h: int,
+    lead_weeks: list[int] | None = None,
+    feedback: list[Feedback] | None = None,
+) -> list[SeriesForecast]:
+    leads = lead_weeks or [DEFAULT_LEAD_WEEKS] * len(batch)
+    fbs = feedback or [Feedback()] * len(batch)
+    # After a recent level shift (three weeks or more back) a series is backtested, fitted and judged
+    # on what followed it: the weeks before the step say nothing about the level to plan for.
+    fit_on = [since_break(s.values) for s in batch]
+    tests = selection.backtest_lead(fit_on, leads)
+    days = -(-horizon_h // 24)
+    final = selection.fitted_daily(fit_on, FITTED, days)
+    horizon_weeks = -(-horizon_h // WEEK)
+    out = []
+    for i, s in enumerate(batch):
+        t = tests[i]
+        carries, trend = _trend_carries(fit_on[i], t)
+        allowed = guard.band(fit_on[i], horizon_weeks, carries)
+        paths = {}
+        refused: dict[str, str] = {}
+        ranked = _rank(t, fbs[i])
+        for _, n in ranked:
+            p = selection.path(n, fit_on[i], horizon_weeks * WEEK, final[n][i] if n in FITTED else None)
+            paths[n] = p
+            refused[n] = guard.refusal(p, allowed)
+        passing = [n for _, n in ranked if not refused[n]]
+        note = (
+            f"level shift {len(fit_on[i]) // WEEK} weeks ago: fitted after it" if len(fit_on[i]) < len(s.values) else ""
+        )
+        if passing:
+            method = passing[0]
+        else:
+            # Nothing passes (a history too short or too wild for any of them): the recent level, held
+            # to the band week by week, and the series says so.
+            method = "level_shift"
+            paths[method] = _clamp(paths[method], allowed)
+            note = "no candidate stayed in the band: the recent level, held to it"
+        if ranked[0][1] != method and passing:
+            note = "; ".join(
+                filter(
+                    None,
+                    [note, f"{ranked[0][1]} refused by the guard ({refused[ranked[0][1]]}): forecast with {method}"],
+                )
+            )
+        runner = next((n for n in passing if n != method), None)
+        if t is not None:
+            for r in t.candidates:
+                r["refused"] = refused.get(r["method"], "")
+            t.method, t.runner_up, t.trend = method, runner, trend
+            selection.calibrate_lead(t, fbs[i].widen)
+            t.why = _why(t, ranked, refused, fbs[i])
+        p50 = paths[method][:horizon_h]
+        p90, p99 = selection.lead_bands(t, p50, fbs[i].widen)
+        out.append(
+            SeriesForecast(
+                key=s.key,
+                method=method,
+                history_hours=len(s.values),
+                start=s.start + timedelta(hours=len(s.values)),
+                p50=p50,
+                p90=p90,
+                p99=p99,
+                history_tail=s.values[-WEEK:],
+                backtest=t,  # type: ignore[arg-type]  # the lead-time backtest: chunks reads what both share
+                note=note or ("" if t is not None else "history too short to backtest: the recent level"),
+            )
+        )
+    return out
+
+
+def _clamp(p: np.ndarray, allowed: dict[str, list[float]]) -> np.ndarray:
+    out = p.copy()
+    for k in range(len(p) // WEEK):
+        w = out[k * WEEK : (k + 1) * WEEK]
+        level, peak = float(w.mean()), float(w.max())
+        factor = 1.0
+        if peak > allowed["peak_high"][k] and peak > 0:
+            factor = allowed["peak_high"][k] / peak
+        if level * factor < allowed["level_low"][k] and level > 0:
+            factor = allowed["level_low"][k] / level
+        out[k * WEEK : (k + 1) * WEEK] = w * factor
+    return out
+
+
+def _why(t: selection.LeadBacktest, ranked: list[tuple[float, str]], refused: dict[str, str], fb: Feedback) -> str:
+    assert t.plan is not None  # noqa: S101  # only called with a backtest
+    lead_h = min(t.plan.horizons, key=lambda h: abs(h - t.lead_weeks))
+    row = t.row(t.method)
+    parts = [
+        f"lowest error weighted toward the {t.lead_weeks}-week lead time among the candidates the guard passed "
+        f"(scored at {', '.join(str(h) for h in t.plan.horizons)} weeks; MASE {row['errors'][str(lead_h)]:.2f} "
+        f"at {lead_h} weeks)"
+    ]
+    if t.runner_up:
+        parts.append(f"runner-up {t.runner_up} ({t.row(t.runner_up)['selection_error']:.2f} weighted)")
+    for _, n in ranked:
+        if n == t.method:
+            break
+        if refused.get(n):
+            parts.append(f"{n} refused: {refused[n]}")
+    if fb.realised:
+        parts.append("realised error of earlier runs counted half")
+    return "; ".join(parts)
