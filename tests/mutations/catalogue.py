@@ -1,0 +1,124 @@
+"""Hand-made mutations: each takes one protection out (or weakens it) in one place.
+
+`old` must occur exactly once in `path` at HEAD; `tests` are the pytest node ids that must fail
+with `new` in its place. docs/testing.md lists the same protections with the tests that pin them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutation:
+    id: str
+    protection: str
+    path: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+    support: tuple[str, ...] = ()  # helper files the tests import, copied from the checkout too
+    also: tuple[tuple[str, str], ...] = ()  # more (old, new) edits in the same file, applied with it
+    # Why no test can fail without this line alone (another layer does the same); its survival is then
+    # reported as such and does not fail the run. Say what would make it matter.
+    equivalent: str = ""
+
+
+ADM = "tests/admission/"
+REPLAY = (ADM + "test_pinned_replays.py",)
+CONN = (ADM + "test_pinned_redis_timeouts.py",)
+PERIOD = (ADM + "test_pinned_budget_clock.py",)
+
+MUTATIONS: tuple[Mutation, ...] = (
+    # ---- the nine gaps of issue 38 ---------------------------------------------------------------
+    Mutation(
+        "M1",
+        "in-process backend: a replay of an expired reservation answers settled",
+        "admission/backends/memory.py",
+        'settled=r is not None and r.state != "open")',
+        'settled=r is not None and r.state == "done")',
+        (REPLAY[0] + "::test_a_replay_of_an_expired_reservation_answers_settled_and_is_not_served_again[memory]",),
+    ),
+    Mutation(
+        "M2",
+        "reserve.lua: a replay of an expired reservation answers settled",
+        "admission/backends/lua/reserve.lua",
+        "if head == 'done\\t' or head == 'expir' then",
+        "if head == 'done\\t' then",
+        (REPLAY[0] + "::test_a_replay_of_an_expired_reservation_answers_settled_and_is_not_served_again[redis]",),
+    ),
+    Mutation(
+        "M3",
+        "Redis: a socket that timed out is never reused (its late answer is not the next call's)",
+        "admission/backends/redis.py",
+        "conn.disconnect()  # a timed-out socket",
+        "pass  # a timed-out socket",
+        CONN,
+        equivalent="redis-py 8.1's Connection.read_response/send_packed_command disconnect on a timeout or OSError "
+        "themselves (disconnect_on_error=True); the backend's own disconnect matters if that default changes (M3b)",
+    ),
+    Mutation(
+        "M3b",
+        "Redis: as M3, with redis-py's own disconnect on a read error switched off too",
+        "admission/backends/redis.py",
+        "conn.disconnect()  # a timed-out socket",
+        "pass  # a timed-out socket",
+        CONN,
+        also=(
+            (
+                "out = conn.read_response()\n                except NoScriptError:",
+                "out = conn.read_response(disconnect_on_error=False)\n                except NoScriptError:",
+            ),
+        ),
+    ),
+    Mutation(
+        "M4",
+        "reserve.lua: Redis' clock picks the period bucket a reserve charges (previous / current / next)",
+        "admission/backends/lua/reserve.lua",
+        "    if now < s1 then kend = ARGV[a + 2]\n    elseif now < e1 then k = k + 1\n"
+        "    else k, kend = k + 2, ARGV[a + 4] end\n",
+        "    k = k + 1\n",
+        PERIOD,
+        support=(ADM + "test_budget_contract.py",),
+    ),
+    Mutation(
+        "M5",
+        "webhooks: redirects are not followed (SSRF; a signed body is for the configured URL)",
+        "alerts/webhooks.py",
+        "_opener = urllib.request.build_opener(_NoRedirect)",
+        "_opener = urllib.request.build_opener()",
+        ("tests/alerts/test_pinned_redirects.py",),
+    ),
+    Mutation(
+        "M6",
+        "settings: refuse to start when dedup retention is shorter than the accepted timestamp window",
+        "config/settings.py",
+        "if math.ceil(TELEMETRY_TS_MAX_AGE_S / 86400) > TELEMETRY_DEDUP_RETENTION_DAYS:",
+        "if False:",
+        ("tests/config/test_pinned_dedup_window.py",),
+    ),
+    Mutation(
+        "M7",
+        "statement: a minute whose settled output exceeded the envelope's max is not the platform's miss",
+        "telemetry/statement.py",
+        "            and m.output_max <= ent.max_output_tokens\n",
+        "",
+        ("tests/statement/test_pinned_envelope_misses.py",),
+    ),
+    Mutation(
+        "M8",
+        "sizing: the busiest minute includes windows starting at each request (the exact sliding max)",
+        "capacity/rate_basis.py",
+        "peak = max(float(at_request.max()) / WINDOW_S, float(window_rates.max()))",
+        "peak = float(window_rates.max())",
+        ("tests/capacity/test_pinned_sizing.py::test_the_busiest_minute_starts_at_a_request_not_on_the_grid",),
+    ),
+    Mutation(
+        "M9",
+        "sizing: past the closed-form switch the KV p99 is never below the simulation's own p99",
+        "capacity/kv_demand.py",
+        "p99 = max(sim.kv_tokens_p99, mean_kv + Z99 * sd_kv)",
+        "p99 = mean_kv + Z99 * sd_kv",
+        ("tests/capacity/test_pinned_sizing.py::test_a_bursty_trace_keeps_its_simulated_kv_p99_past_the_switch",),
+    ),
+)
