@@ -106,6 +106,7 @@ def latency_answer(prepared: PreparedSizing, result: SizingResult) -> dict[str, 
         "slo_breaking_rate_rps": breaking,
         "latency_under_load": {
             "replicas": n,
+            "slo": {"ttft_p99_s": slo.ttft_p99_s, "tpot_p99_s": slo.tpot_p99_s},
             "planning_rate_rps": lam,
             "breaking_over_planning": breaking / lam,
             "p99_at_planning_rate": dict(zip(("ttft_s", "tpot_s"), map(_finite, fleet.p99(lam, n)), strict=True)),
