@@ -343,6 +343,11 @@ def complete(
         r = reasons.REASONS[reasons.ADMISSION_UNAVAILABLE]
         return 503, {"error": {"code": reasons.ADMISSION_UNAVAILABLE, "message": r.when}}
     if settled is None:
+        # Signed by us, yet the store has no record to settle and no scope to settle it against (a
+        # restart without data after the entitlement went): a complete always produces its event
+        # (the same event id as any earlier one, which telemetry keeps once).
+        actual, cap = charged(req, sp)
+        emit(complete_event(claims_meta(claims, sp, estimate, req), req.status, actual, req, cap))
         return 404, UNKNOWN
     result = {**settled.result, "reservation_id": req.reservation_id}
     status = result["status"]

@@ -148,10 +148,10 @@ ADMISSION_IDEMPOTENCY_TTL_S = int(os.environ.get("ADMISSION_IDEMPOTENCY_TTL_S", 
 # separated, still verify during a rotation.
 ADMISSION_SIGNING_KEY = os.environ.get("ADMISSION_SIGNING_KEY", "")
 ADMISSION_SIGNING_KEYS_PREVIOUS = [k for k in os.environ.get("ADMISSION_SIGNING_KEYS_PREVIOUS", "").split(",") if k]
-# Gateway tokens are remembered for this many seconds per process; the shared revocation epoch is
-# read on every request (0) or at most every this many seconds.
+# Gateway tokens are remembered for this many seconds per process; the store checks their revocation
+# epoch on every reserve/complete, and while it is down this is the staleness bound
+# (docs/serving-path-faults.md).
 ADMISSION_AUTH_CACHE_S = float(os.environ.get("ADMISSION_AUTH_CACHE_S", "30"))
-ADMISSION_REVOCATION_POLL_S = float(os.environ.get("ADMISSION_REVOCATION_POLL_S", "0"))
 # Expired reservations are swept in the web process when there is no beat (None: exactly then; set
 # 1 or 0 to force), every this many seconds.
 ADMISSION_SWEEP_IN_PROCESS = (

@@ -11,7 +11,9 @@ class EntitlementsConfig(AppConfig):
 
         post_migrate.connect(reinstall_after_migrate, sender=self, dispatch_uid="entitlements-audit-triggers")
         # SQLite drops a table's triggers when a migration rebuilds it: put the reserve checks back.
-        from entitlements import reserve_triggers
+        from entitlements import epoch_signals, reserve_triggers
+
+        epoch_signals.connect()  # role removals and deactivations reach cached gateway keys at once
 
         post_migrate.connect(
             reserve_triggers.reinstall_after_migrate, sender=self, dispatch_uid="entitlements-reserve-triggers"
