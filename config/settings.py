@@ -95,6 +95,8 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "portal.context.nav",
             ],
+            # People's text on every page without a {% load %} (docs/pages.md).
+            "builtins": ["portal.templatetags.people"],
         },
     }
 ]
@@ -206,7 +208,10 @@ FORECAST_RUN_STALE_AFTER_S = int(os.environ.get("FORECAST_RUN_STALE_AFTER_S", "6
 # Series per forecast chunk: a run fans out into chunks that Celery workers forecast in parallel, and a
 # killed worker costs one chunk, not the run (forecasting.chunks). Small enough to spread over workers,
 # large enough that each StatsForecast call amortises its set-up (a run parameter may override it).
-FORECAST_CHUNK_SIZE = int(os.environ.get("FORECAST_CHUNK_SIZE", "50"))
+FORECAST_CHUNK_SIZE = int(os.environ.get("FORECAST_CHUNK_SIZE", "50" if not CELERY_TASK_ALWAYS_EAGER else "3"))
+# Embedded default (no broker): a run executes in a thread beside the request that asked for it, its
+# chunks one after another, so small chunks move its progress every few series (forecasting.launch).
+FORECAST_RUN_IN_BACKGROUND = env_bool("FORECAST_RUN_IN_BACKGROUND", True)
 # Reconciliation (issue 17.2): the thresholds its findings use, over a trailing window of whole hours.
 RECONCILE_WINDOW_DAYS = int(os.environ.get("RECONCILE_WINDOW_DAYS", "14"))
 # right-size down: the p95 of hourly use stayed below this share of what was bought, all window long
@@ -261,6 +266,10 @@ COST_NETWORK_PER_GB = float(os.environ.get("COST_NETWORK_PER_GB", "0.0"))
 TRACE_MAX_BYTES = int(os.environ.get("TRACE_MAX_BYTES", str(64 * 1024 * 1024)))
 # Sizing's prefill bound: the share of dense peak FLOP/s a replica sustains on prompts (issue 15.3).
 SIZING_PREFILL_MFU = float(os.environ.get("SIZING_PREFILL_MFU", "0.5"))
+# The planning answer's default throttled share per traffic class, and the minute-rate burstiness
+# of an envelope's simulated arrivals (docs/planning.md).
+PLANNING_TARGET_THROTTLED_SHARE = {"reserved": 0.001, "shared": 0.001, "best_effort": 0.01}
+PLANNING_MINUTE_RATE_CV = float(os.environ.get("PLANNING_MINUTE_RATE_CV", "0.21"))
 # Default concurrency caps: Little's law × this burst factor, capped by the KV share (issue 15.5).
 CONCURRENCY_BURST_FACTOR = float(os.environ.get("CONCURRENCY_BURST_FACTOR", "2.0"))
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"

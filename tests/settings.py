@@ -22,3 +22,8 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
         **DATABASES["default"].get("OPTIONS", {}),
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;",
     }
+
+# A forecast run requested in a test executes inline, as a worker would have by the time one looks
+# (tests/demo/test_background_run.py runs one in the background on purpose).
+FORECAST_RUN_IN_BACKGROUND = False
+FORECAST_CHUNK_SIZE = int(os.environ.get("FORECAST_CHUNK_SIZE", "50"))  # the served default's, whatever the broker
