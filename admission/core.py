@@ -9,6 +9,7 @@ the backend, how to sign and verify ids, how to build a scope's plan, where even
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -227,8 +228,10 @@ def slo_met(meta: dict[str, Any], req: CompleteRequest) -> bool | None:
 
 
 def complete_event(
-    meta: dict[str, Any], status: str, actual_wt: float, req: CompleteRequest | None, output_cap: int | None = None
-) -> dict[str, Any]:
+    meta: dict[str, Any], status: str, actual_wt: float, req: CompleteRequest | None, output_cap: int | None = None,
+    reported_prompt: int | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """`reported_prompt`: what the gateway reported when `req` carries the envelope's cap instead."""
     ev = {
         "event_id": f"{meta['request_id']}:complete", "ts": now_iso(), "tenant": meta["tenant"],
         "model": meta["model"], "region": meta["region"], "traffic_class": meta["traffic_class"],
@@ -246,6 +249,8 @@ def complete_event(
         if output_cap is not None and req.output_tokens > output_cap:
             # Charged at the envelope's max output; what the gateway reported is kept beside it.
             ev.update(output_tokens=output_cap, output_capped=True, reported_output_tokens=req.output_tokens)
+        if reported_prompt is not None:
+            ev.update(prompt_capped=True, reported_prompt_tokens=reported_prompt)
     return ev
 
 
@@ -266,6 +271,19 @@ def claims_meta(c: Claims, sp: ScopeParams | None, estimate: float, req: Complet
     if c.fail_open:
         meta["source_kind"] = "fail_open"
     return meta
+
+
+def capped_prompt(req: CompleteRequest, sp: ScopeParams | None) -> tuple[CompleteRequest, int | None]:
+    """The complete as settled: its prompt capped at the envelope's max prompt (as output is), so
+    one report of 10^9 prompt tokens cannot drive the pool's bucket into debt and throttle another
+    tenant (issue 29). → (request, the prompt the gateway reported when capped, else None). A
+    scope no longer in the snapshot has no envelope: its report stands (the debt stays bounded)."""
+    if sp is None or req.prompt_tokens <= sp.max_prompt_tokens:
+        return req, None
+    cap = sp.max_prompt_tokens
+    return dataclasses.replace(
+        req, prompt_tokens=cap, cached_prompt_tokens=min(req.cached_prompt_tokens, cap)
+    ), req.prompt_tokens
 
 
 def charged(req: CompleteRequest, sp: ScopeParams | None) -> tuple[float, int | None]:
@@ -323,6 +341,7 @@ def complete(
     if claims is None:
         return 404, NOT_SIGNED
     sp = snap.lookup(*claims.scope)
+    req, reported_prompt = capped_prompt(req, sp)
     key = record_name(rid_key, claims.tenant, claims.request_id)
     estimate = float(claims.estimate)
     op = CompleteOp(
@@ -337,7 +356,7 @@ def complete(
         # The event is recorded now (a retry, or the reservation's expiry, repeats its event id, which
         # telemetry keeps once); the settlement itself waits for the store.
         actual, cap = charged(req, sp)
-        emit(complete_event(claims_meta(claims, sp, estimate, req), req.status, actual, req, cap))
+        emit(complete_event(claims_meta(claims, sp, estimate, req), req.status, actual, req, cap, reported_prompt))
         if claims.fail_open:
             return 200, {"reservation_id": req.reservation_id, "status": req.status, "source": "fail_open"}
         r = reasons.REASONS[reasons.ADMISSION_UNAVAILABLE]
@@ -347,7 +366,7 @@ def complete(
         # restart without data after the entitlement went): a complete always produces its event
         # (the same event id as any earlier one, which telemetry keeps once).
         actual, cap = charged(req, sp)
-        emit(complete_event(claims_meta(claims, sp, estimate, req), req.status, actual, req, cap))
+        emit(complete_event(claims_meta(claims, sp, estimate, req), req.status, actual, req, cap, reported_prompt))
         return 404, UNKNOWN
     result = {**settled.result, "reservation_id": req.reservation_id}
     status = result["status"]
@@ -358,7 +377,9 @@ def complete(
         meta = claims_meta(claims, sp, estimate, req)  # the store forgot it, or its first answer was lost
     if meta is not None:
         emit(complete_event(meta, status, result["actual_wt"], None if status == "expired" else req,
-                            result.get("output_cap")))  # fmt: skip
+                            result.get("output_cap"), None if status == "expired" else reported_prompt))  # fmt: skip
+    if reported_prompt is not None and status != "expired":
+        result["prompt_cap"] = req.prompt_tokens  # charged at the envelope's max prompt, as output_cap
     if claims.fail_open:
         result["source"] = "fail_open"
     return 200, result
