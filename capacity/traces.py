@@ -9,6 +9,7 @@ bytes into integer 100 ns ticks: exact, and fast enough for the 19k-row file in 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +20,11 @@ HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens"
 COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 TICKS_PER_S = 10_000_000
 _MAX_DIGITS = 12  # a trillion tokens per request is already absurd; it also keeps int64 safe
+# Bytes parsed at a time: numpy's intermediates cost about 15 times the block, so 1 MiB of work at
+# once keeps a 64 MB file's parse within the result's own columns plus a few tens of MB.
+BLOCK = 1 << 20
+_HEADER_PEEK = 4096  # a header longer than this is wrong anyway
+MAX_ERRORS = 1000  # bad rows listed before reading stops (the file is refused either way)
 
 IntArray = npt.NDArray[np.int64]
 
@@ -26,11 +32,12 @@ IntArray = npt.NDArray[np.int64]
 class TraceParseError(ValueError):
     """`errors` lists (line, field, message), lines counted from 1 with the header as line 1."""
 
-    def __init__(self, errors: list[tuple[int, str, str]]) -> None:
+    def __init__(self, errors: list[tuple[int, str, str]], *, more: bool = False) -> None:
         self.errors = errors
+        self.more = more  # reading stopped at MAX_ERRORS: the file has more bad rows than listed
         shown = "; ".join(f"line {ln} {field}: {msg}" for ln, field, msg in errors[:5])
-        more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
-        super().__init__(f"{len(errors)} error(s) in trace: {shown}{more}")
+        more_text = f" (and {len(errors) - 5}{' or more' if more else ''} more)" if len(errors) > 5 else ""
+        super().__init__(f"{len(errors)}{'+' if more else ''} error(s) in trace: {shown}{more_text}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,21 +99,116 @@ _SEPARATORS = {4: ord("-"), 7: ord("-"), 10: ord(" "), 13: ord(":"), 16: ord(":"
 
 def parse_trace(data: str | bytes) -> Trace:
     """Parse the CSV (CRLF or LF, a trailing newline optional). Raises TraceParseError listing
-    every problem; rows out of time order are accepted and sorted.
+    every problem; rows out of time order are accepted and sorted."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    return parse_trace_stream([raw])
 
-    The fast path reads the well-formed rows straight from the bytes with numpy (delimiter
-    positions, fixed-width timestamp columns, digit matrices); only rows it rejects are looked at
-    one by one, to accept looser timestamps or to say exactly what is wrong.
+
+def parse_trace_stream(chunks: Iterable[bytes]) -> Trace:
+    """`parse_trace` over the file's bytes in pieces of any size (an upload's chunks), in memory
+    bounded by one BLOCK of work plus the result's three int64 columns (docs/input-limits.md).
+
+    The fast path reads the well-formed rows of each block straight from the bytes with numpy
+    (delimiter positions, fixed-width timestamp columns, digit matrices); only rows it rejects are
+    looked at one by one, to accept looser timestamps or to say exactly what is wrong. Past
+    MAX_ERRORS bad rows it stops reading: the file is refused anyway, and listing a million bad rows
+    would cost the request the memory and time this is bounded against.
     """
-    raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-    body = raw.removeprefix(_BOM)
-    header, _, rest = body.partition(b"\n")
+    acc = _Accumulator()
+    for block, line in _blocks(chunks):
+        acc.add(block, line)
+        if len(acc.errors) >= MAX_ERRORS:
+            raise TraceParseError(sorted(acc.errors)[:MAX_ERRORS], more=True)
+    return acc.result()
+
+
+def _blocks(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, int]]:
+    """(block, line number of its first row): whole lines of about BLOCK bytes after the checked header."""
+    pending, line, header_done = b"", 2, False
+    for chunk in chunks:
+        pending = pending + chunk if pending else chunk  # one big chunk (a whole file) is not copied
+        pos = 0
+        if not header_done:
+            if b"\n" not in pending[:_HEADER_PEEK] and len(pending) < _HEADER_PEEK:
+                continue
+            _check_header(pending[:_HEADER_PEEK])
+            pos, header_done = pending.find(b"\n") + 1 or len(pending), True
+        view = memoryview(pending)
+        while len(pending) - pos >= BLOCK:
+            cut = pending.rfind(b"\n", pos, pos + BLOCK) + 1
+            if cut <= pos:  # no newline within a block: a line that long is one bad row, read it whole
+                cut = pending.find(b"\n", pos + BLOCK) + 1
+                if not cut:
+                    break
+            block = bytes(view[pos:cut])
+            yield block, line
+            line += block.count(b"\n")
+            pos = cut
+        pending = bytes(view[pos:])
+        view.release()
+    if not header_done:
+        _check_header(pending)
+        pending = b""
+    if pending or line == 2:
+        yield pending, line
+
+
+def _check_header(head: bytes) -> None:
+    header = head.removeprefix(_BOM).partition(b"\n")[0]
     if header.removesuffix(b"\r") != HEADER.encode():
         got = header[:80].decode("utf-8", errors="replace")
         raise TraceParseError([(1, "header", f"expected exactly '{HEADER}', got '{got}'")])
-    rest = rest.removesuffix(b"\n")
-    if not rest:
-        raise TraceParseError([(2, "row", "no requests after the header")])
+
+
+class _Accumulator:
+    """The columns of the blocks read so far, and the earliest request's timestamp text."""
+
+    def __init__(self) -> None:
+        self.ticks: list[IntArray] = []
+        self.prompt: list[IntArray] = []
+        self.output: list[IntArray] = []
+        self.errors: list[tuple[int, str, str]] = []
+        self.first: tuple[int, str] | None = None  # (ticks, text) of the earliest row, first on a tie
+
+    def add(self, block: bytes, line: int) -> None:
+        rest = block.removesuffix(b"\n")
+        if not rest:  # nothing after the header, or a blank line at the very end (as in one piece)
+            self.errors.append((2, "row", "no requests after the header") if line == 2 else
+                               (line, "row", "expected 3 comma-separated fields, got 0"))  # fmt: skip
+            return
+        got = _parse_block(rest, line, self.errors)
+        if got is None:
+            return
+        ticks, prompt, output, first = got
+        if self.first is None or first[0] < self.first[0]:
+            self.first = first
+        self.ticks.append(ticks)
+        self.prompt.append(prompt)
+        self.output.append(output)
+
+    def result(self) -> Trace:
+        if self.errors:
+            raise TraceParseError(sorted(self.errors))
+        if not self.ticks or self.first is None:
+            raise TraceParseError([(2, "row", "no requests after the header")])
+        ticks, self.ticks = np.concatenate(self.ticks), []
+        prompt, self.prompt = np.concatenate(self.prompt), []
+        output, self.output = np.concatenate(self.output), []
+        if np.any(ticks[1:] < ticks[:-1]):
+            order = np.argsort(ticks, kind="stable")
+            ticks, prompt, output = ticks[order], prompt[order], output[order]
+            del order
+        ticks -= ticks[0]  # in int64, exact, before the float: 100 ns ticks since 1970 exceed its 53 bits
+        arrival = ticks.astype(np.float64)
+        del ticks
+        arrival /= TICKS_PER_S
+        return Trace(arrival, prompt, output, self.first[1])
+
+
+def _parse_block(
+    rest: bytes, line0: int, errors: list[tuple[int, str, str]]
+) -> tuple[IntArray, IntArray, IntArray, tuple[int, str]] | None:
+    """One block of whole rows (no trailing newline): its columns and earliest row, or None (errors added)."""
     # Padding lets fixed-width windows run past the last row without bounds checks.
     buf = np.frombuffer(rest + b"\n" * _STAMP_LEN, dtype=np.uint8)
     size = len(rest)
@@ -125,20 +227,18 @@ def parse_trace(data: str | bytes) -> Trace:
     ticks, ts_ok = _fixed_stamps(buf, starts, c1)
     prompt, prompt_ok = _digits(buf, c1 + 1, c2)
     output, output_ok = _digits(buf, c2 + 1, ends)
-    errors: list[tuple[int, str, str]] = []
+    before = len(errors)
     for i in np.flatnonzero(~(shape_ok & ts_ok & prompt_ok & output_ok)):
-        line = rest[starts[i] : ends[i]].decode("utf-8", errors="replace")
-        row = _slow_row(line, int(i) + 2, errors)
+        if len(errors) >= MAX_ERRORS:
+            break
+        text = rest[starts[i] : ends[i]].decode("utf-8", errors="replace")
+        row = _slow_row(text, int(i) + line0, errors)
         if row is not None:
             ticks[i], prompt[i], output[i] = row
-    if errors:
-        raise TraceParseError(sorted(errors))
-    if np.any(ticks[1:] < ticks[:-1]):
-        order = np.argsort(ticks, kind="stable")
-        ticks, prompt, output, starts, c1 = ticks[order], prompt[order], output[order], starts[order], c1[order]
-    i0 = 0
-    first = rest[starts[i0] : c1[i0]].decode("ascii")
-    return Trace(((ticks - ticks[0]) / TICKS_PER_S).astype(np.float64), prompt, output, first)
+    if len(errors) > before:
+        return None
+    i0 = int(np.argmin(ticks))  # the first of the earliest: argsort is stable
+    return ticks, prompt, output, (int(ticks[i0]), rest[starts[i0] : c1[i0]].decode("ascii"))
 
 
 def _fixed_stamps(

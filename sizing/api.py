@@ -78,11 +78,12 @@ def _max_trace_bytes() -> int:
 def _parse_error_response(e: TraceParseError) -> Response:
     shown = e.errors[:SHOWN_TRACE_ERRORS]
     messages = [f"line {ln} {field}: {msg}" for ln, field, msg in shown]
-    if len(e.errors) > len(shown):
-        messages.append(f"… and {len(e.errors) - len(shown)} more")
+    if len(e.errors) > len(shown) or e.more:
+        messages.append(f"… and {len(e.errors) - len(shown)}{' or more' if e.more else ''} more")
+    count = f"{len(e.errors)} or more" if e.more else f"{len(e.errors)}"  # reading stopped at MAX_ERRORS
     body = {
         "code": "invalid",
-        "message": f"{len(e.errors)} bad line(s); nothing was imported",
+        "message": f"{count} bad line(s); nothing was imported",
         "fields": {"file": messages},
         "lines": [{"line": ln, "field": field, "message": msg} for ln, field, msg in shown],
         "error_count": len(e.errors),
@@ -117,7 +118,7 @@ class TraceListView(APIView):
         name = str(request.data.get("name") or upload.name or "trace")  # type: ignore[union-attr]  # multipart: a QueryDict
         try:
             trace = trace_import(
-                data=upload.read(), name=name, tenant=owner_tenant(request.user), uploaded_by=request.user
+                data=upload.chunks(), name=name, tenant=owner_tenant(request.user), uploaded_by=request.user
             )
         except TraceParseError as e:
             return _parse_error_response(e)

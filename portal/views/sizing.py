@@ -375,7 +375,7 @@ def trace_upload(request: HttpRequest) -> HttpResponse:
     if not error:
         try:
             trace = trace_import(
-                data=upload.read(),  # type: ignore[union-attr]  # no upload set an error above
+                data=upload.chunks(),  # type: ignore[union-attr]  # no upload set an error above; parsed as read
                 name=name[:200],
                 tenant=owner_tenant(request.user),
                 uploaded_by=request.user,
