@@ -73,8 +73,13 @@ def plan(env: dict[str, str], *, host: str, port: int, python: str = sys.executa
     ]
     if broker:
         celery = [python, "-m", "celery", "-A", "config"]
-        procs.append(Proc("worker", [*celery, "worker", "--loglevel", "WARNING"], {"CELERY_BROKER_URL": broker}))
+        general = [*celery, "worker", "-X", "admission-events", "--loglevel", "WARNING"]
+        procs.append(Proc("worker", general, {"CELERY_BROKER_URL": broker}))
         procs.append(Proc("beat", [*celery, "beat", "--loglevel", "WARNING"], {"CELERY_BROKER_URL": broker}))
+        # Admission events' own queue (config/settings.py CELERY_TASK_ROUTES): a forecast run on the
+        # default queue never holds them back.
+        events = [*celery, "worker", "-Q", "admission-events", "-n", "events@%h", "--loglevel", "WARNING"]
+        procs.append(Proc("events", events, {"CELERY_BROKER_URL": broker}))
     else:
         # No beat in the embedded default: evaluate alert rules (and send due webhook retries) every minute.
         procs.append(Proc("alerts", [*manage, "evaluate_alerts", "--every", "60"]))

@@ -193,6 +193,10 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Admission events and the sweep on a queue of their own, with a worker of its own (bin/run_all.py):
+# behind forecast chunks on the default queue they landed a minute late (docs/serving-path-faults.md).
+ADMISSION_EVENTS_QUEUE = "admission-events"
+CELERY_TASK_ROUTES = {"admission.tasks.*": {"queue": ADMISSION_EVENTS_QUEUE}}
 # A task whose worker died is redelivered after this many seconds (Redis broker): minutes, not an
 # hour (issue 12.10). A redelivery of a run that is still alive does nothing: the run is claimed by
 # compare-and-swap and only taken over after FORECAST_RUN_STALE_AFTER_S without a checkpoint.

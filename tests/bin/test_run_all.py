@@ -52,19 +52,19 @@ def test_embedded_stays_one_process_whatever_web_concurrency_says():
 
 def test_with_redis_several_workers_a_celery_worker_and_beat_on_redis_as_broker():
     env = {"REDIS_URL": "redis://127.0.0.1:6379/7"}
-    assert names(env) == ["web", "worker", "beat", "simulator"]
+    assert names(env) == ["web", "worker", "beat", "events", "simulator"]
     assert int(web_flag(env, "--workers")) > 1
     assert web_flag({**env, "WEB_CONCURRENCY": "3"}, "--workers") == "3"
     procs = run_all.plan(env, host="127.0.0.1", port=8000)
     assert {p.name: p.env.get("CELERY_BROKER_URL") for p in procs if p.name != "simulator"} == {
-        "web": env["REDIS_URL"], "worker": env["REDIS_URL"], "beat": env["REDIS_URL"],
+        "web": env["REDIS_URL"], "worker": env["REDIS_URL"], "beat": env["REDIS_URL"], "events": env["REDIS_URL"],
     }  # fmt: skip
-    assert procs[1].argv[-4:-2] == ["config", "worker"] and procs[2].argv[-4:-2] == ["config", "beat"]
+    assert [p.argv[p.argv.index("config") + 1] for p in procs[1:4]] == ["worker", "beat", "worker"]
 
 
 def test_a_broker_without_redis_gets_worker_and_beat_but_one_web_process():
     env = {"CELERY_BROKER_URL": "redis://127.0.0.1:6379/8"}
-    assert names(env) == ["web", "worker", "beat", "simulator"]
+    assert names(env) == ["web", "worker", "beat", "events", "simulator"]
     assert web_flag(env, "--workers") == "1"
 
 
