@@ -36,10 +36,7 @@ class ForecastsView(APIView):
         if "tenant_slug" in filters and not qs.exists():
             raise Http404
         run = selectors.latest_run()
-        # Per series also how it was chosen at the lead time and what earlier forecasts of it did
-        # (docs/forecasting.md).
-        series = [{**selectors.series_summary(s), "selection": s.selection, "realised": s.realised} for s in qs]
-        return Response({"run": selectors.run_summary(run), "series": series})
+        return Response({"run": selectors.run_summary(run), "series": [selectors.series_summary(s) for s in qs]})
 
 
 class RunsView(APIView):

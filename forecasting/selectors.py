@@ -48,6 +48,9 @@ def series_summary(s: ForecastSeries) -> dict[str, Any]:
         "coverage": s.coverage,
         "best_naive_holdout_error": best_naive_holdout(s.candidates),
         "note": s.note,
+        # How it was chosen at the lead time and what earlier forecasts of it did (docs/forecasting.md).
+        "selection": s.selection,
+        "realised": s.realised,
     }
 
 

@@ -102,3 +102,36 @@ def series_fan(s: dict[str, Any]) -> dict[str, Any]:
             }
         )
     return {"data": data, "layout": _layout(f"{s['tenant']} · {s['model']} @ {s['region']}", "CU (hourly mean)")}
+
+
+def series_backtest(s: dict[str, Any]) -> dict[str, Any] | None:
+    """The forecast the chosen method made N weeks ago (the backtest's last origin) against what then
+    happened, week by week (docs/forecasting.md); None without a backtest."""
+    chart = (s.get("selection") or {}).get("chart") or {}
+    if not chart:
+        return None
+    weeks = list(range(1, len(chart["actual"]) + 1))
+    layout = _layout(f"made {chart['made_weeks_ago']} weeks ago: {s['method']} vs what happened", "CU (weekly mean)")
+    layout["height"] = 200
+    layout["xaxis"] = {"title": {"text": "weeks after the forecast was made"}}
+    return {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": "happened",
+                "x": weeks,
+                "y": chart["actual"],
+                "line": {"color": "#333333"},
+            },
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": f"forecast ({s['method']})",
+                "x": weeks,
+                "y": chart["forecast"],
+                "line": SCENARIO_STYLE["expected"],
+            },
+        ],
+        "layout": layout,
+    }

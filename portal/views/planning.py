@@ -82,6 +82,12 @@ def _pool_summary(p: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _explained(s: Any, i: int) -> dict[str, Any]:
+    """A series' summary with its backtest chart (forecast made N weeks ago vs what happened)."""
+    summary = selectors.series_summary(s)
+    return {**summary, "fig_id": f"series-{i}", "backtest_fig": charts_planning.series_backtest(summary)}
+
+
 @require_GET
 @login_required
 def planning(request: HttpRequest) -> HttpResponse:
@@ -89,7 +95,7 @@ def planning(request: HttpRequest) -> HttpResponse:
         return redirect("planning-mine")
     _staff(request)
     run, pools = gap.supply_gap()
-    series = [selectors.series_summary(s) for s in selectors.series_visible_to(request.user, run)]
+    series = [_explained(s, i) for i, s in enumerate(selectors.series_visible_to(request.user, run))]
     return render(
         request,
         PAGE,
@@ -162,8 +168,8 @@ def mine(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied("this page shows a tenant's own forecast")
     rows = []
     for i, s in enumerate(selectors.series_visible_to(request.user)):
-        summary = selectors.series_summary(s)
-        rows.append({**summary, "fig": charts_planning.series_fan(summary), "fig_id": f"series-{i}"})
+        summary = _explained(s, i)
+        rows.append({**summary, "fig": charts_planning.series_fan(summary)})
     return render(
         request, "portal/planning/mine.html", {"tenant": tenant, "series": rows, "run": selectors.latest_run()}
     )
