@@ -118,6 +118,7 @@ def simulate_class(inp: SizingInput, ttft_s: float, tpot_s: float) -> KvDemand:
         output = np.where(cancelled, output * 0.5, output)
     kv = prompt + output
     residence = ttft_s + output * tpot_s
+    rate = inp.arrival_rate_rps
     if times is not None:
         assert order is not None
         t = times[order]
@@ -125,11 +126,23 @@ def simulate_class(inp: SizingInput, ttft_s: float, tpot_s: float) -> KvDemand:
         # One mean gap closes the circle, so evenly spaced arrivals stay evenly spaced across the wrap.
         period = float(axis[-1]) * n / (n - 1)
         trace_rate = n / period
-        scale = trace_rate / inp.arrival_rate_rps
-        notes.append(
-            f"KV: replays the {n:,} given arrival timestamps, time-scaled ×{num(scale)} from their "
-            f"{num(trace_rate)} req/s to {num(inp.arrival_rate_rps)} req/s, on a circle (no warm-up)"
-        )
+        if inp.trace_own_timing:
+            # The trace's bursts are already in its times: scaling it up to a busy-minute rate
+            # would count the burst twice (docs/planning.md). A thinned trace is scaled back to
+            # the whole trace's own rate only.
+            whole = len(times)
+            rate = whole / (float(times.max() - times.min()) * whole / (whole - 1))
+            scale = trace_rate / rate
+            notes.append(
+                f"KV: replays the {n:,} given arrival timestamps at their own timing ({num(rate)} req/s "
+                f"mean, bursts as recorded), on a circle (no warm-up)"
+            )
+        else:
+            scale = trace_rate / inp.arrival_rate_rps
+            notes.append(
+                f"KV: replays the {n:,} given arrival timestamps, time-scaled ×{num(scale)} from their "
+                f"{num(trace_rate)} req/s to {num(inp.arrival_rate_rps)} req/s, on a circle (no warm-up)"
+            )
         sim = simulate(axis, period, scale, residence, kv, source="trace")
     else:
         axis = poisson_axis(rng[_ARRIVALS], n)
@@ -138,7 +151,7 @@ def simulate_class(inp: SizingInput, ttft_s: float, tpot_s: float) -> KvDemand:
             f"replayed on a circle so there is no warm-up"
         )
         sim = simulate(axis, float(n), 1.0 / inp.arrival_rate_rps, residence, kv, source="poisson")
-    sim = _with_closed_form(sim, inp.arrival_rate_rps, residence, kv, notes)
+    sim = _with_closed_form(sim, rate, residence, kv, notes)
     notes.append(
         "KV: a request holds prompt + generated output tokens for its whole residence (an upper bound: real KV "
         "grows from the prompt during decode), so kv_tokens_p99 is conservative; the p99 is over time"

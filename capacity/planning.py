@@ -198,6 +198,9 @@ def plan(
     if r_wt_per_s <= 0 or depth_s <= 0:
         raise ValueError("r_wt_per_s and depth_s must be positive")
     n = len(w)
+    if n == 0:
+        none = Replay(0.0, 0, 0)
+        return PlanningAnswer(0.0, target_throttled_share, none, none, w.basis)
     # The most throttles allowed, compared exactly as a reader would: throttled / n ≤ target.
     allowed = math.floor(target_throttled_share * n)
     while allowed + 1 <= n and (allowed + 1) / n <= target_throttled_share:

@@ -53,6 +53,8 @@ RANGES: dict[str, Range] = {
     "cost.slo_met_fraction": Range(0.01, 1, ""),
     "cost.retry_waste_fraction": Range(0, 0.99, ""),
     "prefill_mfu": Range(0.01, 1, ""),
+    "target_throttled_share": Range(0.0001, 0.5, "share of requests throttled by the bucket"),
+    "minute_rate_cv": Range(0, 5, "coefficient of variation of the one-minute rate"),
 }
 
 

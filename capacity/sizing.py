@@ -16,6 +16,8 @@ from capacity.kv_demand import mean_lengths, paired, simulate_class
 from capacity.kvsim import KvSimulation
 from capacity.lengths import LengthQuantiles, LengthSamples, LengthSpec
 from capacity.operating_points import OperatingPoint, Slo, describe_point, feasible_points, latencies_used
+from capacity.planning import PlanningAnswer, plan
+from capacity.planning_workload import envelope_workload, trace_workload
 from capacity.sizing_checks import (
     PrefillBound,
     context_warning,
@@ -109,7 +111,64 @@ def size(inp: SizingInput) -> SizingResult:
     if unpriced:
         notes.append(f"left out: points on {', '.join(unpriced)}, which has no price under this pricing")
     notes.extend(f"left out: {e.message}" for e in misfits)
-    return replace(best, assumptions=(*notes, *best.assumptions), alternatives=alternatives, why_chosen=why)
+    answer = planning_answer(inp)
+    notes.append(f"CU to buy: {answer.check}; requests from {answer.planning_basis}")
+    extra, extra_note = _peak_extra(inp, policy, best)
+    if extra_note:
+        notes.append(extra_note)
+    return replace(
+        best,
+        assumptions=(*notes, *best.assumptions),
+        alternatives=alternatives,
+        why_chosen=why,
+        planning=answer,
+        peak_extra_cost_per_hour=extra,
+    )
+
+
+def planning_answer(inp: SizingInput) -> PlanningAnswer:
+    """The CU to buy for this class (docs/planning.md): its trace at its own timing (or scaled to an
+    explicit mean rate), else its envelope with over-dispersed arrivals."""
+    m = inp.model
+    times, p, o = inp.arrival_times_s, inp.prompt_tokens, inp.output_tokens
+    common = {
+        "w_out": m.w_out,
+        "w_cached": m.w_cached,
+        "cache_hit_ratio": inp.cache_hit_ratio,
+        "cancellation_ratio": inp.cancellation_ratio,
+    }
+    if times is not None and isinstance(p, LengthSamples) and isinstance(o, LengthSamples):
+        w = trace_workload(
+            times, p.values, o.values, mean_rate_rps=None if inp.trace_own_timing else inp.arrival_rate_rps, **common
+        )
+    else:
+        w = envelope_workload(
+            rate_rps=inp.arrival_rate_rps, prompt=p, output=o, minute_rate_cv=inp.minute_rate_cv, seed=inp.seed, **common
+        )
+    return plan(w, r_wt_per_s=m.r_wt_per_s, target_throttled_share=inp.target_throttled_share)
+
+
+def real_rate_rps(inp: SizingInput) -> float:
+    """The workload's real volume: a trace replayed at its own timing runs at its mean rate
+    (requests ÷ duration), whatever planning rate sized the fleet."""
+    t = inp.arrival_times_s
+    if inp.trace_own_timing and t is not None and len(t) > 1:
+        return len(t) / max(float(t.max() - t.min()), 1.0)
+    return inp.arrival_rate_rps
+
+
+def _peak_extra(inp: SizingInput, policy: FailurePolicy, best: SizingResult) -> tuple[float | None, str | None]:
+    """What sizing for the planning rate rather than the mean costs per hour, on the chosen point."""
+    mean = real_rate_rps(inp)
+    if mean >= inp.arrival_rate_rps:
+        return 0.0, None
+    at_mean = _size_at(replace(inp, arrival_rate_rps=mean), policy, best.operating_point_used)
+    extra = best.cost.per_hour.value - at_mean.cost.per_hour.value
+    return extra, (
+        f"cost: the planning rate {num(inp.arrival_rate_rps)} req/s needs {best.replicas.total} replicas at "
+        f"{num(best.cost.per_hour.value)}/h; the mean {num(mean)} req/s would need {at_mean.replicas.total} at "
+        f"{num(at_mean.cost.per_hour.value)}/h, so the peak's extra cost is {num(extra)}/h"
+    )
 
 
 def _alternative(r: SizingResult, best: SizingResult) -> Alternative:
@@ -216,6 +275,9 @@ def _size_at(inp: SizingInput, policy: FailurePolicy, op: OperatingPoint) -> Siz
         f"{accelerators} = {replicas.total} replicas × {apr} per replica, in whole slices of {acc.chips_per_slice}",
     )
     capacity = replicas.total * demand.goodput_wt
+    # Cost per useful token over the real volume: the fleet is sized for the planning rate, but
+    # only the mean rate's tokens are ever produced (docs/planning.md).
+    real_out_tps = out_tps * real_rate_rps(inp) / lam if lam > 0 else out_tps
     cost = pool_cost(
         accelerator=acc.cost,
         inputs=acc.cost_inputs or inp.cost_inputs,
@@ -224,7 +286,7 @@ def _size_at(inp: SizingInput, policy: FailurePolicy, op: OperatingPoint) -> Siz
         replicas_total=replicas.total,
         replicas_steady=replicas.steady,
         load_fraction=demand.demand_wt / capacity if capacity > 0 else 0.0,
-        output_tokens_per_s=out_tps,
+        output_tokens_per_s=real_out_tps,
         network_bytes_per_s=demand.network,
         out_tps_per_replica=op.out_tps_per_replica,
     )

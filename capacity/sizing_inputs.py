@@ -96,6 +96,14 @@ class SizingInput:
     prefill_mfu: float = 0.5
     # Accelerators of each type in the whole catalogue fleet: more than that is IMPLAUSIBLE.
     fleet_accelerators: dict[str, int] | None = None
+    # The planning answer (docs/planning.md): the share of requests the bucket may throttle, and
+    # the burstiness of an envelope's simulated arrivals (used only without arrival times).
+    target_throttled_share: float = 0.001
+    minute_rate_cv: float = 0.21
+    # True when `arrival_times_s` are replayed at their own timing (a trace's bursts are real, and
+    # its mean rate is the real volume) while `arrival_rate_rps` is a planning basis such as
+    # peak_1m; False scales the times to `arrival_rate_rps` as the mean.
+    trace_own_timing: bool = False
 
 
 def _finite(name: str, x: object, *, low: float = 0.0, high: float = math.inf, low_open: bool = False) -> float:
@@ -127,6 +135,8 @@ def validate(inp: SizingInput) -> FailurePolicy:
         "lb_unevenness",
         "startup_minutes",
         "ramp_rps_per_minute",
+        "target_throttled_share",
+        "minute_rate_cv",
     ):
         in_range(name, getattr(inp, name))
     validate_length(inp.prompt_tokens, "prompt_tokens")

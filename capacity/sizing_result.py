@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from capacity.cost import PoolCost
 from capacity.kvsim import KvSimulation
 from capacity.operating_points import OperatingPoint
+from capacity.planning import PlanningAnswer
 from capacity.sizing_checks import SizingWarning
 from capacity.steps import Step, finite_or_none
 
@@ -95,8 +96,21 @@ class SizingResult:
     alternatives: tuple[Alternative, ...] = ()
     why_chosen: str = ""
     warnings: tuple[SizingWarning, ...] = ()
+    # The CU to buy, checked by replay (docs/planning.md); its fields join the answer's top level.
+    planning: PlanningAnswer | None = None
+    # What the sized fleet would cost were it sized for the mean rate instead of the planning rate.
+    peak_extra_cost_per_hour: float | None = None
 
     def to_dict(self) -> dict[str, object]:
+        body = self._core_dict()
+        if self.planning is not None:
+            body.update(self.planning.to_dict())
+        cost = self.cost.to_dict()
+        cost["peak_extra_per_hour"] = finite_or_none(self.peak_extra_cost_per_hour)
+        body["cost"] = cost
+        return body
+
+    def _core_dict(self) -> dict[str, object]:
         """CONTRACT §3 output names, plus the extras a page needs; JSON-ready (no infinities)."""
         op = self.operating_point_used
         return {

@@ -33,6 +33,8 @@ NUMBERS = (
     "lb_unevenness",
     "startup_minutes",
     "ramp_rps_per_minute",
+    "target_throttled_share",
+    "minute_rate_cv",
 )
 OTHER_KEYS = ("model", "accelerator", "arrival_rate_rps", "prompt_tokens", "output_tokens", "slo", "failure_policy")
 KEYS = frozenset(NUMBERS + OTHER_KEYS + ("zones", "cost", "allow_ceiling", "arrival_rate_basis"))
@@ -162,6 +164,8 @@ def prepare_sizing(payload: Any, user: Any) -> PreparedSizing:
         allow_ceiling=allow_ceiling,
     )
     extra = {k: payload[k] for k in NUMBERS if payload.get(k) is not None}
+    extra.setdefault("target_throttled_share", settings.PLANNING_TARGET_THROTTLED_SHARE["reserved"])
+    extra.setdefault("minute_rate_cv", settings.PLANNING_MINUTE_RATE_CV)
     inp = SizingInput(
         model=cat.model,
         operating_points=cat.points,
@@ -175,6 +179,8 @@ def prepare_sizing(payload: Any, user: Any) -> PreparedSizing:
         accelerator=payload.get("accelerator") or None,
         allow_ceiling=allow_ceiling,
         arrival_times_s=trace_arrays(paired).arrival_s if paired is not None else None,
+        # A trace sized on a basis of its own minute rates keeps its own timing (docs/planning.md).
+        trace_own_timing=paired is not None and basis != "explicit",
         cost_inputs=cat.cost_inputs,
         fleet_accelerators=cat.fleet,
         prefill_mfu=settings.SIZING_PREFILL_MFU,

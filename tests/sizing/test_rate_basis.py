@@ -69,7 +69,8 @@ def test_a_trace_sizes_at_its_peak_minute_by_default_and_cu_scales_with_it(api, 
     # 300 prompt + 4 × 100 output = 700 wt per request; R = 1,000 → 7 CU at 10 req/s.
     assert peak["capacity_units"] == pytest.approx(7.0, rel=1e-12)
     assert peak["capacity_units"] / mean["capacity_units"] == pytest.approx(10.0 / (4140 / 3599), rel=1e-12)
-    assert peak["kv_tokens_p99"] > mean["kv_tokens_p99"]
+    # Issue 30: KV comes from the trace at its own timing whatever the basis (the burst is counted once).
+    assert peak["kv_tokens_p99"] == mean["kv_tokens_p99"]
     assert peak["assumptions"][0].startswith("arrival rate: its busiest minute, 10 req/s (basis peak_1m")
 
 
