@@ -112,7 +112,8 @@ def _served(view: APIView, request: Request, serve: Any, parsed: Any) -> Respons
     """DRF's path: the store checks the token's epoch in the same call (admission.auth)."""
 
     def again() -> None:
-        request._authenticate()  # raises 401 for a token revoked or a user deactivated since
+        # DRF's own step: 401 for a token revoked or a user deactivated since
+        request._authenticate()  # type: ignore[attr-defined]
         view.check_permissions(request)  # 403 for a gateway role removed since
 
     status, body, headers = under_epoch(request, lambda epoch: serve(parsed, epoch), again)
