@@ -18,7 +18,7 @@ from portal.models import LaunchRequest
 from portal.services import intake
 
 
-def build_demo() -> LaunchRequest:
+def build_demo(*, findings: bool = False) -> LaunchRequest:
     call_command("load_demo", stdout=StringIO())
     now = timezone.now()
     seed_history(days=2, now=now)
@@ -65,4 +65,35 @@ def build_demo() -> LaunchRequest:
         justification="walk",
     )
     intake.launch_request_submit(actor=requester, request=req.uuid)
+    if findings:  # the reconciliation queue and a finding's page have something to show
+        from reconciliation.models import ReconciliationRun
+        from reconciliation.services import run_execute, run_request
+
+        run = run_request(trigger="manual", now=now)
+        if ReconciliationRun.objects.get(pk=run.pk).status == ReconciliationRun.Status.QUEUED:
+            run_execute(run.pk)
     return LaunchRequest.objects.get(pk=req.pk)
+
+
+def pages_of(who: str, req: LaunchRequest) -> list[str]:
+    """The pages a demo persona reaches from the nav, one of each kind (an entitlement, a pool, a finding)."""
+    from reconciliation.models import Finding
+
+    ent = Entitlement.objects.filter(tenant__slug="acme").order_by("pk").first()
+    assert ent is not None
+    tenant = ["/", "/usage/", f"/entitlements/{ent.uuid}/", f"/entitlements/{ent.uuid}/statement/", "/alerts/"]
+    tenant += ["/tokens/", "/reconciliation/", "/sizing/", "/launch/", f"/launch/{req.uuid}/"]
+    finding = Finding.objects.order_by("kind", "pk")
+    if who in ("demo-requester", "demo-viewer"):
+        finding = finding.filter(tenant__slug="acme")
+    findings = [f"/reconciliation/{f.pk}/" for f in finding[:1]]
+    pool = Pool.objects.order_by("slug").first()
+    staff = ["/", "/launch/queue/", f"/launch/{req.uuid}/", "/fleet/", "/planning/", "/reconciliation/", *findings]
+    staff += [f"/planning/pools/{pool.slug}/", "/alerts/", "/usage/", "/sizing/", "/tokens/"] if pool else []
+    if who == "demo-operator":
+        return [*staff, "/alerts/rules/", "/alerts/webhooks/", f"/entitlements/{ent.uuid}/statement/"]
+    if who == "demo-approver":
+        return staff
+    if who == "demo-requester":
+        return [*tenant, *findings, "/launch/new", "/planning/mine/", "/alerts/rules/"]
+    return [*tenant, "/planning/mine/"]

@@ -1,6 +1,10 @@
 """Every demo page prints numbers people can read (issue 22): no run of more than 7 digits without
 separators in the visible text, as the operator and as a tenant viewer.
 
+And machine text stays off people's pages (issue 28.8, docs/pages.md): on every page × persona
+(demo_pages.pages_of) the visible text outside <code> holds no snake_case key, no integer over 9,999
+without separators and no number with more than 4 decimals.
+
 The demo fleet is loaded, two days of demand history seeded (so request counts run into the millions),
 a forecast's pool demand stored for every pool, and one launch request filed, sized and submitted.
 """
@@ -16,26 +20,28 @@ from django.test import Client
 
 from entitlements.models import Entitlement, Pool
 from portal.models import LaunchRequest
-from tests.portal.demo_pages import build_demo
+from tests.portal.demo_pages import build_demo, pages_of
 
-LONG_RUN = re.compile(r"\d{8,}")
+LONG_RUN = re.compile(r"(?<![\w.])\d{8,}")  # a digit run inside a word (a version, d20250730) is no number
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
 
 
 class _Text(HTMLParser):
-    """The text a person sees: no scripts, styles or attribute values."""
+    """The text a person sees: no scripts, styles or attribute values (and, with code=False, no <code>:
+    text marked as machine text on purpose, such as an API path or a key prefix)."""
 
-    def __init__(self) -> None:
+    def __init__(self, code: bool = True) -> None:
         super().__init__()
+        self.hidden = ("script", "style", "template") if code else ("script", "style", "template", "code", "pre")
         self.skip = 0
         self.parts: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
-        if tag in ("script", "style", "template"):
+        if tag in self.hidden:
             self.skip += 1
 
     def handle_endtag(self, tag: str) -> None:
-        if tag in ("script", "style", "template") and self.skip:
+        if tag in self.hidden and self.skip:
             self.skip -= 1
 
     def handle_data(self, data: str) -> None:
@@ -48,6 +54,39 @@ def long_numbers(html: str) -> list[str]:
     p.feed(html)
     text = " ".join(UUID.sub(" ", " ".join(p.parts)).split())
     return [text[max(0, m.start() - 40) : m.end() + 20].strip() for m in LONG_RUN.finditer(text)]
+
+
+SNAKE = re.compile(r"(?<![\w./-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w/-])")
+# Formula symbols the pages define where they use them (README: weights and the latency curve), not keys.
+SYMBOLS = {"w_out", "w_cached", "x_inf", "x_sat"}
+BIG_INT = re.compile(r"(?<![\w,.])\d{5,}(?![\d,])")
+LONG_FLOAT = re.compile(r"\d\.\d{5,}")
+ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")  # a raw ISO timestamp
+NO_ZONE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d(?::\d\d)?(?! UTC)")  # a time without its zone
+
+
+def machine_text(html: str) -> list[str]:
+    p = _Text(code=False)
+    p.feed(html)
+    text = " ".join(UUID.sub(" ", " ".join(p.parts)).split())
+    hits = []
+    for pattern in (SNAKE, BIG_INT, LONG_FLOAT, ISO, NO_ZONE):
+        hits += [
+            text[max(0, m.start() - 30) : m.end() + 15].strip()
+            for m in pattern.finditer(text)
+            if m.group(0) not in SYMBOLS
+        ]
+    return hits
+
+
+def test_the_machine_text_checker_finds_keys_long_integers_and_floats_outside_code():
+    assert machine_text("<p>state partially_approved</p>") == ["state partially_approved"]
+    assert machine_text("<p>3231899 requests</p>") == ["3231899 requests"]
+    assert machine_text("<p>1.789898 / 0.0</p>") == ["1.789898 / 0.0"]
+    assert machine_text("<p>from 2026-11-01T00:00:00+00:00</p>") == ["from 2026-11-01T00:00:00+00:00"]
+    assert machine_text("<p>at 2026-11-01 10:00 then</p>") == ["at 2026-11-01 10:00 then"]
+    clean = "<p>3,231,899 requests, 1.7899, partially approved, 2026-12-01 14:05 UTC, QUOTA_EXCEEDED, w_out</p>"
+    assert machine_text(clean + "<code>cu_hours</code><pre>used_cu 123456</pre>") == []
 
 
 def test_the_checker_finds_a_long_number_and_ignores_scripts_and_uuids():
@@ -83,3 +122,21 @@ def test_no_page_prints_a_number_of_more_than_seven_digits_without_separators(de
         if hits := long_numbers(response.content.decode()):
             found[path] = hits
     assert not found, "\n".join(f"{path}: {hits}" for path, hits in found.items())
+
+
+@pytest.fixture
+def demo_with_findings(db):
+    return build_demo(findings=True)
+
+
+def test_no_page_shows_machine_text(demo_with_findings):
+    found = {}
+    for who in ("demo-operator", "demo-approver", "demo-requester", "demo-viewer"):
+        client = Client()
+        client.force_login(get_user_model().objects.get(username=who))
+        for path in pages_of(who, demo_with_findings):
+            response = client.get(path)
+            assert response.status_code == 200, (who, path)
+            if hits := machine_text(response.content.decode()):
+                found[f"{who} {path}"] = hits
+    assert not found, "\n".join(f"{where}: {hits}" for where, hits in found.items())
