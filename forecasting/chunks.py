@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from entitlements.models import Pool, Tenant
 from forecasting import demand, history, pipeline, placement, realised, selection
-from forecasting.models import ForecastChunk, ForecastRun, ForecastSeries, PoolDemand
+from forecasting.models import CommittedAdjustment, ForecastChunk, ForecastRun, ForecastSeries, PoolDemand
 
 RUNNING = ForecastRun.Status.RUNNING
 HORIZON_WEEKS = 26
@@ -208,6 +208,27 @@ def _lead_weeks(chunk: ForecastChunk) -> dict[tuple, int]:
     }
 
 
+def _committed(keys: list[tuple]) -> dict[tuple, list[tuple]]:
+    """Per series key: the committed-demand changes still in force (docs/forecasting.md)."""
+    rows = CommittedAdjustment.objects.filter(
+        entitlement__tenant__slug__in={k[0] for k in keys},
+        entitlement__revoked_at__isnull=True,
+        entitlement_version=F("entitlement__version"),
+    ).values_list(
+        "entitlement__tenant__slug",
+        "entitlement__model__slug",
+        "entitlement__region__slug",
+        "from_ts",
+        "entitlement__ends_at",
+        "cu_delta",
+        "source",
+    )
+    out: dict[tuple, list[tuple]] = {}
+    for t, m, r, start, until, delta, source in rows.order_by("from_ts", "pk"):
+        out.setdefault((t, m, r), []).append((start, until, float(delta), source))
+    return out
+
+
 def execute(*, chunk_id: Any, token: str) -> None:
     """Forecast the chunk's series (a heartbeat per batch), then write them once."""
     from forecasting.services import Parameters
@@ -218,6 +239,7 @@ def execute(*, chunk_id: Any, token: str) -> None:
     keys = [tuple(k[:3]) for k in chunk.keys]
     series = history.demand_series(start=end - timedelta(days=params.lookback_days), end=end, keys=keys)
     leads = _lead_weeks(chunk)
+    committed = _committed(keys)
     forecasts: list[demand.SeriesForecast] = []
     shown: list[dict[str, Any]] = []
     for i in range(0, len(series), params.batch_size):
@@ -227,6 +249,8 @@ def execute(*, chunk_id: Any, token: str) -> None:
             part, horizon_h=HORIZON_H, lead_weeks=[leads[s.key] for s in part], feedback=fbs
         )
         shown += seen
+        for f in forecasts[-len(part) :]:
+            pipeline.apply_committed(f, committed.get(f.key, []))
         checkpoint(chunk_id, token)
         if params.pause_between_batches_s:
             time.sleep(params.pause_between_batches_s)

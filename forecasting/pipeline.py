@@ -11,7 +11,7 @@ No database here, so the job, the tests and the benchmark run the same code.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import numpy as np
 
@@ -164,3 +164,20 @@ def _why(t: selection.LeadBacktest, ranked: list[tuple[float, str]], refused: di
     if fb.realised:
         parts.append("realised error of earlier runs counted half")
     return "; ".join(parts)
+
+
+def apply_committed(f: SeriesForecast, changes: list[tuple[datetime, datetime | None, float, str]]) -> None:
+    """Committed-demand changes on the series' scope (an accepted reconciliation finding's
+    CommittedAdjustment, still at its entitlement's version) move every band from their date to the
+    entitlement's end: the change is known, so it is not left for the history to reveal weeks later."""
+    said = []
+    for start, until, delta, source in changes:
+        a = max(0, int((start - f.start) / timedelta(hours=1)))
+        b = len(f.p50) if until is None else max(0, min(len(f.p50), int((until - f.start) / timedelta(hours=1))))
+        if a >= b:
+            continue
+        for arr in (f.p50, f.p90, f.p99):
+            arr[a:b] = np.clip(arr[a:b] + delta, 0.0, None)
+        said.append(f"{delta:+.2f} CU committed from {start:%Y-%m-%d} ({source})")
+    if said:
+        f.note = "; ".join(filter(None, [f.note, *said]))
