@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 import numpy as np
 
@@ -31,9 +32,9 @@ class Feedback:
     widen: float = 1.0  # band factor from the realised P90 coverage
 
 
-def _trend_carries(values: np.ndarray, t: selection.LeadBacktest | None) -> tuple[bool, dict]:
+def _trend_carries(values: np.ndarray, t: selection.LeadBacktest | None) -> tuple[bool, dict[str, Any]]:
     slope, far, p = guard.trend_slope(values)
-    info = {"slope_per_week": round(slope, 4), "p_value": round(p, 5), "significant": False}
+    info: dict[str, Any] = {"slope_per_week": round(slope, 4), "p_value": round(p, 5), "significant": False}
     if t is None or t.plan is None or p >= guard.SIGNIFICANCE:
         return False, info
     h = str(t.plan.weeks)
@@ -41,7 +42,7 @@ def _trend_carries(values: np.ndarray, t: selection.LeadBacktest | None) -> tupl
     flat = min(t.row(n)["errors"][h] for n in selection.FLAT)
     info["significant"] = bool(trended < flat)
     info["backtest"] = f"at {h} weeks the best trend model's MASE {trended:.2f} vs the best flat one's {flat:.2f}"
-    return info["significant"], info
+    return bool(info["significant"]), info
 
 
 def _rank(t: selection.LeadBacktest | None, fb: Feedback) -> list[tuple[float, str]]:

@@ -374,13 +374,13 @@ def calibrate_lead(t: LeadBacktest, widen: float = 1.0) -> None:
         return np.array([np.quantile(rows[:, k], q) for k in range(weeks)]).clip(0.0) * widen
 
     t.q90, t.q99 = widths(rel, 0.90), np.maximum(widths(rel, 0.99), widths(rel, 0.90))
-    hits = {"p50": [], "p90": [], "p99": []}
+    hits: dict[str, list[float]] = {"p50": [], "p90": [], "p99": []}
     for o in range(n_o):
         rest = np.delete(rel, o, axis=0)
         q90, q99 = widths(rest, 0.90), widths(rest, 0.99)
-        hits["p50"].append(np.mean(act[o] <= p50[o]))
-        hits["p90"].append(np.mean(act[o] <= p50[o] + q90[:, None] * denom[o]))
-        hits["p99"].append(np.mean(act[o] <= p50[o] + np.maximum(q99, q90)[:, None] * denom[o]))
+        hits["p50"].append(float(np.mean(act[o] <= p50[o])))
+        hits["p90"].append(float(np.mean(act[o] <= p50[o] + q90[:, None] * denom[o])))
+        hits["p99"].append(float(np.mean(act[o] <= p50[o] + np.maximum(q99, q90)[:, None] * denom[o])))
     t.coverage = {k: round(float(np.mean(v)), 4) for k, v in hits.items()}
 
 
