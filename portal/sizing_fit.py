@@ -100,6 +100,23 @@ def _nearest_feasible(pool: Pool, req: Any) -> tuple[float | None, float | None]
     )
 
 
+def pool_sizing_input(pool: Pool, rps: float, req: Any, shape: EnvelopeShape) -> SizingInput:
+    """The committed load on the pool's own operating point (also sized for its latency, docs/latency.md)."""
+    return SizingInput(
+        model=model_spec(pool.model),
+        operating_points=(point_spec(pool.operating_point),),
+        accelerators=(accelerator_spec(pool.accelerator),),
+        arrival_rate_rps=rps,
+        prompt_tokens=shape.prompt,
+        output_tokens=shape.output,
+        slo=Slo(ttft_p99_s=req.ttft_p99_ms / 1000.0, tpot_p99_s=req.tpot_p99_ms / 1000.0),
+        failure_policy=pool.failure_policy,
+        zones=max(1, len(pool.replicas_per_zone())),
+        allow_ceiling=pool.operating_point.is_ceiling,
+        sim_requests=5000,
+    )
+
+
 def committed_fit(*, pool: Pool, rps: float, req: Any) -> PoolFit:
     needed = ("prompt_p50", "prompt_p95", "max_prompt_tokens", "output_p50", "output_p95", "max_output_tokens",
               "ttft_p99_ms", "tpot_p99_ms")  # fmt: skip
@@ -109,21 +126,7 @@ def committed_fit(*, pool: Pool, rps: float, req: Any) -> PoolFit:
     if shape is None:
         return PoolFit(error="fill in the envelope and a committed rate")
     try:
-        result = size(
-            SizingInput(
-                model=model_spec(pool.model),
-                operating_points=(point_spec(pool.operating_point),),
-                accelerators=(accelerator_spec(pool.accelerator),),
-                arrival_rate_rps=rps,
-                prompt_tokens=shape.prompt,
-                output_tokens=shape.output,
-                slo=Slo(ttft_p99_s=req.ttft_p99_ms / 1000.0, tpot_p99_s=req.tpot_p99_ms / 1000.0),
-                failure_policy=pool.failure_policy,
-                zones=max(1, len(pool.replicas_per_zone())),
-                allow_ceiling=pool.operating_point.is_ceiling,
-                sim_requests=5000,
-            )
-        )
+        result = size(pool_sizing_input(pool, rps, req, shape))
     except SizingInputError as exc:
         nearest = _nearest_feasible(pool, req) if exc.field == "slo" else (None, None)
         return PoolFit(

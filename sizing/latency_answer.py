@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from capacity.latency_curve import LatencyCurve, MeasuredPoint, fit_pairs
 from capacity.latency_fleet import Fleet, Workload, simulate_fleet, workload
 from capacity.operating_points import Slo
+from capacity.rate_basis import MinuteRates
+from capacity.sizing_inputs import SizingInput
 from capacity.sizing_result import SizingResult
 from entitlements.models import OperatingPoint
 from entitlements.sizing_specs import point_label
@@ -69,12 +71,20 @@ def _empty(reason: str) -> dict[str, Any]:
 
 def latency_answer(prepared: PreparedSizing, result: SizingResult) -> dict[str, Any]:
     """The four CONTRACT §3 latency fields plus `latency_under_load` (what the page charts and advises)."""
-    inp, op = prepared.inp, result.operating_point_used
+    row = prepared.catalogue.row_for(result.operating_point_used)
+    return latency_fields(prepared.inp, result, row.pk, prepared.minute_rates)
+
+
+def latency_fields(
+    inp: SizingInput, result: SizingResult, row_pk: int, minute_rates: MinuteRates | None = None
+) -> dict[str, Any]:
+    """`latency_answer` for a sizing of catalogue row `row_pk` (e.g. a pool's own point, issue 22's intake)."""
+    op = result.operating_point_used
     lam, n = inp.arrival_rate_rps, result.replicas.steady
     if lam <= 0 or n < 1:
         return _empty("no arrivals: there is no load to predict latency at")
     curves, keys = catalogue_curves()
-    curve = curves.get(keys.get(prepared.catalogue.row_for(op).pk, ""))
+    curve = curves.get(keys.get(row_pk, ""))
     if curve is None:
         return _empty(f"{op.label}: no measured TTFT and TPOT p99 on this pair, so no curve can be fitted")
     fleet = Fleet(
@@ -83,7 +93,7 @@ def latency_answer(prepared: PreparedSizing, result: SizingResult) -> dict[str, 
         wt_per_out_ref=result.goodput_wt_per_s_per_replica / op.out_tps_per_replica,
         lb_unevenness=inp.lb_unevenness,
     )
-    work = _workload(prepared, n)
+    work = _workload(inp, minute_rates, n)
     kv, w_out, slo = result.kv_capacity_tokens_per_replica, inp.model.w_out, inp.slo
 
     def sim(factor: float, replicas: int) -> dict[str, Any]:
@@ -120,12 +130,11 @@ def latency_answer(prepared: PreparedSizing, result: SizingResult) -> dict[str, 
     }
 
 
-def _workload(prepared: PreparedSizing, replicas: int) -> Workload:
-    inp = prepared.inp
+def _workload(inp: SizingInput, minute_rates: MinuteRates | None, replicas: int) -> Workload:
     scale = 1.0
-    if inp.arrival_times_s is not None and prepared.minute_rates is not None:
+    if inp.arrival_times_s is not None and minute_rates is not None:
         # The trace's own timing, stretched or squeezed so its busiest minute runs at the planning rate.
-        scale = inp.arrival_rate_rps / prepared.minute_rates.rate("peak_1m")
+        scale = inp.arrival_rate_rps / minute_rates.rate("peak_1m")
     return workload(
         rate_rps=inp.arrival_rate_rps,
         replicas=replicas,
