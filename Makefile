@@ -38,7 +38,11 @@ run: $(STAMP) $(RUN_SECRET)
 	$(RUN_ENV) $(BIN)/python manage.py load_demo
 	$(RUN_ENV) $(BIN)/python manage.py load_demo_alerts
 	$(RUN_ENV) $(BIN)/python manage.py seed_history
+	$(RUN_ENV) $(BIN)/python manage.py seed_launches
+	@# The first visit shows the whole product: a forecast, reconciliation and alerts before serving (docs/demo.md).
+	$(RUN_ENV) $(BIN)/python manage.py first_forecast
 	$(RUN_ENV) $(BIN)/python manage.py reconcile
+	$(RUN_ENV) $(BIN)/python manage.py evaluate_alerts
 	$(RUN_ENV) $(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	@echo ""
 	@echo "  Headroom is at http://$(HOST):$(PORT)/   (password for every demo login: demo)"
