@@ -1,0 +1,96 @@
+"""Every page × persona in one Chromium session (issue 28, docs/pages.md): at 390 × 844 and at 1280 × 800 no
+page is wider than the viewport, and axe-core (tests/vendor/axe-core, 4.14.1) finds no WCAG 2.1 A/AA
+violation; every box that scrolls sideways on the phone is a focusable, labelled region; the sizing
+calculator's answer starts inside the first 800 px. Swagger UI (/api/docs/,
+third-party) is not walked.
+
+One browser and one signed-in context per persona; each page is loaded once per viewport.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.portal.demo_pages import build_demo, pages_of
+
+AXE = Path(__file__).resolve().parents[1] / "vendor" / "axe-core" / "axe.min.js"
+PHONE, DESKTOP = {"width": 390, "height": 844}, {"width": 1280, "height": 800}
+PERSONAS = ("demo-operator", "demo-approver", "demo-requester", "demo-viewer")
+AXE_RUN = """async () => {
+  const r = await axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']}});
+  return r.violations.map(v => v.id + ': ' + v.nodes.slice(0, 3).map(n => n.target.join(' ')).join(' | '));
+}"""
+
+
+# A box that scrolls sideways must be reachable and named: a focusable, labelled region.
+UNREACHABLE_BOXES = """[...document.querySelectorAll('main *')].filter(e => {
+  const s = getComputedStyle(e);
+  return e.scrollWidth > e.clientWidth + 1 && ['auto', 'scroll'].includes(s.overflowX);
+}).filter(e => !(e.tabIndex >= 0 && e.getAttribute('role') === 'region' && e.getAttribute('aria-label')))
+  .map(e => 'unreachable scroll box: ' + e.tagName + '.' + e.className)"""
+
+
+def _too_wide(page: Any) -> str:
+    width = page.evaluate("[document.scrollingElement.scrollWidth, window.innerWidth]")
+    return "" if width[0] <= width[1] else f"{width[0]} px wide in {width[1]} px"
+
+
+def _walk(browser: Any, base: str, who: str, paths: list[str]) -> dict[str, list[str]]:
+    ctx = browser.new_context(base_url=base, viewport=PHONE)
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto("/login/")
+    page.fill("input[name=username]", who)
+    page.fill("input[name=password]", "demo")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+    found: dict[str, list[str]] = {}
+    # A phone: the menu starts folded, and opens to a list that fits.
+    assert page.locator("details.nav-menu").get_attribute("open") is None
+    page.click("details.nav-menu > summary")
+    assert page.locator("details.nav-menu a[href='/usage/']").is_visible()
+    for size in (PHONE, DESKTOP):
+        page.set_viewport_size(size)
+        for path in paths:
+            response = page.goto(path)
+            assert response is not None and response.status == 200, (who, path)
+            if wide := _too_wide(page):
+                found.setdefault(f"{path} at {size['width']} px", []).append(wide)
+            if size is PHONE and (boxes := page.evaluate(UNREACHABLE_BOXES)):
+                found.setdefault(f"{path} at 390 px", []).extend(boxes)
+            if size is DESKTOP and path.startswith("/sizing/"):
+                # The calculator's answer (replicas, CU, cost, warnings) is on the first screen.
+                box = page.locator("#results .headline").first.bounding_box()
+                if box is None or box["y"] >= size["height"]:
+                    found.setdefault(path, []).append(f"the answer starts at {box and box['y']} px")
+            if size is DESKTOP:
+                page.add_script_tag(path=str(AXE))
+                if violations := page.evaluate(AXE_RUN):
+                    found.setdefault(f"{path} (axe)", []).extend(violations)
+    if errors:
+        found["page errors"] = errors
+    ctx.close()
+    return found
+
+
+@pytest.fixture
+def demo(transactional_db: Any) -> Any:
+    return build_demo(findings=True)
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_every_page_fits_a_phone_and_a_laptop_and_axe_finds_nothing(browser, serial_live_server, demo):
+    found = {}
+    for who in PERSONAS:
+        for where, what in _walk(browser, serial_live_server.url, who, pages_of(who, demo)).items():
+            found[f"{who} {where}"] = what
+    assert not found, "\n".join(f"{where}: {what}" for where, what in found.items())
+
+
+def test_the_vendored_axe_is_the_pinned_release():
+    assert AXE.read_text(encoding="utf-8").startswith("/*! axe v4.14.1")
