@@ -6,7 +6,7 @@
   gamma distribution with the stated mean and coefficient of variation `minute_rate_cv` (0 = a
   steady Poisson stream), its count is Poisson at that rate and its arrivals uniform within it; the
   lengths are drawn as the KV simulation draws them. The parameter is shown in `planning_basis`.
-- An entitlement's history: its recorded minutes (reconciliation builds those with `minute_workload`).
+- An entitlement's history: its recorded minutes (reconciliation builds those with `bucket_workload`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,11 @@ def trace_workload(
     t = t[order] - (t[order][0] if len(t) else 0.0)
     out = np.asarray(output, dtype=np.float64)[order] * (1 - cancellation_ratio / 2)
     cost = weighted_costs(
-        np.asarray(prompt, dtype=np.float64)[order], out, w_out=w_out, w_cached=w_cached, cache_hit_ratio=cache_hit_ratio
+        np.asarray(prompt, dtype=np.float64)[order],
+        out,
+        w_out=w_out,
+        w_cached=w_cached,
+        cache_hit_ratio=cache_hit_ratio,
     )
     own = len(t) / max(float(t[-1]), 1.0) if len(t) else 0.0
     if mean_rate_rps is not None and mean_rate_rps > 0 and own > 0 and mean_rate_rps != own:
@@ -118,23 +122,31 @@ def _draw(spec: LengthSpec, rng: np.random.Generator, n: int) -> FloatArray:
     return drawn * (spec_mean(spec) / mean) if mean > 0 else drawn
 
 
-def minute_workload(minute_s: npt.ArrayLike, requests: npt.ArrayLike, wt: npt.ArrayLike, *, name: str) -> Workload:
-    """An entitlement's recorded minutes as requests: each minute's count spread evenly over the
-    minute, each request costing the minute's mean weighted tokens (a minute rollup keeps counts
-    and sums, not single requests)."""
-    start = np.asarray(minute_s, dtype=np.float64)
+def bucket_workload(
+    start_s: npt.ArrayLike, requests: npt.ArrayLike, wt: npt.ArrayLike, *, width_s: float = 60.0, name: str
+) -> Workload:
+    """An entitlement's recorded buckets (minute rollups, or hours where no minutes are kept) as
+    requests: each bucket's count spread evenly over it, each request costing the bucket's mean
+    weighted tokens (a rollup keeps counts and sums, not single requests)."""
+    start = np.asarray(start_s, dtype=np.float64)
     count = np.asarray(requests, dtype=np.int64)
     total = np.asarray(wt, dtype=np.float64)
     keep = count > 0
     start, count, total = start[keep], count[keep], total[keep]
+    order = np.argsort(start, kind="stable")
+    start, count, total = start[order], count[order], total[order]
     n = int(count.sum())
-    first = np.repeat(start, count)
+    each = np.repeat(count, count)
     offsets = np.arange(n) - np.repeat(np.cumsum(count) - count, count)
-    t = first + (offsets + 0.5) * 60.0 / np.repeat(count, count)
+    t = np.repeat(start, count) + (offsets + 0.5) * width_s / np.maximum(each, 1)
     cost = np.repeat(total / np.maximum(count, 1), count)
+    # Two rows of one bucket (admitted and throttled) interleave in time.
+    by_time = np.argsort(t, kind="stable")
+    t, cost = t[by_time], cost[by_time]
+    unit = "minute" if width_s == 60 else f"{num(width_s)} s bucket"
     return Workload(
         t,
         cost,
-        f"{name}: {n:,} recorded requests in {len(start):,} minutes, each minute's requests spread evenly over it "
-        f"at the minute's mean weighted tokens",
+        f"{name}: {n:,} recorded reservations in {len(start):,} {unit}s, each {unit}'s spread evenly over it at "
+        f"its mean weighted tokens",
     )

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.conf import settings
 
+from capacity.planning import PlanningAnswer, Replay, percent, plan, replay
 from entitlements.models.grants import BORROWING_CLASS
 from entitlements.sizing_specs import pool_pricing
 from reconciliation.figures import Figures, p95
@@ -31,6 +32,31 @@ def _cu_up(x: float) -> Decimal:
     return max(STEP, (Decimal(str(x)) / STEP).to_integral_value(ROUND_CEILING) * STEP)
 
 
+def target_for(traffic_class: str) -> float:
+    shares: dict[str, float] = settings.PLANNING_TARGET_THROTTLED_SHARE
+    return shares.get(traffic_class, shares["reserved"])
+
+
+def planned(f: Figures) -> tuple[PlanningAnswer, Replay] | None:
+    """The CU that would have admitted the window's recorded traffic at the class's target, and the
+    replay at the CU bought now (docs/planning.md); None when there was no traffic."""
+    w = f.history
+    if w is None or not len(w):
+        return None
+    r = float(f.ent.model.r_wt_per_s or 1.0)
+    depth = float(settings.ADMISSION_BUCKET_DEPTH_S)
+    answer = plan(w, r_wt_per_s=r, target_throttled_share=target_for(f.ent.traffic_class_id), depth_s=depth)
+    return answer, replay(w, float(f.ent.cu), r, depth)
+
+
+def _planning_evidence(answer: PlanningAnswer, now: Replay) -> dict[str, Any]:
+    return {
+        **answer.to_dict(),
+        "replay_at_current": {**now.to_dict()},
+        "check_at_current": f"at the {now.cu:.1f} CU bought now {percent(now.throttled_share)} throttled",
+    }
+
+
 def right_size_down(f: Figures) -> Proposal | None:
     ent = f.ent
     if ent.traffic_class_id == BORROWING_CLASS or not f.bought_all_window or not f.hours:
@@ -38,14 +64,19 @@ def right_size_down(f: Figures) -> Proposal | None:
     share = p95(f.use_share)
     if share >= settings.RECONCILE_RIGHTSIZE_SHARE:
         return None
-    new = min(ent.cu, _cu_up(p95(f.use_cu) / settings.RECONCILE_TARGET_UTILISATION))
+    got = planned(f)
+    if got is None or not got[0].holds:
+        return None  # advice whose own check fails is not shown
+    answer, now = got
+    new = Decimal(str(answer.cu_to_buy))
     if new >= ent.cu:
         return None
     days = settings.RECONCILE_WINDOW_DAYS
     return Proposal(
         "right_size_down",
         f"Amend to {new} CU (from {ent.cu}): the busiest 5 % of hours used {share:.0%} of what was bought "
-        f"over {days} days, below the {settings.RECONCILE_RIGHTSIZE_SHARE:.0%} threshold.",
+        f"over {days} days, below the {settings.RECONCILE_RIGHTSIZE_SHARE:.0%} threshold. Check: {answer.check}; "
+        f"at the {now.cu:.1f} CU bought now {percent(now.throttled_share)}.",
         {
             "p95_hourly_use_share": round(share, 4),
             "peak_hourly_use_share": round(max(f.use_share), 4),
@@ -53,9 +84,10 @@ def right_size_down(f: Figures) -> Proposal | None:
             "bought_cu": float(ent.cu),
             "hours": f.hours,
             "threshold": settings.RECONCILE_RIGHTSIZE_SHARE,
+            **_planning_evidence(answer, now),
         },
         new - ent.cu,
-        {"cu": float(new), "target_utilisation": settings.RECONCILE_TARGET_UTILISATION},
+        {"cu": float(new), "target_throttled_share": answer.target_throttled_share},
     )
 
 
@@ -69,7 +101,11 @@ def grow(f: Figures) -> Proposal | None:
     borrowing = ent.traffic_class_id == BORROWING_CLASS and borrow_share > settings.RECONCILE_BORROW_DAYS_SHARE
     if share <= settings.RECONCILE_TENANT_THROTTLE_SHARE and not borrowing:
         return None
-    need = _cu_up(p95(f.demand_cu) / settings.RECONCILE_TARGET_UTILISATION)
+    got = planned(f)
+    if got is None or not got[0].holds:
+        return None  # advice whose own check fails is not shown
+    answer, now = got
+    need = Decimal(str(answer.cu_to_buy))
     evidence = {
         "tenant_throttles": tenant_throttles,
         "attempted": attempted,
@@ -79,21 +115,25 @@ def grow(f: Figures) -> Proposal | None:
         "days": f.days,
         "p95_hourly_demand_cu": round(p95(f.demand_cu), 4),
         "bought_cu": float(ent.cu),
+        **_planning_evidence(answer, now),
     }
+    check = f" Check: {answer.check}; at the {now.cu:.1f} CU bought now {percent(now.throttled_share)}."
     if borrowing:
         # best_effort has no guarantee: what it keeps borrowing is capacity to buy as reserved
         return Proposal(
             "grow",
-            f"File a launch request for {need} CU reserved: borrowing on {f.borrow_days} of {f.days} days.",
+            f"File a launch request for {need} CU reserved: borrowing on {f.borrow_days} of {f.days} days.{check}",
             evidence,
             need,
             {"cu": float(need), "traffic_class": "reserved", "launch_request": True},
         )
-    new = max(need, ent.cu + STEP)
+    if need <= ent.cu:
+        return None  # the replay says the CU bought would have admitted the window at the target
+    new = need
     return Proposal(
         "grow",
         f"Amend to {new} CU (from {ent.cu}): {share:.1%} of arrivals were throttled for quota, concurrency or "
-        f"budget (threshold {settings.RECONCILE_TENANT_THROTTLE_SHARE:.0%}).",
+        f"budget (threshold {settings.RECONCILE_TENANT_THROTTLE_SHARE:.0%}).{check}",
         evidence,
         new - ent.cu,
         {"cu": float(new)},

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import numpy as np
 import pytest
 
 from entitlements.models import Accelerator
 from reconciliation.models import Finding, PoolReview
 from reconciliation.services import run_request
+from tests.capacity.test_planning import independent_share
 from tests.reconciliation.conftest import every_hour, row
 
 R = 1000.0  # llama-test: wt/s per CU
@@ -36,19 +38,31 @@ def _served(ent, ts, wt, **kw):
                output_tokens=kw.pop("output", 200), **kw)  # fmt: skip
 
 
+def _spread(ent, ts, wt, n=60):
+    """An hour's settled `wt` as n requests (hour rollups only: the replay spreads them over the hour)."""
+    return [_served(ent, ts, wt / n) for _ in range(n)]
+
+
 @pytest.mark.django_db
 def test_right_size_down_when_p95_use_stays_below_the_threshold(grant, _run):
     ent = grant("2")
-    # 20 % of 2 CU every hour: p95 share 0.2 < 0.40; new CU = 0.4 CU ÷ 0.7 = 0.571 → 0.6
-    every_hour(ent, lambda i, ts: [_served(ent, ts, 0.2 * 2 * HOUR_WT_PER_CU)])
+    # 20 % of 2 CU every hour, as 60 requests of 24,000 wt a minute apart: p95 share 0.2 < 0.40. Issue 30:
+    # the CU to buy is what replays that traffic at the target, 0.4 (a 60 s bucket of 0.4 CU holds exactly
+    # 24,000 wt and refills it in the minute between requests; 0.3 CU throttles all but the first), not
+    # the old p95 ÷ 0.7 = 0.6.
+    every_hour(ent, lambda i, ts: _spread(ent, ts, 0.2 * 2 * HOUR_WT_PER_CU))
     _run()
     f = _kinds(ent)
     assert set(f) == {"right_size_down"}
     rs = f["right_size_down"]
     assert rs.evidence["p95_hourly_use_share"] == 0.2
-    assert rs.cu_delta == Decimal("-1.400")
-    assert rs.recommended["cu"] == 0.6
-    assert "Amend to 0.6 CU" in rs.action
+    assert rs.cu_delta == Decimal("-1.600")
+    assert rs.recommended["cu"] == 0.4
+    assert rs.evidence["replay"] == {"cu": 0.4, "throttled_share": 0.0, "requests": 60 * 336}
+    assert rs.evidence["replay_at_current"] == {"cu": 2.0, "throttled_share": 0.0, "requests": 60 * 336}
+    assert rs.evidence["replay_one_step_less"]["throttled_share"] > 0.001
+    assert "Amend to 0.4 CU" in rs.action
+    assert "Check: 0.4 CU: replayed 20,160 requests, 0 % throttled (target 0.1 %); at 0.3 CU" in rs.action
 
 
 @pytest.mark.django_db
@@ -79,9 +93,12 @@ def test_grow_when_tenant_throttles_pass_one_percent_of_arrivals(grant, _run):
     g = f["grow"]
     # rollups_add counts each row once: 1 admit row + 2 throttles an hour → 2 of 3 attempted
     assert g.evidence["tenant_throttles"] == 2 * 336
-    # demand (4,320,000 settled + 2,000,000 refused) ÷ 3,600,000 = 1.7556 CU ÷ 0.7 = 2.508 → 2.6
-    assert g.recommended == {"cu": 2.6}
-    assert g.cu_delta == Decimal("0.600")
+    # Issue 30: the recorded reservations (1 of 1 wt, 2 of 1,000,000 wt an hour) replayed: a 1,000,000 wt
+    # request is admitted only by a bucket that holds it, 60 s × CU × 1,000 ≥ 1,000,000 → 16.7 CU (the
+    # old hourly p95 ÷ 0.7 said 2.6, at which every such request is still throttled).
+    assert g.recommended == {"cu": 16.7}
+    assert g.cu_delta == Decimal("14.700")
+    assert g.evidence["replay_at_current"]["throttled_share"] == 2 / 3
 
 
 @pytest.mark.django_db
@@ -92,8 +109,9 @@ def test_grow_needs_tenant_throttles_above_one_percent_of_arrivals(grant, _run, 
     def hour(i, ts):
         if i:
             return []
-        out = [row(ent, ts, "admit", estimated_wt=1.0) for _ in range(admits)]
-        return out + [row(ent, ts, "throttle", reason="CONCURRENCY_LIMIT", estimated_wt=1.0)] * throttles
+        # 150,000 wt each: more than a 2 CU bucket holds (120,000), so the replay asks more (issue 30)
+        out = [row(ent, ts, "admit", estimated_wt=150_000.0) for _ in range(admits)]
+        return out + [row(ent, ts, "throttle", reason="CONCURRENCY_LIMIT", estimated_wt=150_000.0)] * throttles
 
     every_hour(ent, hour)
     _run()
@@ -101,6 +119,13 @@ def test_grow_needs_tenant_throttles_above_one_percent_of_arrivals(grant, _run, 
     assert ("grow" in f) is grows  # 1 of 100 is not above 1 %; 2 of 100 is
     if grows:
         assert f["grow"].evidence["tenant_throttle_share"] == 0.02
+        # The hour's rows spread over it: 98 admits 3600/98 s apart, 2 throttles 1800 s apart, both from the
+        # hour's start + half a gap; replayed independently, the answer meets the target and 0.1 CU less does not.
+        t = np.sort(np.concatenate([(np.arange(k) + 0.5) * 3600 / k for k in (admits, throttles)]))
+        cu = f["grow"].recommended["cu"]
+        cost = np.full(100, 150_000.0)
+        assert independent_share(t, cost, cu) <= 0.001 < independent_share(t, cost, round(cu - 0.1, 1))
+        assert cu > 2
 
 
 @pytest.mark.django_db
@@ -165,7 +190,7 @@ def test_platform_owes_puts_the_pool_in_review_with_its_hours(grant, _run):
 @pytest.mark.django_db
 def test_a_rerun_refreshes_the_open_finding_and_closes_one_no_longer_seen(grant, _run):
     ent = grant("2")
-    every_hour(ent, lambda i, ts: [_served(ent, ts, 0.2 * 2 * HOUR_WT_PER_CU)])
+    every_hour(ent, lambda i, ts: _spread(ent, ts, 0.2 * 2 * HOUR_WT_PER_CU))
     _run()
     _run()
     assert Finding.objects.filter(entitlement=ent).count() == 1
