@@ -127,7 +127,9 @@ def _summed(scopes: _Scopes, start: datetime, end: datetime) -> dict[int, dict[s
         if b <= a:
             continue
         rows = (
-            model.objects.filter(scopes.q, decision__in=("admit", "complete"), bucket__gte=a, bucket__lt=b)
+            model.objects.filter(  # type: ignore[attr-defined]  # _pieces yields the concrete rollup models
+                scopes.q, decision__in=("admit", "complete"), bucket__gte=a, bucket__lt=b
+            )
             .values(*_COLUMNS, "decision")
             .annotate(n=Sum("requests"), wt=Sum("actual_wt"), p=Sum("prompt_tokens"), o=Sum("output_tokens"))
             .order_by()
