@@ -358,8 +358,9 @@ def score(p: LeadPlan, values: np.ndarray, actual: np.ndarray, paths: dict[str, 
 
 
 def calibrate_lead(t: LeadBacktest, widen: float = 1.0) -> None:
-    """Band widths from the backtest residuals of the chosen method, per forecast week, relative to P50
-    (+10 % of the week's level, so night hours near zero do not divide by zero). Coverage is measured
+    """Band widths from the backtest residuals of the chosen method, per forecast week, in units of that
+    week's forecast level (a share of the hour's own P50 would make near-zero night hours explode the
+    widths of a noisy naive path). Coverage is measured
     leaving one origin out: each origin's hours against the widths the other origins give, so no width
     is scored on the residuals it came from. `widen` is the realised-accuracy factor of earlier runs."""
     if t.plan is None or t.actual is None:
@@ -367,7 +368,7 @@ def calibrate_lead(t: LeadBacktest, widen: float = 1.0) -> None:
     n_o, weeks = len(t.plan.origins), t.plan.weeks
     p50 = t.paths[t.method].reshape(n_o, weeks, WEEK)
     act = t.actual.reshape(n_o, weeks, WEEK)
-    denom = p50 + 0.1 * p50.mean(axis=2, keepdims=True) + 1e-9
+    denom = p50.mean(axis=2, keepdims=True) + 1e-9  # the week's level: noise does not scale with a night hour
     rel = (act - p50) / denom
 
     def widths(rows: np.ndarray, q: float) -> np.ndarray:
@@ -385,8 +386,8 @@ def calibrate_lead(t: LeadBacktest, widen: float = 1.0) -> None:
 
 
 def lead_bands(t: LeadBacktest | None, p50: np.ndarray, widen: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """P90 and P99 of a forecast path: the calibrated widths per week, growing as √weeks past the longest
-    scored horizon; without a backtest, 20 % and 50 % of P50 (+10 % of the level) times `widen`."""
+    """P90 and P99 of a forecast path: P50 + the calibrated widths × the week's level, growing as √weeks
+    past the longest scored horizon; without a backtest, 20 % and 50 % of the level, times `widen`."""
     n_weeks = -(-len(p50) // WEEK)
     k = np.arange(1, n_weeks + 1)
     if t is None or t.plan is None:
@@ -401,7 +402,6 @@ def lead_bands(t: LeadBacktest | None, p50: np.ndarray, widen: float = 1.0) -> t
             k > last, grow, 1.0
         )
     level = np.repeat([float(np.mean(p50[w * WEEK : (w + 1) * WEEK])) for w in range(n_weeks)], WEEK)[: len(p50)]
-    denom = p50 + 0.1 * level
-    p90 = p50 + np.repeat(q90, WEEK)[: len(p50)] * denom
-    p99 = np.maximum(p50 + np.repeat(q99, WEEK)[: len(p50)] * denom, p90)
+    p90 = p50 + np.repeat(q90, WEEK)[: len(p50)] * level
+    p99 = np.maximum(p50 + np.repeat(q99, WEEK)[: len(p50)] * level, p90)
     return p90, p99
