@@ -5,7 +5,8 @@ generatorURL, fingerprint}], groupLabels, commonLabels, commonAnnotations, exter
 `Authorization: Bearer <token>` (a gateway-role token: `manage.py create_api_token`). Each alert is one
 episode, keyed by (fingerprint, startsAt): a replay or a re-notification updates the same row, and a
 resolved episode never goes back to firing (Alertmanager may deliver an older firing notification after
-the resolved one). Bad alerts are reported by index and field; the good ones in the same post are kept.
+the resolved one). A post is written in bulk (one lock read, one insert, one update, each in bounded
+batches), so a group of 5,000 alerts is a handful of queries, not a transaction each. Bad alerts are reported by index and field; the good ones in the same post are kept.
 An alert whose pool label names no pool is kept unbound and listed in the answer, never an error.
 
 Supply alerts (telemetry.alert_rules.is_supply) reach admission through the pool's health
@@ -16,11 +17,12 @@ snapshot's health counter (admission.snapshot_triggers), so every process sees t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -82,6 +84,19 @@ def _time(value: Any, name: str, *, optional: bool) -> datetime | None:
     return ts
 
 
+def _check_times(starts_at: datetime | None, ends_at: datetime | None, state: str) -> None:
+    """An episode starts no later than now (the event window's skew ahead), and ends after it starts.
+    A firing alert's endsAt is Alertmanager's guess (startsAt + resolve_timeout) and is not stored,
+    so only a resolved one's is bounded ahead."""
+    latest = timezone.now() + timedelta(seconds=settings.TELEMETRY_TS_MAX_AHEAD_S)
+    if starts_at is not None and starts_at > latest:
+        raise FieldError("startsAt", f"in the future (at most {settings.TELEMETRY_TS_MAX_AHEAD_S:g} s ahead)")
+    if ends_at is not None and starts_at is not None and ends_at < starts_at:
+        raise FieldError("endsAt", "before startsAt")
+    if state == "resolved" and ends_at is not None and ends_at > latest:
+        raise FieldError("endsAt", f"in the future (at most {settings.TELEMETRY_TS_MAX_AHEAD_S:g} s ahead)")
+
+
 def parse_alert(raw: Any) -> dict[str, Any]:
     """One alert of the payload → PoolAlert fields; FieldError names the first bad field."""
     if not isinstance(raw, dict):
@@ -101,6 +116,7 @@ def parse_alert(raw: Any) -> dict[str, Any]:
     ends_at = _time(raw.get("endsAt"), "endsAt", optional=True)
     if state == "resolved" and ends_at is None:
         raise FieldError("endsAt", "required when status is 'resolved'")
+    _check_times(starts_at, ends_at, state)
     generator_url = raw.get("generatorURL") or ""
     if not isinstance(generator_url, str):
         raise FieldError("generatorURL", "must be a string")
@@ -136,24 +152,63 @@ def _check_envelope(data: Any) -> list[Any]:
     return alerts
 
 
-def _store(fields: dict[str, Any], pool: Pool | None, label: str, receiver: str) -> bool:
-    """Upsert one episode; True when the row changed."""
-    key = {"fingerprint": fields["fingerprint"], "starts_at": fields["starts_at"]}
-    values = {**fields, "pool": pool, "pool_label": label[:200], "receiver": receiver[:200]}
+# Existing episodes are read this many fingerprints at a time (far below SQLite's bound variables).
+READ_CHUNK = 2000
+WRITE_BATCH = 500
+
+
+def _store_all(items: list[tuple[dict[str, Any], Pool | None, str]], receiver: str, result: AlertResult) -> None:
+    """Upsert a post's episodes in one transaction with a bounded number of queries: the existing
+    rows locked in chunks (ordered by pk, so two posts lock in the same order), then one bulk insert
+    and one bulk update in batches. The rules are applied in the post's order, as one by one: a
+    resolved episode never goes back to firing, an unchanged one is counted unchanged."""
+    if not items:
+        return
+    keyed = [((f["fingerprint"], f["starts_at"]), f, pool, label) for f, pool, label in items]
+    fingerprints = sorted({k[0] for k, *_ in keyed})
     with transaction.atomic():
-        row = PoolAlert.objects.select_for_update().filter(**key).first()
-        if row is None:
-            PoolAlert.objects.create(**values)
-            return True
-        if row.state == PoolAlert.State.RESOLVED and values["state"] == PoolAlert.State.FIRING:
-            return False  # a late firing notification of an episode already resolved
-        changed = {k: v for k, v in values.items() if getattr(row, k) != v and k not in key}
-        if not changed:
-            return False
-        for k, v in changed.items():
-            setattr(row, k, v)
-        row.save(update_fields=[*changed.keys(), "updated_at"])
-        return True
+        current: dict[tuple[str, datetime], PoolAlert] = {}
+        for i in range(0, len(fingerprints), READ_CHUNK):
+            rows = PoolAlert.objects.select_for_update().filter(fingerprint__in=fingerprints[i : i + READ_CHUNK])
+            current.update(((r.fingerprint, r.starts_at), r) for r in rows.order_by("pk"))
+        new: dict[tuple[str, datetime], PoolAlert] = {}
+        dirty: dict[tuple[str, datetime], PoolAlert] = {}
+        fields_changed: set[str] = set()
+        now = timezone.now()
+        for key, fields, pool, label in keyed:
+            # pool_id, not pool: comparing the related object would load it, a query per existing row
+            values = {
+                **fields,
+                "pool_id": pool.pk if pool else None,
+                "pool_label": label[:200],
+                "receiver": receiver[:200],
+            }
+            row = current.get(key)
+            if row is None:
+                current[key] = new[key] = PoolAlert(**values)
+                result.accepted += 1
+                continue
+            if row.state == PoolAlert.State.RESOLVED and values["state"] == PoolAlert.State.FIRING:
+                result.unchanged += 1  # a late firing notification of an episode already resolved
+                continue
+            changed = {
+                k: v for k, v in values.items() if getattr(row, k) != v and k not in ("fingerprint", "starts_at")
+            }
+            if not changed:
+                result.unchanged += 1
+                continue
+            for k, v in changed.items():
+                setattr(row, k, v)
+            if key not in new:
+                row.updated_at = now  # bulk_update does not run auto_now
+                dirty[key] = row
+                fields_changed |= changed.keys()
+            result.accepted += 1
+        PoolAlert.objects.bulk_create(new.values(), batch_size=WRITE_BATCH)
+        if dirty:
+            PoolAlert.objects.bulk_update(
+                dirty.values(), [*sorted(fields_changed), "updated_at"], batch_size=WRITE_BATCH
+            )
 
 
 def receive(data: Any) -> AlertResult:
@@ -170,15 +225,14 @@ def receive(data: Any) -> AlertResult:
             result.errors.append({"index": i, "field": exc.field, "message": exc.message})
     slugs = {f["labels"].get(pool_label, "") for _, f in parsed}
     pools = {p.slug: p for p in Pool.objects.filter(slug__in=slugs - {""})}
+    items = []
     for i, fields in parsed:
         label = fields["labels"].get(pool_label, "")
         pool = pools.get(label)
         if pool is None:
             result.unbound.append({"index": i, "alertname": fields["alertname"], pool_label: label or None})
-        if _store(fields, pool, label, receiver):
-            result.accepted += 1
-        else:
-            result.unchanged += 1
+        items.append((fields, pool, label))
+    _store_all(items, receiver, result)
     return result
 
 
