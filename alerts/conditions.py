@@ -251,7 +251,8 @@ def supply_gap_order_by_within(rule: AlertRule, ctx: Context) -> dict[str, Findi
             when = "is late" if first["late"] else f"is {first['order_by']:%Y-%m-%d}"
             where = f"{first['scenario']}, {first['case_label']}"
             out[f"pool:{row['pool']}"] = Finding(
-                f"{row['pool']}: the order-by date for {first['replicas_short']} more replicas ({where}) {when}",
+                f"{row['pool']}: the order-by date for {first['replicas_short']} more "
+                f"{'replica' if first['replicas_short'] == 1 else 'replicas'} ({where}) {when}",
                 None,
                 {
                     "pool": row["pool"],
