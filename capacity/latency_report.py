@@ -79,7 +79,7 @@ def latency_report(
             "workload": work.source,
             "neighbours": neighbours,
             "slo_fleet": _slo_fleet(fleet, result, lam, slo),
-            "series": _series(fleet, n, lam, breaking, sim),
+            "series": _series(fleet, n, lam, breaking, sim, at_plan),
             "load_per_replica": fleet.load(lam, n),
         },
     }
@@ -129,11 +129,11 @@ def _slo_fleet(fleet: Fleet, result: SizingResult, lam: float, slo: Slo) -> dict
     }
 
 
-def _series(fleet: Fleet, n: int, lam: float, breaking: float, sim: Any) -> dict[str, Any]:
+def _series(fleet: Fleet, n: int, lam: float, breaking: float, sim: Any, at_plan: dict[str, Any]) -> dict[str, Any]:
     top = max(1.3 * breaking, 1.5 * lam)
     rates = [top * i / (CHART_POINTS - 1) for i in range(CHART_POINTS)]
     p99 = [fleet.p99(r, n) for r in rates]
-    marks = [sim(f, n) for f in SIM_FACTORS]
+    marks = [at_plan if f == 1.0 else sim(f, n) for f in SIM_FACTORS]  # the planning rate is simulated already
     return {
         "rate_rps": rates,
         "ttft_p99_s": [_finite(t) for t, _ in p99],
