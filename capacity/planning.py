@@ -100,8 +100,14 @@ class PlanningAnswer:
 
 
 def percent(share: float) -> str:
-    """A share as people write it: 0.0004 → "0.04 %", 0.001 → "0.1 %", 0.0895 → "8.95 %"."""
-    text = f"{share * 100:.2f}".rstrip("0").rstrip(".")
+    """A share as people write it, to three figures: 0.0004 → "0.04 %", 0.001 → "0.1 %", 0.00103 →
+    "0.103 %" (never rounded onto the target it is compared with), 0.0895 → "8.95 %"."""
+    pct = share * 100
+    if pct == 0:
+        return "0 %"
+    text = f"{pct:.3g}"
+    if "e" in text:
+        text = f"{pct:.6f}".rstrip("0").rstrip(".")
     return f"{text} %"
 
 

@@ -109,7 +109,7 @@ def test_a_burst_is_planned_for_not_averaged_away() -> None:
     assert a.cu_to_buy == 9.9
     assert independent_share(t, w.cost_wt, 9.9) == 0.0
     assert independent_share(t, w.cost_wt, 9.8) > 0.001
-    assert a.check == "9.9 CU: replayed 601 requests, 0 % throttled (target 0.1 %); at 9.8 CU 0.5 %"
+    assert a.check == "9.9 CU: replayed 601 requests, 0 % throttled (target 0.1 %); at 9.8 CU 0.499 %"
 
 
 def test_counting_stops_once_over_but_never_below_the_limit() -> None:
@@ -127,4 +127,11 @@ def test_a_target_out_of_range_is_refused(target: float) -> None:
 
 
 def test_percent_reads_as_written() -> None:
-    assert [percent(x) for x in (0.0004, 0.001, 0.0895, 0.0, 0.216)] == ["0.04 %", "0.1 %", "8.95 %", "0 %", "21.6 %"]
+    assert [percent(x) for x in (0.0004, 0.001, 0.00103, 0.0895, 0.0, 0.216)] == [
+        "0.04 %",
+        "0.1 %",
+        "0.103 %",
+        "8.95 %",
+        "0 %",
+        "21.6 %",
+    ]
