@@ -4,10 +4,13 @@ Each attempt is a row (the delivery log). A 2xx ends it; anything else (another 
 a refused connection) schedules the next attempt after base × 2^(attempt−1) seconds (capped),
 until the last allowed attempt, which is marked failed. Nothing is retried forever.
 Redirects are not followed (a 3xx is a failure): a signed body is for the URL that was configured.
+A tenant's URL is resolved once, refused unless every address is global, and the connection goes to
+that address (SSRF, DNS rebinding); the tenant's log says "refused"/"failed" (docs/input-limits.md).
 """
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import json
 import logging
@@ -87,31 +90,89 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None  # urllib then raises HTTPError with the 3xx status
 
 
-_opener = urllib.request.build_opener(_NoRedirect)
+PRIVATE = "a private address"
 
 
-def _refused_address(url: str) -> str | None:
-    host = urlsplit(url).hostname or ""
+class _PinnedHTTPConnection(http.client.HTTPConnection):
+    """Connects to the address resolved and checked once, whatever DNS says by now (no rebinding
+    window between the check and the connection); Host stays the URL's."""
+
+    pinned: str = ""
+
+    def connect(self) -> None:
+        self.sock = socket.create_connection((self.pinned, self.port), self.timeout)
+
+
+class _PinnedHTTPSConnection(http.client.HTTPSConnection):
+    pinned: str = ""
+
+    def connect(self) -> None:
+        sock = socket.create_connection((self.pinned, self.port), self.timeout)
+        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]  # the certificate is the host's
+
+
+def _pinned_opener(ip: str) -> urllib.request.OpenerDirector:
+    def conn(cls: type, host: str, **kw: Any) -> http.client.HTTPConnection:
+        c = cls(host, **kw)
+        c.pinned = ip
+        return c  # type: ignore[no-any-return]
+
+    class HTTP(urllib.request.HTTPHandler):
+        def http_open(self, req: Any) -> Any:
+            return self.do_open(lambda host, **kw: conn(_PinnedHTTPConnection, host, **kw), req)
+
+    class HTTPS(urllib.request.HTTPSHandler):
+        def https_open(self, req: Any) -> Any:
+            return self.do_open(lambda host, **kw: conn(_PinnedHTTPSConnection, host, **kw), req,
+                                context=self._context)  # type: ignore[attr-defined]  # fmt: skip
+
+    # no proxy from the environment: a proxy would resolve the host again itself
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect, HTTP, HTTPS)
+
+
+def _resolve(url: str, *, public_only: bool) -> tuple[str | None, str]:
+    """(the address to connect to, "") or (None, why not). Resolved once; with `public_only` every
+    address the name has must be global (`ipaddress.is_global`: not private, loopback, link-local,
+    shared 100.64.0.0/10, reserved, documentation …), so no answer of a rebinding name can slip in."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
     try:
-        infos = socket.getaddrinfo(host, None)
-    except OSError as exc:
-        return f"cannot resolve {host}: {exc}"
-    for info in infos:
-        ip = ipaddress.ip_address(info[4][0])
-        if ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_reserved or ip.is_multicast:
-            return f"{host} resolves to {ip}, a private address"
-    return None
+        infos = socket.getaddrinfo(
+            host, parts.port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM
+        )
+    except (OSError, UnicodeError) as exc:
+        return None, f"cannot resolve {host}: {exc}"
+    ips = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    if not ips:
+        return None, f"cannot resolve {host}"
+    if public_only:
+        for ip in ips:
+            mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+            if not ip.is_global or ip.is_multicast or (mapped is not None and not mapped.is_global):
+                return None, f"{host} resolves to {ip}, {PRIVATE}"
+    return str(ips[0]), ""
 
 
-def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int | None, str]:
+def _post(url: str, body: bytes, headers: dict[str, str], ip: str) -> tuple[int | None, str]:
     req = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310 - http(s) only, checked
     try:
-        with _opener.open(req, timeout=timeout_s()) as resp:
+        with _pinned_opener(ip).open(req, timeout=timeout_s()) as resp:
             return resp.status, ""
     except urllib.error.HTTPError as exc:
         return exc.code, (exc.read(300) or b"").decode(errors="replace")
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
         return None, f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+
+
+def tenant_visible(error: str, code: int | None, *, refused: bool) -> str:
+    """What a tenant's delivery log shows: "refused" or "failed" (with the HTTP status, which is
+    their own server's answer), never the connection's error text: "connection refused" against
+    "timed out" from a guessed internal host:port would map the network behind the server."""
+    if not error and (code is None or 200 <= code < 300):
+        return ""
+    if refused:
+        return "refused: the URL is not a public http(s) address"
+    return f"failed: HTTP {code}" if code is not None else "failed: no answer"
 
 
 def webhook_delivery_attempt(*, delivery_id: int, now: datetime | None = None) -> str:
@@ -126,14 +187,16 @@ def webhook_delivery_attempt(*, delivery_id: int, now: datetime | None = None) -
     ep = d.endpoint
     body = body_of(d.payload)
     code: int | None = None
+    ip: str | None = None
     started = time.perf_counter()
     if not ep.enabled:
         error = "endpoint disabled"
     elif urlsplit(ep.url).scheme not in ("http", "https"):
         error = "only http and https URLs are called"
-    elif ep.tenant_id is not None and not allow_private() and (refused := _refused_address(ep.url)):
-        error = refused
     else:
+        ip, error = _resolve(ep.url, public_only=ep.tenant_id is not None and not allow_private())
+    refused = error.endswith(PRIVATE)
+    if ip is not None:
         headers = {
             "Content-Type": "application/json",
             "User-Agent": "Headroom-Webhooks/1",
@@ -142,11 +205,15 @@ def webhook_delivery_attempt(*, delivery_id: int, now: datetime | None = None) -
             "X-Headroom-Delivery-Attempt": str(d.attempt),
             HEADER: signature(ep.secret, int(time.time()), body),
         }
-        code, error = _post(ep.url, body, headers)
+        code, error = _post(ep.url, body, headers, ip)
     elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
     ok = code is not None and 200 <= code < 300
     last = d.attempt >= max_attempts() or error in ("endpoint disabled", "only http and https URLs are called")
     status = Status.DELIVERED if ok else (Status.FAILED if last else Status.RETRIED)
+    if not ok:  # the whole story for operators; the row (the tenant's delivery log) says refused or failed
+        log.info("webhook %s to %s attempt %s: %s %s", d.event_id, ep.url, d.attempt, code, error[:300])
+    if ep.tenant_id is not None and error not in ("endpoint disabled", "only http and https URLs are called"):
+        error = tenant_visible(error, code, refused=refused)
     with transaction.atomic():
         WebhookDelivery.objects.filter(pk=d.pk).update(
             status=status,
@@ -164,8 +231,6 @@ def webhook_delivery_attempt(*, delivery_id: int, now: datetime | None = None) -
                 attempt=d.attempt + 1,
                 next_attempt_at=now + backoff(d.attempt),
             )
-    if not ok:
-        log.info("webhook %s to %s attempt %s: %s %s", d.event_id, ep.url, d.attempt, code, error[:120])
     return str(status)
 
 

@@ -109,7 +109,7 @@ def test_a_refused_connection_is_logged_and_retried(fleet, hook_server, django_c
         webhook_event_enqueue(endpoints=[ep], event_type="alert.opened", data={})
     d = WebhookDelivery.objects.get(endpoint=ep, attempt=1)
     assert (d.status, d.status_code) == ("retried", None)
-    assert "Connection refused" in d.error or "ConnectionRefused" in d.error
+    assert d.error == "failed: no answer"  # not "Connection refused": the tenant's log is no port scanner
 
 
 def test_tenant_endpoints_may_not_call_private_addresses(
@@ -122,7 +122,7 @@ def test_tenant_endpoints_may_not_call_private_addresses(
         webhook_event_enqueue(endpoints=[ep], event_type="alert.opened", data={})
     assert rec.received == []
     d = WebhookDelivery.objects.get(endpoint=ep, attempt=1)
-    assert d.status == "retried" and "private address" in d.error
+    assert d.status == "retried" and d.error == "refused: the URL is not a public http(s) address"
 
 
 def test_a_redelivered_attempt_sends_nothing_twice(fleet, hook_server, django_capture_on_commit_callbacks):
