@@ -131,19 +131,29 @@ def planning_answer(inp: SizingInput) -> PlanningAnswer:
     explicit mean rate), else its envelope with over-dispersed arrivals."""
     m = inp.model
     times, p, o = inp.arrival_times_s, inp.prompt_tokens, inp.output_tokens
-    common = {
-        "w_out": m.w_out,
-        "w_cached": m.w_cached,
-        "cache_hit_ratio": inp.cache_hit_ratio,
-        "cancellation_ratio": inp.cancellation_ratio,
-    }
+    h, c = inp.cache_hit_ratio, inp.cancellation_ratio
     if times is not None and isinstance(p, LengthSamples) and isinstance(o, LengthSamples):
         w = trace_workload(
-            times, p.values, o.values, mean_rate_rps=None if inp.trace_own_timing else inp.arrival_rate_rps, **common
+            times,
+            p.values,
+            o.values,
+            w_out=m.w_out,
+            w_cached=m.w_cached,
+            cache_hit_ratio=h,
+            cancellation_ratio=c,
+            mean_rate_rps=None if inp.trace_own_timing else inp.arrival_rate_rps,
         )
     else:
         w = envelope_workload(
-            rate_rps=inp.arrival_rate_rps, prompt=p, output=o, minute_rate_cv=inp.minute_rate_cv, seed=inp.seed, **common
+            rate_rps=inp.arrival_rate_rps,
+            prompt=p,
+            output=o,
+            w_out=m.w_out,
+            w_cached=m.w_cached,
+            cache_hit_ratio=h,
+            cancellation_ratio=c,
+            minute_rate_cv=inp.minute_rate_cv,
+            seed=inp.seed,
         )
     return plan(w, r_wt_per_s=m.r_wt_per_s, target_throttled_share=inp.target_throttled_share)
 

@@ -106,7 +106,8 @@ class SizingResult:
         if self.planning is not None:
             body.update(self.planning.to_dict())
         cost = self.cost.to_dict()
-        cost["peak_extra_per_hour"] = finite_or_none(self.peak_extra_cost_per_hour)
+        extra = self.peak_extra_cost_per_hour
+        cost["peak_extra_per_hour"] = None if extra is None else finite_or_none(extra)
         body["cost"] = cost
         return body
 
