@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -96,6 +97,8 @@ def main() -> int:
         for m in chosen:
             print(f"{m.id:5} {m.path:40} {m.protection}")
         return 0
+    # A SIGTERM (a CI timeout) unwinds through the finally below, so the worktree is still removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     tree = Path(tempfile.mkdtemp(prefix="mut-", dir="/tmp")) / "tree"
     _git("worktree", "add", "--detach", str(tree), a.rev)
     rows: list[tuple[Mutation, str, str]] = []

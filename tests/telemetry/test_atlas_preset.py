@@ -165,7 +165,10 @@ def test_atlas_preset_stores_usage_per_tenant_and_reports_unmapped_keys(atlas_pr
         initial_lookback_s=20, atlas_map=MAP,
     )  # fmt: skip
     result = pull_source(source)
-    assert result.errors == [] and result.samples > 0
+    assert result.errors == []
+    # every row the pull reports is stored (one per owner and step: acme's two keys are one row)
+    assert result.samples == GatewayUsageSample.objects.count()
+    assert result.samples > 0
     assert result.unmapped_keys == {"ak-stray"}
     source.refresh_from_db()
     assert "ak-stray" in source.last_error
