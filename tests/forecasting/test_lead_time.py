@@ -151,3 +151,13 @@ def test_errors_are_weighted_toward_the_lead_time():
     assert max(w, key=w.get) == 26 and w[1] < w[4] < w[13] < w[26]
     w = selection.horizon_weights((1, 4, 13, 26), 4)
     assert max(w, key=w.get) == 4
+
+
+def test_a_trend_carries_the_band_only_when_significant_in_the_backtest(forecasts):
+    # The trend series' own path leaves the recent range and passes only with the trend carrying
+    values = TRUTHS["trend"][: HIST * WEEK]
+    f = forecasts["trend"]
+    assert guard.refusal(f.p50, guard.band(values, AHEAD, trend_carries=False)) != ""
+    assert guard.refusal(f.p50, guard.band(values, AHEAD, trend_carries=True)) == ""
+    # and on the stationary seasonal series the backtest does not make its slope significant
+    assert pipeline._trend_carries(TRUTHS["seasonal"][: HIST * WEEK], forecasts["seasonal"].backtest)[0] is False
