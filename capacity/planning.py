@@ -96,6 +96,7 @@ class PlanningAnswer:
             "replay_one_step_less": {"cu": less.cu, "throttled_share": less.throttled_share},
             "planning_basis": self.planning_basis,
             "check": self.check,
+            "check_holds": self.holds,
         }
 
 

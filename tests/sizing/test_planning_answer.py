@@ -99,3 +99,14 @@ def test_cost_per_useful_token_is_over_the_real_volume_and_the_peaks_extra_apart
     assert cost["peak_extra_per_hour"] == pytest.approx(cost["per_hour"] - mean["cost"]["per_hour"], rel=1e-12)
     assert mean["cost"]["peak_extra_per_hour"] == 0.0
 
+
+
+def test_the_calculator_shows_the_cu_to_buy_with_its_check(people, burst_trace):
+    from tests.clients import web_client
+    from tests.sizing.test_page import FORM, HTMX
+
+    form = {**FORM, "lengths": "trace", "trace": str(burst_trace.pk), "arrival_rate_basis": "peak_1m"}
+    html = web_client(people["member"]).get("/sizing/", form, **HTMX).content.decode()
+    assert 'id="cu-to-buy"' in html
+    check = html.split('id="cu-check">')[1].split("</small>")[0]
+    assert "CU: replayed 4,140 requests" in check and "(target 0.1 %); at " in check
