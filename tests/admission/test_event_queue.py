@@ -18,6 +18,7 @@ QUEUE = "admission-events"
 
 
 @pytest.mark.redis
+@pytest.mark.filterwarnings("ignore::celery.exceptions.AlwaysEagerIgnored")  # send_task publishes: what is tested
 def test_events_and_the_sweep_land_on_their_queue_forecast_chunks_on_the_default(tmp_path):
     broker = RedisServer(tmp_path)
     broker.start()
