@@ -110,7 +110,12 @@ def tokens(request: HttpRequest) -> HttpResponse:
 def revoke(request: HttpRequest) -> HttpResponse:
     _person(request)
     raw = request.POST.get("token", "")
-    token = _visible_tokens(request.user).filter(pk=int(raw)).first() if raw.isdigit() else None
+    # isascii: "²".isdigit() is true and int("²") raises; 18 digits stay within a bigint
+    token = (
+        _visible_tokens(request.user).filter(pk=int(raw)).first()
+        if raw.isascii() and raw.isdigit() and len(raw) <= 18
+        else None
+    )
     if token is None:
         raise Http404("no such token")
     if request.POST.get("confirm") != "yes":
