@@ -51,9 +51,10 @@ def _shoot(page: Any, base: str, path: str, out: Path, full_page: bool) -> bool:
         path = link.get_attribute("href")
     page.goto(f"{base}{path}")
     page.wait_for_load_state("networkidle")
-    # Charts draw after DOMContentLoaded; wait for plotly's SVG when the page has one.
+    # Charts draw after DOMContentLoaded; wait for plotly's SVG when the page has one (attached, not
+    # visible: the first chart may sit in a closed <details>).
     if page.locator("div.chart[data-figure]").count():
-        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=15000)
+        page.wait_for_selector(".js-plotly-plot .main-svg", state="attached", timeout=15000)
     out.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(out), full_page=full_page)
     print(f"wrote {out}")
