@@ -49,6 +49,12 @@ def _walk(browser: Any, base: str, who: str, paths: list[str]) -> dict[str, list
     page.click("button[type=submit]")
     page.wait_for_url(f"{base}/")
     found: dict[str, list[str]] = {}
+    # The first Tab reaches the skip link, which leads to the page's main content.
+    page.keyboard.press("Tab")
+    assert page.evaluate("[document.activeElement.className, document.activeElement.getAttribute('href')]") == [
+        "skip-link",
+        "#main",
+    ]
     # A phone: the menu starts folded, and opens to a list that fits.
     assert page.locator("details.nav-menu").get_attribute("open") is None
     page.click("details.nav-menu > summary")
