@@ -201,7 +201,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "telemetry/validation.py",
         "(latest is not None and ts > latest)",
         "False",
-        ("tests/telemetry/test_ingest.py",),
+        ("tests/telemetry/test_pinned_ts_window.py", "tests/telemetry/test_ingest.py"),
     ),
     Mutation(
         "S11",
