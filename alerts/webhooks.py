@@ -115,7 +115,7 @@ def _pinned_opener(ip: str) -> urllib.request.OpenerDirector:
     def conn(cls: type, host: str, **kw: Any) -> http.client.HTTPConnection:
         c = cls(host, **kw)
         c.pinned = ip
-        return c  # type: ignore[no-any-return]
+        return c
 
     class HTTP(urllib.request.HTTPHandler):
         def http_open(self, req: Any) -> Any:
@@ -142,7 +142,7 @@ def _resolve(url: str, *, public_only: bool) -> tuple[str | None, str]:
         )
     except (OSError, UnicodeError) as exc:
         return None, f"cannot resolve {host}: {exc}"
-    ips = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    ips = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
     if not ips:
         return None, f"cannot resolve {host}"
     if public_only:
