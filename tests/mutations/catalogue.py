@@ -218,5 +218,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "return max(0.0, min(by_tpot, by_ttft, self.x_sat))",
         "return max(0.0, min(by_tpot, by_ttft))",
         ("tests/capacity/test_latency_curve.py",),
+        equivalent="by_ttft is x_sat · r / (1 + r) < x_sat, or x_sat itself, or 0: the min already never exceeds "
+        "x_sat; the cap matters only if the TTFT branch changes",
     ),
 )
