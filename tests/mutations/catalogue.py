@@ -85,8 +85,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "M5",
         "webhooks: redirects are not followed (SSRF; a signed body is for the configured URL)",
         "alerts/webhooks.py",
-        "_opener = urllib.request.build_opener(_NoRedirect)",
-        "_opener = urllib.request.build_opener()",
+        "urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect, HTTP, HTTPS)",
+        "urllib.request.build_opener(urllib.request.ProxyHandler({}), HTTP, HTTPS)",
         ("tests/alerts/test_pinned_redirects.py",),
     ),
     Mutation(
