@@ -5,6 +5,7 @@ demo.history.QUIET. Written over the reconciliation window, on top of seed_histo
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -15,10 +16,11 @@ from django.db.models import Sum
 from demo.history import HOUR, _scale, envelope_mean
 from entitlements.models import Entitlement
 from telemetry.columns import rows_to_columns
-from telemetry.models import HourRollup
+from telemetry.models import ROLLUP_ADDITIVE, ROLLUP_KEY, ROLLUP_MAX, HourRollup, MinuteRollup
 from telemetry.rollups import add_deltas, minute_deltas
+from telemetry.sql import upsert_add
 
-GROW = ("acme", "llama-2-70b-us-east-h200")  # 3 % of arrivals refused QUOTA_EXCEEDED, every hour
+GROW = ("acme", "llama-2-70b-us-east-h200")  # a burst minute each busy hour: 3 % of its arrivals refused QUOTA_EXCEEDED
 DRIFT = ("acme", "llama-3.1-8b-us-east-h100")  # a third more requests, prompts 1.8 × the promised p95
 PLATFORM = ("globex", "llama-2-70b-eu-west-h100")  # PLATFORM_CAPACITY throttles in three hours
 PLATFORM_HOURS = {30: 5, 31: 12, 200: 3}  # hours into the window → throttles
@@ -56,20 +58,57 @@ def _row(ent: Entitlement, ts: datetime, decision: str, **kw: Any) -> dict[str, 
     return base | {"decision": decision} | kw
 
 
+BURST_MINUTE = 40
+
+
+def _seed_grow(ent: Entitlement, start: datetime, end: datetime) -> None:
+    """Throttles the bucket itself would have made. Reconciliation replays a scope's recorded minutes
+    through its bucket (docs/planning.md), so a demo that only wrote "3 % refused" into the hour
+    rollups, spread evenly over the hour, would fit the CU bought and say grow for no reason. Here each
+    busy hour's admits are laid out minute by minute with one burst minute that asks the full bucket
+    (60 s deep) plus the minute's refill, and the refused 3 % on top of it: the minutes the replay reads.
+    The admits already sit in the hour rollups (seed_history), so they are written to the minutes alone;
+    the throttles are new and go to every level."""
+    prompt, _, wt = envelope_mean(ent)
+    per_minute = float(ent.cu) * float(ent.model.r_wt_per_s) * 60
+    burst = math.ceil(2 * per_minute / wt)
+    admits_rows: list[dict[str, Any]] = []
+    admits_n: dict[Any, int] = {}
+    throttle_rows: list[dict[str, Any]] = []
+    throttle_n: dict[Any, int] = {}
+    for hour, admits in _admits_per_hour(ent, start, end).items():
+        if admits < 3 * burst:
+            continue  # too quiet an hour to hold a burst beside its other minutes
+        base, extra = divmod(admits - burst, 59)
+        others = (m for m in range(60) if m != BURST_MINUTE)
+        counts = {BURST_MINUTE: burst} | {m: base + (i < extra) for i, m in enumerate(others)}
+        for m, c in counts.items():
+            if c:
+                ts = hour + timedelta(minutes=m)
+                admits_n[(ts, "admit")] = c
+                admits_rows.append(_row(ent, ts, "admit", estimated_wt=c * wt, prompt_tokens=round(c * prompt)))
+        ts = hour + timedelta(minutes=BURST_MINUTE)
+        throttle_n[(ts, "throttle")] = k = max(1, round(admits * 0.03))
+        throttle_rows.append(_row(ent, ts, "throttle", reason="QUOTA_EXCEEDED", estimated_wt=k * wt,
+                                  prompt_tokens=round(k * prompt)))  # fmt: skip
+    if admits_rows:
+        deltas = _scale(
+            minute_deltas(rows_to_columns(admits_rows)), admits_n, dict.fromkeys(admits_n, 1.0), (prompt, 0.0)
+        )
+        with transaction.atomic():
+            upsert_add(
+                MinuteRollup, ROLLUP_KEY, ROLLUP_ADDITIVE, [[*k, *deltas[k]] for k in sorted(deltas)], ROLLUP_MAX
+            )
+    _write(ent, throttle_rows, throttle_n, (prompt, 0.0))
+
+
 def seed_findings(end: datetime) -> int:
     """Rows over [end − RECONCILE_WINDOW_DAYS, end); returns the entitlements touched."""
     start = end - timedelta(days=settings.RECONCILE_WINDOW_DAYS)
     touched = 0
     ent = _ent(*GROW)
     if ent is not None:
-        prompt, _, wt = envelope_mean(ent)
-        rows, n = [], {}
-        for hour, admits in _admits_per_hour(ent, start, end).items():
-            ts = hour + timedelta(minutes=40)
-            n[(ts, "throttle")] = k = max(1, round(admits * 0.03))
-            rows.append(_row(ent, ts, "throttle", reason="QUOTA_EXCEEDED", estimated_wt=k * wt,
-                             prompt_tokens=round(k * prompt)))  # fmt: skip
-        _write(ent, rows, n, (prompt, 0.0))
+        _seed_grow(ent, start, end)
         touched += 1
     ent = _ent(*DRIFT)
     if ent is not None:
