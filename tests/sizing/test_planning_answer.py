@@ -91,14 +91,15 @@ def test_cost_per_useful_token_is_over_the_real_volume_and_the_peaks_extra_apart
     cost = peak["cost"]
     # Sized for the busy minute (10 req/s) but producing the mean's tokens: the same useful tokens
     # per hour as sizing at the mean, from a costlier fleet.
-    assert cost["useful_output_tokens_per_hour"] == pytest.approx(mean["cost"]["useful_output_tokens_per_hour"], rel=1e-12)
+    assert cost["useful_output_tokens_per_hour"] == pytest.approx(
+        mean["cost"]["useful_output_tokens_per_hour"], rel=1e-12
+    )
     assert cost["useful_output_tokens_per_hour"] == pytest.approx(4140 / 3599 * 100 * 3600 * 0.99, rel=1e-12)
     assert cost["per_million_useful_output_tokens"] == pytest.approx(
         cost["per_hour"] / (cost["useful_output_tokens_per_hour"] / 1e6), rel=1e-12
     )
     assert cost["peak_extra_per_hour"] == pytest.approx(cost["per_hour"] - mean["cost"]["per_hour"], rel=1e-12)
     assert mean["cost"]["peak_extra_per_hour"] == 0.0
-
 
 
 def test_the_calculator_shows_the_cu_to_buy_with_its_check(people, burst_trace):
