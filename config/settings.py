@@ -70,6 +70,7 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "entitlements.api_guards.NulQueryMiddleware",
+    "entitlements.api_guards.BodyLimitMiddleware",
     "portal.views.errors.ErrorPageMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -167,7 +168,12 @@ ADMISSION_EVENT_BATCH = int(os.environ.get("ADMISSION_EVENT_BATCH", "500"))
 ADMISSION_EVENT_FLUSH_S = float(os.environ.get("ADMISSION_EVENT_FLUSH_S", "1"))
 ADMISSION_EVENT_SHUTDOWN_S = float(os.environ.get("ADMISSION_EVENT_SHUTDOWN_S", "10"))
 # Most events or fleet samples one telemetry POST may carry.
-TELEMETRY_MAX_BATCH = int(os.environ.get("TELEMETRY_MAX_BATCH", "50000"))
+TELEMETRY_MAX_BATCH = int(os.environ.get("TELEMETRY_MAX_BATCH", "20000"))
+# A JSON body's limit (Django reads it into memory): room for a full TELEMETRY_MAX_BATCH of events at
+# up to 512 bytes each (a complete event with every field is about 400), so the documented batch is
+# reachable (tests/telemetry/test_body_limit.py) and one request stays near 10 MB of JSON; over it the API
+# answers a JSON 400 naming the limit (entitlements.api_guards.BodyLimitMiddleware).
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE", str(TELEMETRY_MAX_BATCH * 512)))
 # Alertmanager webhook (telemetry.alertmanager, issue 24): the label naming the pool an alert is about,
 # and the alert names that mean supply is gone (each firing one takes one replica, by `instance`, out of
 # the pool's health until it resolves). Any alert whose rule is `up == 0` (read from its generatorURL)
