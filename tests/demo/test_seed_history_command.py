@@ -13,6 +13,7 @@ from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 
+from demo.findings import GROW, _ent
 from demo.history import seed_history
 from entitlements.models import Entitlement
 from entitlements.selectors import active_at
@@ -40,10 +41,19 @@ def test_seed_history_command_writes_the_rollups_once():
     assert written >= int(said[1])
     history = HourRollup.objects.filter(decision="admit", bucket__gte=end - timedelta(days=3), bucket__lt=end)
     assert history.values("bucket").distinct().count() == 3 * 24  # every hour of the three days
-    # every active demo entitlement has history, at hour and day grain only
+    # every active demo entitlement has history at hour and day grain; minutes only where the grow
+    # scope's burst minutes are laid out for the replay (demo.findings), each such hour's admits exactly
     tenants = set(HourRollup.objects.values_list("tenant", flat=True))
     assert tenants == set(active_at(Entitlement.objects.all(), end).values_list("tenant__slug", flat=True))
-    assert not MinuteRollup.objects.exists()
+    grow = _ent(*GROW)
+    assert set(MinuteRollup.objects.values_list("entitlement", flat=True).distinct()) == {str(grow.uuid)}
+    minute_admits = MinuteRollup.objects.filter(decision="admit").values_list("bucket", "requests")
+    per_hour: dict = {}
+    for bucket, n in minute_admits:
+        hour = bucket.replace(minute=0)
+        per_hour[hour] = per_hour.get(hour, 0) + n
+    hours = HourRollup.objects.filter(entitlement=str(grow.uuid), decision="admit", bucket__in=list(per_hour))
+    assert per_hour and per_hour == dict(hours.values("bucket").annotate(n=Sum("requests")).values_list("bucket", "n"))
     assert DayRollup.objects.aggregate(n=Sum("requests"))["n"] == HourRollup.objects.aggregate(n=Sum("requests"))["n"]
 
     again = StringIO()

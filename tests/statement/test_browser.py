@@ -34,4 +34,4 @@ def test_a_viewer_sees_the_latency_promise_and_the_envelope(known, fleet, serial
     assert "prompt tokens p95" in envelope.inner_text()
     assert page.locator("#concurrency-peak").inner_text() == "3"
     rows = envelope.locator("tbody tr")
-    assert rows.nth(2).inner_text().split("\t")[1:3] == ["8000", "3000"]  # prompt max: promised, observed
+    assert rows.nth(2).inner_text().split("\t")[1:3] == ["8,000", "3,000"]  # prompt max: promised, observed

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
+from entitlements.reasons import REASONS
 from telemetry.services import fleet_samples_ingest, ingest_events
 from tests.browser import sign_in
 from tests.telemetry.helpers import event
@@ -36,5 +37,7 @@ def test_fleet_page_updates_by_itself(browser, serial_live_server, fleet):
     expect(row).to_contain_text("3 / 4")
     expect(row).to_contain_text("61 %")
     expect(row).to_contain_text("42 %")
-    expect(page.locator("#fleet-panels")).to_contain_text("QUOTA_EXCEEDED: 7")
+    # The code with its one-line meaning (entitlements.reasons), then the count.
+    meaning = REASONS["QUOTA_EXCEEDED"].when
+    expect(page.locator("#fleet-panels .tenant-caused")).to_contain_text(f"QUOTA_EXCEEDED {meaning}: 7")
     assert page.url == f"{base}/fleet/?range=15m"
