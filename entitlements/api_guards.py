@@ -143,7 +143,7 @@ class BodyLimitMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if request.path.startswith("/api/") and not request.content_type.startswith("multipart/"):
+        if request.path.startswith("/api/") and not (request.content_type or "").startswith("multipart/"):
             try:
                 size = int(request.META.get("CONTENT_LENGTH") or 0)
             except ValueError:
