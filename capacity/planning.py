@@ -107,8 +107,11 @@ def percent(share: float) -> str:
     if pct == 0:
         return "0 %"
     text = f"{pct:.3g}"
-    if "e" in text:
-        text = f"{pct:.6f}".rstrip("0").rstrip(".")
+    # At most four decimals (people's pages never print more; the smallest target is 0.01 %).
+    if "e" in text or len(text.partition(".")[2]) > 4:
+        text = f"{pct:.4f}".rstrip("0").rstrip(".")
+        if text == "0":
+            return "< 0.0001 %"
     return f"{text} %"
 
 

@@ -127,6 +127,7 @@ def test_a_target_out_of_range_is_refused(target: float) -> None:
 
 
 def test_percent_reads_as_written() -> None:
+    assert [percent(x) for x in (0.0000525, 0.000103, 1e-9)] == ["0.0053 %", "0.0103 %", "< 0.0001 %"]
     assert [percent(x) for x in (0.0004, 0.001, 0.00103, 0.0895, 0.0, 0.216)] == [
         "0.04 %",
         "0.1 %",

@@ -16,3 +16,16 @@ def test_a_flush_leaves_the_history_context_and_every_beat_schedule():
     assert HistoryContext.objects.filter(id=1).exists()
     assert set(PeriodicTask.objects.values_list("name", "task")) == before
     assert ("admission: settle abandoned reservations", "admission.tasks.sweep_expired") in before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_flush_leaves_no_history_behind(fleet):
+    # Deleting entitlements fires their history triggers; the flush must not leave those rows.
+    from entitlements.models import EntitlementHistory
+    from entitlements.services import entitlement_grant
+    from tests.factories import grant_kwargs
+
+    entitlement_grant(**grant_kwargs(fleet.pool_a, fleet.acme, "2"), actor=fleet.operator, reason="test")
+    assert EntitlementHistory.objects.count() == 1
+    call_command("flush", interactive=False, verbosity=0)
+    assert EntitlementHistory.objects.count() == 0
