@@ -145,6 +145,24 @@ def _registry(request):
     ensure_registry(ReasonCode, TrafficClass)
 
 
+@pytest.fixture(autouse=True)
+def _no_events_across_tests(_registry):
+    """A test's unsent admission events die with it. The process-wide buffer's thread would otherwise
+    write them (and dead-letter the refused ones) into a later test's database on its own connection,
+    committed past that test's rollback. Set up after the database, so torn down before it."""
+    yield
+    from admission import events
+
+    buf = events._buffer
+    if buf is None or not buf._flushing.acquire(timeout=10):  # a flush in progress finishes first
+        return
+    try:
+        with buf._lock:
+            buf._q.clear()
+    finally:
+        buf._flushing.release()
+
+
 @pytest.fixture
 def fleet(db):
     """A small fleet: one model, one region with two zones, two pools of 280 CU each, no reserves."""

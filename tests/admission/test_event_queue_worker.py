@@ -16,6 +16,7 @@ from admission import events
 from config.celery import app
 from telemetry.models import AdmissionEvent
 from tests.admission.world import body, build_world
+from tests.servers import child_db_env
 from tests.servers.redis import RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,9 +37,8 @@ def test_events_are_ingested_past_a_backlog_of_forecast_chunks(transactional_db,
     batch = list(sink.events)
     broker = RedisServer(tmp_path)
     broker.start()
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "SQLITE_PATH": settings.DATABASES["default"]["NAME"],
+    env = {**child_db_env(), "DJANGO_SETTINGS_MODULE": "config.settings",
            "CELERY_BROKER_URL": broker.url}  # fmt: skip
-    env.pop("DATABASE_URL", None)
     env.pop("REDIS_URL", None)
     log = tmp_path / "events-worker.log"
     worker = subprocess.Popen(

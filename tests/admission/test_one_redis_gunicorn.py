@@ -27,7 +27,7 @@ from entitlements import token_services
 from entitlements.models import ApiToken
 from telemetry.models import DeadLetter
 from tests.admission.world import body, build_world, grant
-from tests.servers import free_port
+from tests.servers import child_db_env, free_port
 from tests.servers.redis import RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,11 +100,10 @@ def test_gunicorn_with_one_redis_killed_under_load(transactional_db, fleet, tmp_
     server = RedisServer(tmp_path)
     server.start()
     port = free_port()
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "SQLITE_PATH": settings.DATABASES["default"]["NAME"],
+    env = {**child_db_env(), "DJANGO_SETTINGS_MODULE": "config.settings",
            "REDIS_URL": server.url, "CELERY_BROKER_URL": server.url, "ADMISSION_REDIS_TIMEOUT_S": "0.2",
            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prom"), "HEADROOM_SIMULATE": "0",
            "ADMISSION_SWEEP_IN_PROCESS": "0"}  # fmt: skip
-    env.pop("DATABASE_URL", None)
     log = (tmp_path / "gunicorn.log").open("w")
     web = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.py", "config.wsgi", "--bind", f"127.0.0.1:{port}",

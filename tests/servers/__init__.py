@@ -55,3 +55,22 @@ def on_pytest_death(*cleanup: str) -> subprocess.Popen:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+
+def child_db_env() -> dict[str, str]:
+    """Environment for a child process (gunicorn, a Celery worker) to use the test's own database: the
+    SQLite file, or the PostgreSQL test database by URL. Only the one variable the settings read is set;
+    the other is removed, so a child never falls back to a file named after a PostgreSQL database."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    env = dict(os.environ)
+    if db["ENGINE"].endswith("sqlite3"):
+        env.pop("DATABASE_URL", None)
+        env["SQLITE_PATH"] = str(db["NAME"])
+        return env
+    env.pop("SQLITE_PATH", None)
+    user, host, port = db.get("USER") or "postgres", db.get("HOST") or "127.0.0.1", db.get("PORT") or 5432
+    auth = f"{user}:{db['PASSWORD']}" if db.get("PASSWORD") else user
+    env["DATABASE_URL"] = f"postgres://{auth}@{host}:{port}/{db['NAME']}"
+    return env
