@@ -72,3 +72,37 @@ def test_feedback_widens_the_bands_and_counts_in_the_ranking():
     width, wider = plain.p90 - plain.p50, fed.p90 - fed.p50
     assert (width > 1e-6).sum() > WEEK
     assert np.allclose(wider[width > 1e-6] / width[width > 1e-6], 1.5)
+
+
+def test_forecasts_made_one_four_and_thirteen_weeks_ago_are_each_scored(db):
+    # Given 16 weeks of history and a succeeded run whose forecast started 1, 4 and 13 weeks before
+    # this run's end (two of them with the same method), each with P90 peaks every realised week beat
+    history = cycles_cu(16 * WEEK, base=10, seed=22)
+    series = DemandSeries("acme", "llama-test", "us-test", END - timedelta(weeks=16), history)
+    _old_run(start=END - timedelta(weeks=1), method="theta", mean=9.0, peak=99.0)
+    _old_run(start=END - timedelta(weeks=4, days=2), method="mstl", mean=12.0, peak=99.0)  # within ± 3 days
+    _old_run(start=END - timedelta(weeks=13), method="theta", mean=10.0, peak=0.0)
+    _old_run(start=END - timedelta(weeks=8), method="naive_weekly", mean=10.0, peak=0.0)  # no lag of ours
+    (fb,), (shown,) = realised.feedback([series], END)
+    scale = selection.mase_scale(history)
+
+    def mase(start_h: int, weeks: int, mean: float) -> float:
+        real = history[start_h : start_h + weeks * WEEK].reshape(weeks, WEEK).mean(axis=1)
+        return float(np.mean(np.abs(mean - real)) / scale)
+
+    # Then each lag compares the weeks now past of the forecast made then
+    assert {k: (v["method"], v["weeks"]) for k, v in shown["lags"].items()} == {
+        "1": ("theta", 1),
+        "4": ("mstl", 4),  # 4 weeks and 2 days ago: four whole weeks are past
+        "13": ("theta", 13),
+    }
+    four = 16 * WEEK - (4 * WEEK + 48)
+    assert shown["lags"]["4"]["mase"] == pytest.approx(mase(four, 4, 12.0), abs=1e-4)
+    # the method's realised error is the mean over the lags it was chosen at
+    assert fb.realised == {
+        "theta": pytest.approx((mase(15 * WEEK, 1, 9.0) + mase(3 * WEEK, 13, 10.0)) / 2, abs=1e-4),
+        "mstl": pytest.approx(mase(four, 4, 12.0), abs=1e-4),
+    }
+    # and the bands move by the pooled coverage: 5 of 18 weeks under the P90 (the 13-week run's P90 was 0)
+    assert (shown["p90_peak_coverage"], fb.widen) == (round(5 / 18, 4), pytest.approx(realised.widen_factor(5, 18)))
+    assert fb.widen == 2.0  # far too narrow: widened to the limit
