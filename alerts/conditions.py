@@ -250,9 +250,15 @@ def supply_gap_order_by_within(rule: AlertRule, ctx: Context) -> dict[str, Findi
         if first["late"] or first["order_by"] <= horizon:
             when = "is late" if first["late"] else f"is {first['order_by']:%Y-%m-%d}"
             where = f"{first['scenario']}, {first['case_label']}"
+            n = first["replicas_short"]
+            what = (
+                f"the order-by date for {n} more {'replica' if n == 1 else 'replicas'} ({where}) {when}"
+                if n is not None
+                else f"no order of its replicas closes the gap ({where}; order-by {when.removeprefix('is ')}): "
+                f"{first['order']['reason']}"
+            )
             out[f"pool:{row['pool']}"] = Finding(
-                f"{row['pool']}: the order-by date for {first['replicas_short']} more "
-                f"{'replica' if first['replicas_short'] == 1 else 'replicas'} ({where}) {when}",
+                f"{row['pool']}: {what}",
                 None,
                 {
                     "pool": row["pool"],

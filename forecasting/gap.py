@@ -7,7 +7,6 @@ peak hour: a pool short for one hour a week still throttles in that hour.
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -19,6 +18,7 @@ from django.utils import timezone
 
 from capacity.deliverable import deliverable, deliverable_under_failure
 from capacity.failure import parse_failure_policy
+from capacity.planning_orders import Order, add_replicas, order_to_close
 from entitlements.models import Entitlement
 from entitlements.models.supply import as_cu
 from entitlements.selectors import Window, peak_sold
@@ -31,21 +31,13 @@ SCENARIOS = ("committed", "expected", "upside", "stress")
 FORECAST_SCENARIOS = ("expected", "upside", "stress")
 
 
-def add_replicas(per_zone: tuple[int, ...], extra: int) -> tuple[int, ...]:
-    """New replicas go to the smallest zone first, the way a planner keeps zones balanced."""
-    zones = list(per_zone) or [0]
-    for _ in range(extra):
-        zones[zones.index(min(zones))] += 1
-    return tuple(zones)
-
-
 def cu(value: float | Decimal) -> float:
     """Every figure the gap compares, at the one CU precision approvals compare in (as_cu): a pool
     sold exactly to its deliverable is then exactly full, not a rounding error short."""
     return float(as_cu(value))
 
 
-def _first_gap(starts: list[date], gaps: list[Decimal], lead_weeks: int, today: date, per_replica: float) -> dict:
+def _first_gap(starts: list[date], gaps: list[Decimal], lead_weeks: int, today: date, order: dict) -> dict:
     first = next((i for i, g in enumerate(gaps) if g > 0), None)
     worst = max(gaps, default=Decimal(0))
     if first is None:
@@ -56,7 +48,36 @@ def _first_gap(starts: list[date], gaps: list[Decimal], lead_weeks: int, today: 
         "order_by": order_by,
         "late": order_by < today,
         "max_gap_cu": float(worst),
-        "replicas_short": math.ceil(worst / as_cu(per_replica)) if per_replica > 0 else None,
+        # One order per scenario closes both cases: a healthy-only count can leave the after-failure
+        # gap open once the zone spread is counted (issue 30.4).
+        "replicas_short": order["replicas"],
+        "order": order,
+    }
+
+
+def _order_row(o: Order, *, zones: list[str], starts: list[date], today: date, lead_weeks: int) -> dict[str, Any]:
+    """The scenario's order as the planning page and the API show it: how many, where each goes, and
+    the deliverables recomputed with it at the week that needs the most."""
+    arrives = today + timedelta(weeks=lead_weeks)
+    after_horizon = bool(starts) and arrives >= starts[-1] + timedelta(weeks=1)
+    reason = o.reason or (
+        f"an order placed today arrives {arrives:%Y-%m-%d}, after the horizon's last week: no order closes the gap "
+        "within the horizon"
+        if after_horizon and o.replicas
+        else ""
+    )
+    return {
+        "replicas": o.replicas,
+        "closes": o.closes,
+        "closes_within_horizon": o.closes and not after_horizon,
+        "by_zone": [
+            {"zone": z, "add": n} for z, n in zip(zones or ["(no zone)"], o.added_per_zone, strict=False) if n > 0
+        ],
+        "week": starts[o.week] if starts else None,
+        "demand_cu": cu(o.demand_cu),
+        "after_order": {"healthy_cu": cu(o.healthy_cu), "failure_cu": cu(o.failure_cu)},
+        "arrives": arrives,
+        "reason": reason,
     }
 
 
@@ -71,10 +92,12 @@ def pool_gap(pd_row: PoolDemand, *, today: date, orders: list[SupplyOrder], comm
     # One replica's share of deliverable (deductions are percentages of physical) sizes a shortfall.
     per_replica = deliverable(replace(base, reserve_held_cu=0.0), replicas=1).deliverable
     weeks: list[dict[str, Any]] = []
+    supplies = []
     for i, ws in enumerate(starts):
         we = ws + timedelta(weeks=1)
         extra = sum(o.replicas for o in orders if o.arrival_date < we)
         supply = replace(base, replicas_per_zone=add_replicas(base.replicas_per_zone, extra)) if extra else base
+        supplies.append(supply)
         sl = slice(i * WEEK_H, (i + 1) * WEEK_H)
         t0 = start + timedelta(weeks=i)
         weeks.append(
@@ -88,14 +111,26 @@ def pool_gap(pd_row: PoolDemand, *, today: date, orders: list[SupplyOrder], comm
                 "stranded_cu": float(np.clip(deliverable(supply).deliverable - hourly["expected"][sl], 0, None).mean()),
             }
         )
+    zones = [z.zone.slug for z in pool.zones.all()]
+    lead = pool.accelerator.lead_time_weeks
+    orders_by = {
+        s: _order_row(
+            order_to_close(supplies, [w[f"{s}_cu"] for w in weeks], policy, as_cu=cu),
+            zones=zones,
+            starts=starts,
+            today=today,
+            lead_weeks=lead,
+        )
+        for s in SCENARIOS
+    }
     gaps = {
         s: {
             case: _first_gap(
                 starts,
                 [as_cu(w[f"{s}_cu"]) - as_cu(w[f"{case}_cu"]) for w in weeks],
-                pool.accelerator.lead_time_weeks,
+                lead,
                 today,
-                per_replica,
+                orders_by[s],
             )
             for case in ("healthy", "failure")
         }
@@ -186,7 +221,7 @@ def supply_gap(*, run: ForecastRun | None = None, today: date | None = None) -> 
     rows = list(
         PoolDemand.objects.filter(run=run)
         .select_related("pool__model", "pool__accelerator", "pool__operating_point__model")
-        .prefetch_related("pool__zones")
+        .prefetch_related("pool__zones__zone")
     )
     pool_ids = [r.pool_id for r in rows]
     orders: dict[int, list[SupplyOrder]] = {}

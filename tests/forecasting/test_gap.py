@@ -45,33 +45,88 @@ def _pool(run):
     return pools[0]
 
 
+def _without_order(g: dict) -> dict:
+    return {k: v for k, v in g.items() if k != "order"}
+
+
 def test_first_short_week_order_by_and_late(planned):
     _, run = planned
     g = _pool(run)["gaps"]
     week10 = date(2026, 5, 11)
     assert g["expected"]["healthy"]["first_week"] is None
     assert g["upside"]["healthy"]["first_week"] is None
-    assert g["stress"]["healthy"] == {
+    # Stress needs 300 CU after losing a zone: 5 replicas in each of the two zones, 6 more than the
+    # 2 + 2 today (a healthy-only count said 1, which leaves the after-failure gap open).
+    assert _without_order(g["stress"]["healthy"]) == {
         "first_week": week10,
         "order_by": date(2026, 2, 16),
         "late": True,
         "max_gap_cu": 20.0,
-        "replicas_short": 1,
+        "replicas_short": 6,
     }
-    assert g["expected"]["failure"] == {
+    # Expected needs 200 after a zone loss: 3 + 3 (210), two more, one in each zone; one replica
+    # (3 + 2) still loses 3 and keeps 140.
+    assert _without_order(g["expected"]["failure"]) == {
         "first_week": week10,
         "order_by": date(2026, 2, 16),
         "late": True,
         "max_gap_cu": 60.0,
-        "replicas_short": 1,
+        "replicas_short": 2,
     }
-    assert g["stress"]["failure"] == {
+    assert g["expected"]["failure"]["order"] == {
+        "replicas": 2,
+        "closes": True,
+        "closes_within_horizon": True,
+        "by_zone": [{"zone": "us-test-a", "add": 1}, {"zone": "us-test-b", "add": 1}],
+        "week": week10,
+        "demand_cu": 200.0,
+        "after_order": {"healthy_cu": 420.0, "failure_cu": 210.0},
+        "arrives": TODAY + timedelta(weeks=12),
+        "reason": "",
+    }
+    assert _without_order(g["stress"]["failure"]) == {
         "first_week": TODAY,
         "order_by": date(2025, 12, 8),
         "late": True,
         "max_gap_cu": 160.0,
-        "replicas_short": 3,
+        "replicas_short": 6,
     }
+
+
+@pytest.mark.parametrize("scenario", ["expected", "upside", "stress"])
+def test_the_recommended_order_closes_the_gap_in_both_cases(planned, scenario):
+    fleet, run = planned
+    order = _pool(run)["gaps"][scenario]["failure"]["order"]
+    assert order["closes"]
+    SupplyOrder.objects.create(pool=fleet.pool_a, replicas=order["replicas"], arrival_date=TODAY, status="ordered")
+    g = _pool(run)["gaps"][scenario]
+    assert g["healthy"]["first_week"] is None and g["failure"]["first_week"] is None
+    weeks = _pool(run)["weeks"]
+    assert min(w["failure_cu"] - w[f"{scenario}_cu"] for w in weeks) >= 0
+    # and one replica fewer does not close it
+    SupplyOrder.objects.filter(pool=fleet.pool_a).update(replicas=order["replicas"] - 1)
+    g = _pool(run)["gaps"][scenario]
+    assert g["healthy"]["first_week"] is not None or g["failure"]["first_week"] is not None
+
+
+def test_a_one_zone_pool_under_a_zone_policy_says_it_cannot_close(planned):
+    fleet, run = planned
+    pool = fleet.pool_a
+    pool.zones.exclude(pk=pool.zones.first().pk).delete()
+    g = _pool(run)["gaps"]["expected"]["failure"]
+    assert g["replicas_short"] is None
+    assert g["order"]["closes"] is False
+    assert "one zone" in g["order"]["reason"]
+
+
+def test_an_order_arriving_after_the_horizon_says_so(planned):
+    fleet, run = planned
+    acc = fleet.pool_a.accelerator
+    acc.lead_time_weeks = 30
+    acc.save()
+    order = _pool(run)["gaps"]["stress"]["failure"]["order"]
+    assert order["replicas"] == 6 and order["closes_within_horizon"] is False
+    assert "after the horizon" in order["reason"]
 
 
 def test_an_order_by_in_the_future_is_not_late(planned):
@@ -170,7 +225,7 @@ def _flat_demand(pool, level: float) -> ForecastRun:
 def test_a_pool_sold_exactly_to_its_deliverable_raises_no_alarm(full_pool):
     p = _pool(_flat_demand(full_pool.pool_a, 100.0))
     assert (p["weeks"][0]["healthy_cu"], p["weeks"][0]["committed_cu"]) == (280.0, 280.0)
-    assert p["gaps"]["committed"]["healthy"] == {
+    assert _without_order(p["gaps"]["committed"]["healthy"]) == {
         "first_week": None,
         "order_by": None,
         "late": False,
@@ -182,6 +237,7 @@ def test_a_pool_sold_exactly_to_its_deliverable_raises_no_alarm(full_pool):
 def test_demand_is_rounded_to_the_same_cu_as_supply(full_pool):
     # 280.0004 CU is 280.000 at CU precision: exactly full, no alarm
     assert _pool(_flat_demand(full_pool.pool_a, 280.0004))["gaps"]["expected"]["healthy"]["first_week"] is None
-    # 280.0006 CU is 280.001: one thousandth of a CU short, which one replica covers
+    # 280.0006 CU is 280.001: one thousandth of a CU short healthy; the order covers it after a zone
+    # loss too (5 + 5 replicas: 350 CU left), where 5 + 4 would keep 280.000
     g = _pool(_flat_demand(full_pool.pool_a, 280.0006))["gaps"]["expected"]["healthy"]
-    assert (g["first_week"], g["max_gap_cu"], g["replicas_short"]) == (TODAY, 0.001, 1)
+    assert (g["first_week"], g["max_gap_cu"], g["replicas_short"]) == (TODAY, 0.001, 6)

@@ -84,3 +84,19 @@ def test_a_member_sees_only_their_tenants_series(web_for, finished):
 
 def test_platform_people_have_no_own_page(web_for, finished):
     assert web_for("operator").get("/planning/mine/").status_code == 403
+
+
+def test_the_order_line_says_where_each_replica_goes_and_checks_the_failure_case(web_for, finished):
+    # 20 CU of demand → 300 CU at stress after failure (2 + 2 replicas of 70 CU, a zone lost: 140 left):
+    # the order puts 3 in each zone (5 + 5: 350 after losing one), which the line shows.
+    from forecasting.models import PoolDemand
+
+    PoolDemand.objects.filter(run=finished, pool__slug="pool-a").update(
+        hourly={k: [200.0 * f] * (26 * 168) for k, f in (("expected", 1.0), ("upside", 1.2), ("stress", 1.5))}
+    )
+    html = web_for("operator").get("/planning/pools/pool-a/").content.decode()
+    line = html.split('id="order-check">')[1].split("</p>")[0]
+    assert "3 in us-test-a, 3 in us-test-b" in line
+    assert "350" in line and "after failure" in line and "closed in both cases" in line
+    actions = web_for("operator").get("/planning/").content.decode()
+    assert 'data-replicas="6"' in actions and "3 in us-test-a, 3 in us-test-b" in actions
