@@ -13,12 +13,12 @@ class AdmissionConfig(AppConfig):
         from django.db.models.signals import post_delete, post_migrate, post_save
 
         from admission import events, params, sinks, snapshot_triggers, tasks
-        from admission.models import PoolHealthOverride
+        from admission.models import CarriedUsage, PoolHealthOverride
         from entitlements.models import Entitlement, Pool, PoolZone
 
         # Saves in this process refresh its snapshot's part at once; every other write (and every
         # other process) is seen through the trigger-kept counters within ADMISSION_SNAPSHOT_CHECK_S.
-        for model in (Entitlement, Pool, PoolZone, PoolHealthOverride):
+        for model in (Entitlement, Pool, PoolZone, PoolHealthOverride, CarriedUsage):
             post_save.connect(params.changed, sender=model, dispatch_uid=f"admission-snap-{model.__name__}")
             post_delete.connect(params.changed, sender=model, dispatch_uid=f"admission-snapdel-{model.__name__}")
         post_migrate.connect(snapshot_triggers.reinstall_after_migrate, sender=self, dispatch_uid="admission-snap-trg")

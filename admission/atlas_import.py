@@ -1,20 +1,26 @@
 """Atlas's keys as Headroom entitlements (issue 24.1, `manage.py import_atlas`): the plan, then apply.
 
-Each mapped API key becomes one entitlement of the scope (tenant, project, model, region, class):
-- class from Atlas's priority: critical/high → reserved, normal → shared, low → best_effort;
+Each scope (tenant, project, model, region, class) the map sends keys to becomes one entitlement:
+- class from Atlas's priority: critical/high → reserved, normal → shared, low → best_effort (a priority
+  Atlas does not know reads as normal, as in Atlas: admission.atlas_source);
 - budgets: budget_unit `tokens` (Atlas counts upstream total_tokens), daily/monthly from
-  daily_limit/monthly_limit (0 in Atlas means no limit: none here either), UTC;
+  daily_limit/monthly_limit, UTC; a limit of 0, which refuses every request in Atlas, is a budget of 0
+  (BUDGET_EXHAUSTED);
 - request rate: max_rps = rate_per_sec, burst = burst (default: the rate, as the service does);
 - CU (one rule, shown per key): Atlas's rate_per_sec is requests/s, so
   CU = rate_per_sec × the model's weighted tokens per request at the import envelope's medians
   (prompt_p50 + w_out × output_p50, capacity.units.weighted_tokens) ÷ R, rounded up to 0.1 CU;
   with no rate, the daily budget spread over the day at a peak factor of 3:
   CU = daily_limit ÷ 86,400 s × 3 ÷ R (tokens taken as weighted tokens), rounded up to 0.1 CU;
-- today's and this month's usage are carried into the scope's period buckets (set, not added).
+- several keys on one scope (a team's keys): one entitlement with their limits summed (budgets, rate,
+  burst, CU) and their usage summed. Headroom's gateway names the scope, not the key, so per-key budgets
+  cannot be told apart in the serving path; the sum admits what the keys together could in Atlas;
+- today's and this month's usage are carried into the scope's period buckets (admission.atlas_carry:
+  the difference from the last import is added, so a second import with Atlas unchanged carries nothing).
 
 The plan (a dry run) reads and compares; `apply` writes the same plan through the entitlement
-services (audited, the importer as actor) and seeds the buckets, so the diff a dry run prints is
-what an apply writes, and a second apply finds every key `unchanged`.
+services (audited, the importer as actor) and carries the usage, so the diff a dry run prints is
+what an apply writes, and a second apply finds every scope `unchanged`.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from admission import budgets, keys
+from admission import atlas_carry, budgets, keys
 from admission.atlas_source import AtlasInputError, AtlasLimits, AtlasUsage, MapRow, mask, parse_limits, parse_usage
 from admission.backends.base import Limits, periods_at
 from capacity.periods import DAILY, TOKENS
@@ -48,26 +54,64 @@ ATLAS_ENVELOPE = Envelope(
     output_p95=800, max_concurrency=DERIVE, ttft_p99_ms=2000, tpot_p99_ms=200,
 )  # fmt: skip
 FIELDS = ("cu", "daily_budget", "monthly_budget", "budget_unit", "budget_tz", "max_rps", "burst")
+Target = tuple[Tenant, Project | None, ServedModel, Region]
+
+
+@dataclass
+class KeyPart:
+    """One Atlas key as Atlas enforces it, before the keys of its scope are summed."""
+
+    api_key: str
+    line: int
+    lim: AtlasLimits
+    usage: AtlasUsage
+    cu: Decimal
+    derivation: str
+    burst: int | None
 
 
 @dataclass
 class KeyPlan:
-    """One key's line of the diff: where it lands, what it gets, and what applying changes."""
+    """One scope's line of the diff: its keys, where they land, what they get, what applying changes."""
 
-    api_key: str
+    parts: list[KeyPart]
     scope: str  # tenant/project model@region
     traffic_class: str
     cu: Decimal
-    derivation: str
     daily_budget: int | None
     monthly_budget: int | None
     max_rps: float | None
     burst: int | None
     usage: AtlasUsage
+    target: Target
     action: str = "create"  # create / update / unchanged
     changes: list[str] = field(default_factory=list)
     entitlement: Entitlement | None = None
-    target: tuple[Tenant, Project | None, ServedModel, Region] | None = None
+    carried: dict[str, float] = field(default_factory=dict)  # 'day'/'month' → what apply added
+
+    @property
+    def api_key(self) -> str:
+        return self.parts[0].api_key
+
+    @property
+    def keys_shown(self) -> str:
+        return " + ".join(mask(p.api_key) for p in self.parts)
+
+    @property
+    def derivation(self) -> str:
+        return " + ".join(p.derivation for p in self.parts) if len(self.parts) > 1 else self.parts[0].derivation
+
+    @property
+    def notes(self) -> list[str]:
+        out = []
+        for name, v in (("daily", self.daily_budget), ("monthly", self.monthly_budget)):
+            if v == 0:
+                out.append(f"{name} limit 0: every request refused (BUDGET_EXHAUSTED), as Atlas refuses it")
+        for p in self.parts:
+            out += [f"{mask(p.api_key)}: {n}" if len(self.parts) > 1 else n for n in p.lim.notes]
+        if len(self.parts) > 1:
+            out.append(f"{len(self.parts)} keys on one scope: limits and usage summed")
+        return out
 
     def wanted(self) -> dict[str, Any]:
         return {"cu": self.cu, "daily_budget": self.daily_budget, "monthly_budget": self.monthly_budget,
@@ -79,6 +123,7 @@ class ImportPlan:
     keys: list[KeyPlan]
     problems: list[AtlasInputError]
     unmapped: list[str]
+    undecodable: list[str] = field(default_factory=list)  # Atlas key names that are not UTF-8 (skipped)
 
 
 def derive_cu(lim: AtlasLimits, model: ServedModel) -> tuple[Decimal, str]:
@@ -103,30 +148,24 @@ def plan(
     rows: list[MapRow], atlas: dict[str, tuple[dict[str, str], str | None, str | None]], defaults: AtlasLimits,
     backend: Any, problems: list[AtlasInputError], unmapped: list[str],
 ) -> ImportPlan:  # fmt: skip
-    """Every mapped key's line of the diff against the database and the store as they are now."""
-    out: list[KeyPlan] = []
-    scopes: dict[tuple[int, int | None, int, int, str], str] = {}
+    """Every mapped scope's line of the diff against the database and the carried-usage ledger as they are now."""
+    groups: dict[tuple[int, int | None, int, int, str], tuple[Target, str, list[KeyPart]]] = {}
     for row in rows:
         try:
-            kp = _plan_key(row, atlas[row.api_key], defaults, backend)
+            target, klass, part = _read_key(row, atlas[row.api_key], defaults)
         except AtlasInputError as exc:
             problems.append(exc)
             continue
-        assert kp.target is not None
-        t, p, m, r = kp.target
-        sk = (t.pk, p.pk if p else None, m.pk, r.pk, kp.traffic_class)
-        if sk in scopes:  # one key per scope: its usage is the scope's buckets
-            problems.append(AtlasInputError(f"map line {row.line}", "api_key",
-                                            f"its scope {kp.scope} {kp.traffic_class} is already {scopes[sk]}'s"))  # fmt: skip
-            continue
-        scopes[sk] = mask(row.api_key)
-        out.append(kp)
+        t, p, m, r = target
+        sk = (t.pk, p.pk if p else None, m.pk, r.pk, klass)
+        groups.setdefault(sk, (target, klass, []))[2].append(part)
+    out = [_plan_scope(target, klass, parts, backend) for target, klass, parts in groups.values()]
     return ImportPlan(out, problems, unmapped)
 
 
-def _plan_key(
-    row: MapRow, got: tuple[dict[str, str], str | None, str | None], defaults: AtlasLimits, backend: Any
-) -> KeyPlan:
+def _read_key(
+    row: MapRow, got: tuple[dict[str, str], str | None, str | None], defaults: AtlasLimits
+) -> tuple[Target, str, KeyPart]:
     where = f"map line {row.line}"
     tenant = Tenant.objects.filter(slug=row.tenant).first()
     if tenant is None:
@@ -150,36 +189,46 @@ def _plan_key(
     except ValueError as exc:
         raise AtlasInputError(f"limits:{mask(row.api_key)}", "rate_per_sec", str(exc)) from None
     rate = lim.rate_per_sec
+    burst = None if rate is None else (lim.burst or max(1, math.ceil(rate)))
+    how += " (Atlas defaults)" if lim.from_defaults else ""
+    part = KeyPart(row.api_key, row.line, lim, usage, cu, how, burst)
+    return (tenant, project, model, region), CLASS_OF[lim.priority], part
+
+
+def _plan_scope(target: Target, klass: str, parts: list[KeyPart], backend: Any) -> KeyPlan:
+    tenant, project, model, region = target
+    rated = [p for p in parts if p.lim.rate_per_sec is not None]
     kp = KeyPlan(
-        api_key=row.api_key, scope=f"{row.tenant}/{row.project or '-'} {row.model}@{row.region}",
-        traffic_class=CLASS_OF[lim.priority], cu=cu, derivation=how + (" (Atlas defaults)" if lim.from_defaults else ""),
-        daily_budget=lim.daily or None, monthly_budget=lim.monthly or None, max_rps=rate,
-        burst=None if rate is None else (lim.burst or max(1, math.ceil(rate))), usage=usage,
-        target=(tenant, project, model, region),
+        parts=parts, scope=f"{tenant.slug}/{project.slug if project else '-'} {model.slug}@{region.slug}",
+        traffic_class=klass, cu=sum((p.cu for p in parts), Decimal("0.0")),
+        daily_budget=_sum([p.lim.daily for p in parts]), monthly_budget=_sum([p.lim.monthly for p in parts]),
+        # a key without a rate is unlimited in rate: so is the scope; likewise a key without a budget
+        max_rps=sum(p.lim.rate_per_sec or 0.0 for p in rated) if len(rated) == len(parts) else None,
+        burst=sum(p.burst or 0 for p in rated) if len(rated) == len(parts) else None,
+        usage=AtlasUsage(sum(p.usage.day for p in parts), sum(p.usage.month for p in parts)), target=target,
     )  # fmt: skip
     ent = (
-        scope_entitlements(tenant=tenant, project=project, model=model, region=region, traffic_class=kp.traffic_class)
+        scope_entitlements(tenant=tenant, project=project, model=model, region=region, traffic_class=klass)
         .order_by("pk")
         .first()
     )
     if ent is not None:
         kp.entitlement = ent
         kp.changes = [f for f, v in kp.wanted().items() if _differs(getattr(ent, f), v)]
-        kp.changes += [f"usage {k}" for k, (key, n) in _buckets(kp, ent.pool_id, backend).items()
-                       if backend.used(key) != float(n)]  # fmt: skip
+        kp.changes += [f"usage {name}" for name, (bucket, _, total) in buckets(kp, ent.pool_id, backend).items()
+                       if (atlas_carry.last_carried(bucket) or 0.0) != float(total)]  # fmt: skip
         kp.action = "update" if kp.changes else "unchanged"
     return kp
 
 
 def apply(p: ImportPlan, actor: Any, backend: Any) -> None:
-    """Write the plan: grant or amend each key's entitlement (audited as `actor`), then set its
-    period buckets to Atlas's usage. A key the services refuse (oversold pool, envelope too long
-    for the model) becomes a problem naming the field; the other keys still land."""
+    """Write the plan: grant or amend each scope's entitlement (audited as `actor`), then carry its
+    usage (admission.atlas_carry). A scope the services refuse (oversold pool, envelope too long
+    for the model) becomes a problem naming the field; the other scopes still land."""
     for kp in list(p.keys):
-        reason = f"import_atlas: Atlas key {mask(kp.api_key)}"
+        reason = f"import_atlas: Atlas key {kp.keys_shown}"
         try:
             if kp.action == "create":
-                assert kp.target is not None
                 t, proj, m, r = kp.target
                 w = kp.wanted()
                 kp.entitlement = entitlement_grant(
@@ -197,18 +246,16 @@ def apply(p: ImportPlan, actor: Any, backend: Any) -> None:
             name, msgs = (
                 next(iter(exc.message_dict.items())) if hasattr(exc, "error_dict") else ("entitlement", exc.messages)
             )
-            p.problems.append(AtlasInputError(f"key {mask(kp.api_key)}", name, "; ".join(msgs)))
+            p.problems.append(AtlasInputError(f"key {kp.keys_shown}", name, "; ".join(msgs)))
             p.keys.remove(kp)
             continue
         assert kp.entitlement is not None
-        lim = _limits(kp, kp.entitlement.pool_id, backend)
-        for per in lim.periods:
-            backend.seed_period_usage(per, TZ, float(kp.usage.day if per.kind == DAILY else kp.usage.month))
+        for name, (bucket, end, total) in buckets(kp, kp.entitlement.pool_id, backend).items():
+            kp.carried[name] = atlas_carry.carry(backend, bucket, end, float(total), reason)
 
 
 def scope_key(kp: KeyPlan) -> str:
     """The scope's key in the admission store (admission.params: slugs joined, '' for no project)."""
-    assert kp.target is not None
     t, p, m, r = kp.target
     return ":".join((t.slug, p.slug if p else "", m.slug, r.slug, kp.traffic_class))
 
@@ -220,14 +267,15 @@ def _limits(kp: KeyPlan, pool_id: int, backend: Any) -> Limits:
     return lim
 
 
-def _buckets(kp: KeyPlan, pool_id: int, backend: Any) -> dict[str, tuple[str, int]]:
-    """{'day'|'month': (the current period bucket's key, the usage it should hold)} for the key's budgets."""
+def buckets(kp: KeyPlan, pool_id: int, backend: Any) -> dict[str, tuple[str, float, int]]:
+    """{'day'|'month': (the current period bucket's key, when that period ends, Atlas's usage for it)}
+    for the scope's budgets."""
     now = backend.period_now() if hasattr(backend, "period_now") else backend.clock()
     out = {}
     for per in _limits(kp, pool_id, backend).periods:
-        pid = periods_at(per.kind, TZ, now)[1][0]
+        pid, _, end = periods_at(per.kind, TZ, now)[1]
         name = "day" if per.kind == DAILY else "month"
-        out[name] = (f"{per.key}:{pid}", kp.usage.day if per.kind == DAILY else kp.usage.month)
+        out[name] = (f"{per.key}:{pid}", end, kp.usage.day if per.kind == DAILY else kp.usage.month)
     return out
 
 
@@ -238,6 +286,11 @@ def carried(kp: KeyPlan) -> str:
     if kp.monthly_budget is not None:
         parts.append(f"m {kp.usage.month:,}")
     return " ".join(parts) or "-"
+
+
+def _sum(values: list[int | None]) -> int | None:
+    """Budgets of one scope's keys: a key without one leaves the scope unlimited."""
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
 
 def _differs(have: Any, want: Any) -> bool:
@@ -260,4 +313,4 @@ def _round_up(x: float) -> Decimal:
     return (Decimal(tenths) * CU_STEP).quantize(CU_STEP)
 
 
-__all__ = ["ATLAS_ENVELOPE", "CLASS_OF", "ImportPlan", "KeyPlan", "apply", "carried", "derive_cu", "plan"]
+__all__ = ["ATLAS_ENVELOPE", "CLASS_OF", "ImportPlan", "KeyPlan", "apply", "buckets", "carried", "derive_cu", "plan"]

@@ -62,3 +62,26 @@ class SnapshotVersion(models.Model):
 
     def __str__(self) -> str:
         return f"snapshot counters {self.entitlements}/{self.supply}/{self.health}/{self.catalogue}"
+
+
+class CarriedUsage(models.Model):
+    """Usage carried into a scope's period budget from another gateway (`import_atlas --apply`).
+
+    The ledger a second import compares with (Atlas's figure unchanged: nothing to carry), and the
+    hand-off on the embedded default: the command's process has no access to the web server's
+    in-process store, so it writes these rows and the server adds each row's `delta` to its bucket
+    when its snapshot check sees them (admission.atlas_carry). On Redis the command adds it itself.
+    """
+
+    bucket = models.CharField(max_length=500, help_text="the period bucket's store key, '<stem>:<period id>'")
+    period_end = models.FloatField(help_text="Unix time the period ends: a server applies current periods only")
+    carried = models.FloatField(help_text="the other gateway's total for the period as of this import")
+    delta = models.FloatField(help_text="what this import adds: carried minus the previous row's carried")
+    source = models.CharField(max_length=300, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["bucket", "id"], name="carried_bucket")]
+
+    def __str__(self) -> str:
+        return f"{self.bucket}: {self.carried:g} (+{self.delta:g})"

@@ -26,8 +26,9 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from admission import budgets, scope_sums, snapshot_reads, snapshot_triggers
+from admission import atlas_carry, budgets, scope_sums, snapshot_reads, snapshot_triggers
 from admission import snapshot_reads as rd
+from admission.backends import get_backend
 from admission.budgets import LimitSpec
 from admission.snapshot_reads import EntRow, PoolBase
 from admission.snapshot_types import PoolParams, ScopeParams, Snapshot
@@ -179,6 +180,8 @@ def _refresh(snap: Snapshot | None, now: float) -> Snapshot:
         t = timezone.now()
         if "entitlements" in parts or _held.sums is None:
             _held.sums = scope_sums.read(t)
+            # usage an import_atlas in another process handed to this process's store (atlas_carry)
+            atlas_carry.apply_pending(get_backend())
         if "supply" in parts:
             _held.bases = snapshot_reads.pool_rows()
         if "supply" in parts or "health" in parts:

@@ -40,6 +40,7 @@ TABLES = {
     "entitlements_servedmodel": "catalogue",
     "entitlements_region": "catalogue",
     "admission_poolhealthoverride": "health",
+    "admission_carriedusage": "entitlements",  # usage an import hands to in-process stores (atlas_carry)
     "telemetry_fleetsample": "health",
     "telemetry_poolalert": "health",  # supply alerts take replicas out (telemetry.alertmanager)
 }

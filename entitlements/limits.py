@@ -62,8 +62,9 @@ def check(values: dict[str, Any]) -> dict[str, str]:
         errors["budget_unit"] = f"must be one of {', '.join(UNITS)}"
     for name in ("daily_budget", "monthly_budget"):
         v = values.get(name)
-        if v is not None and not 0 < v <= MAX_BUDGET:
-            errors[name] = f"must be greater than 0 and at most {MAX_BUDGET:,}"
+        # 0 is a budget that refuses every request (BUDGET_EXHAUSTED): Atlas's limit of 0 (CONTRACT §8)
+        if v is not None and not 0 <= v <= MAX_BUDGET:
+            errors[name] = f"must be at least 0 (0 refuses every request) and at most {MAX_BUDGET:,}"
     rps, burst = values.get("max_rps"), values.get("burst")
     if rps is not None and not 0 < rps <= MAX_RPS:
         errors["max_rps"] = f"must be greater than 0 and at most {MAX_RPS:,.0f}"

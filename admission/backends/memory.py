@@ -307,3 +307,10 @@ class MemoryBackend:
     def clear(self) -> None:
         with self._lock:
             self._s = _Store()
+    def add_period_usage(self, period_key: str, delta: float, end: float) -> None:
+        """Add usage carried from another gateway to a period bucket ('<stem>:<period id>') that
+        ends at `end` (admission.atlas_carry applies the import's hand-off rows with it)."""
+        with self._lock:
+            used = self._s.periods.get(period_key, (0.0, end))[0]
+            self._s.periods[period_key] = (max(0.0, used + float(delta)), end)
+

@@ -357,6 +357,17 @@ class RedisBackend:
 
     def used(self, period_key: str) -> float | None:
         """What a period bucket ('<stem>:<period id>') has spent, None when untouched."""
+    def add_period_usage(self, period_key: str, delta: float, end: float) -> None:
+        """Add usage carried from another gateway to a period bucket (import_atlas), kept a day past
+        the boundary as reserve.lua keeps it. INCRBYFLOAT: traffic counted meanwhile is kept."""
+        try:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.incrbyfloat(period_key, float(delta))
+            pipe.expireat(period_key, math.ceil(end - self.period_offset_s) + 86400)
+            pipe.execute()
+        except _DOWN as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
         v = self.client.get(period_key)
         return None if v is None else float(v)
 

@@ -122,8 +122,8 @@ class _LimitFields(serializers.Serializer):
     """Budgets and the request rate (entitlements.limits); null clears one. Cross-field rules
     (burst needs max_rps) are the model's, so the API and every other writer share them."""
 
-    daily_budget = serializers.IntegerField(min_value=1, max_value=limits.MAX_BUDGET, required=False, allow_null=True)
-    monthly_budget = serializers.IntegerField(min_value=1, max_value=limits.MAX_BUDGET, required=False, allow_null=True)
+    daily_budget = serializers.IntegerField(min_value=0, max_value=limits.MAX_BUDGET, required=False, allow_null=True)
+    monthly_budget = serializers.IntegerField(min_value=0, max_value=limits.MAX_BUDGET, required=False, allow_null=True)
     budget_unit = serializers.ChoiceField(choices=limits.UNIT_CHOICES, required=False)
     budget_tz = serializers.CharField(max_length=64, required=False, validators=[limits.validate_tz])
     max_rps = serializers.FloatField(max_value=limits.MAX_RPS, required=False, allow_null=True)

@@ -122,8 +122,8 @@ class Entitlement(models.Model):
                 name="ent_only_best_effort_borrows",
             ),
             models.CheckConstraint(
-                condition=(Q(daily_budget__isnull=True) | Q(daily_budget__gt=0))
-                & (Q(monthly_budget__isnull=True) | Q(monthly_budget__gt=0))
+                condition=(Q(daily_budget__isnull=True) | Q(daily_budget__gte=0))
+                & (Q(monthly_budget__isnull=True) | Q(monthly_budget__gte=0))
                 & (Q(max_rps__isnull=True) | Q(max_rps__gt=0))
                 & (Q(burst__isnull=True) | (Q(burst__gt=0) & Q(max_rps__isnull=False))),
                 name="ent_limits_positive",

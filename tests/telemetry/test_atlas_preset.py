@@ -111,8 +111,8 @@ def test_the_map_refuses_each_bad_line_by_number_and_keeps_the_good_ones(fleet):
     assert set(owners) == {"ak-1", "ak-4"}
     assert owners["ak-1"].tenant == "acme" and owners["ak-4"].tenant == "globex"
     assert [e.split(":")[0] for e in errors] == ["line 3", "line 4", "line 5", "line 6"]
-    assert "expected 5 columns" in errors[0] and "mapped twice" in errors[1]
-    assert "'nobody' does not exist" in errors[2] and "api_key is empty" in errors[3]
+    assert "row: expected 5 columns" in errors[0] and "already mapped on line 2" in errors[1]
+    assert "tenant: 'nobody' does not exist" in errors[2] and "api_key: is empty" in errors[3]
 
 
 def test_the_atlas_preset_is_checked_on_save_and_reads_the_four_counters(fleet):
@@ -120,7 +120,7 @@ def test_the_atlas_preset_is_checked_on_save_and_reads_the_four_counters(fleet):
     with pytest.raises(ValidationError) as bad:
         source.clean()
     assert bad.value.message_dict == {
-        "atlas_map": ["line 2: expected 5 columns api_key,tenant,project,model,region, got 2"]
+        "atlas_map": ["line 2: row: expected 5 columns api_key,tenant,project,model,region, got 2"]
     }
     source.atlas_map = ""
     with pytest.raises(ValidationError) as bad:
@@ -144,7 +144,7 @@ def test_the_admin_refuses_a_bad_map_line_on_the_field_and_stores_nothing(fleet)
     resp = admin.post("/admin/telemetry/prometheussource/add/", form)
     assert resp.status_code == 200
     assert resp.context["adminform"].form.errors["atlas_map"] == [
-        "line 6: expected 5 columns api_key,tenant,project,model,region, got 4"
+        "line 6: row: expected 5 columns api_key,tenant,project,model,region, got 4"
     ]
     assert not PrometheusSource.objects.exists()
     form["atlas_map"] = MAP
@@ -168,7 +168,9 @@ def test_atlas_preset_stores_usage_per_tenant_and_reports_unmapped_keys(atlas_pr
     assert result.errors == []
     # every row the pull reports is stored (one per owner and step: acme's two keys are one row)
     assert result.samples == GatewayUsageSample.objects.count()
-    assert result.samples > 0
+    steps = set(GatewayUsageSample.objects.values_list("ts", flat=True))
+    per_owner = {t: GatewayUsageSample.objects.filter(tenant__slug=t).count() for t in ("acme", "globex")}
+    assert per_owner == {"acme": len(steps), "globex": len(steps)}  # both owners at every step the pull read
     assert result.unmapped_keys == {"ak-stray"}
     source.refresh_from_db()
     assert "ak-stray" in source.last_error

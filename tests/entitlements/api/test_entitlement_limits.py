@@ -52,7 +52,7 @@ def test_without_limits_nothing_is_limited(client_for, fleet):
 @pytest.mark.parametrize(
     ("over", "field"),
     [
-        ({"daily_budget": 0}, "daily_budget"),
+        ({"daily_budget": -1}, "daily_budget"),  # 0 is allowed: a budget that refuses every request
         ({"monthly_budget": -5}, "monthly_budget"),
         ({"daily_budget": "lots"}, "daily_budget"),
         ({"budget_unit": "dollars"}, "budget_unit"),
