@@ -3,8 +3,10 @@
 Only failures are counted, so a gateway with a good key is never slowed by its own traffic. Once an
 address has INVALID_TOKEN_RATE failures in the window (from its first failure), a token it presents
 is refused with a 429 without being looked up, so a guess cannot be confirmed by a different answer,
-unless this process verified that very key before (`known_good`: a guesser cannot present one, and
-a gateway behind the same address as a misconfigured client keeps working). The count is one
+unless that very key was verified within KNOWN_GOOD_S (`known_good`: a guesser cannot present one, and
+a gateway behind the same address as a misconfigured client keeps working). A verified key is
+remembered in this process and in the shared cache, so every web process and one started since
+knows it. The count is one
 atomic INCR in the Django cache (Redis in production, so all web processes share it); a cache that
 is down counts nothing and blocks nothing (docs/serving-path-faults.md): a cache outage must not
 refuse every token. The address is REMOTE_ADDR, or
@@ -19,6 +21,7 @@ import time
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from rest_framework.throttling import SimpleRateThrottle
 
 
@@ -41,15 +44,34 @@ _known_good: dict[str, float] = {}  # key hash → verified until (time.monotoni
 _known_lock = threading.Lock()
 
 
+def _good_key(key_hash: str) -> str:
+    return f"throttle_invalid_token_good_{key_hash}"
+
+
 def remember_good(key_hash: str) -> None:
+    """A key verified now. Written to the shared cache once per KNOWN_GOOD_S per process, not per request."""
+    now = time.monotonic()
+    if _known_good.get(key_hash, 0.0) > now + KNOWN_GOOD_S / 2:
+        return
     with _known_lock:
         if len(_known_good) >= MAX_KNOWN_GOOD:
             _known_good.clear()
-        _known_good[key_hash] = time.monotonic() + KNOWN_GOOD_S
+        _known_good[key_hash] = now + KNOWN_GOOD_S
+    try:
+        cache.set(_good_key(key_hash), 1, KNOWN_GOOD_S)
+    except Exception:  # noqa: BLE001  (any cache backend's error: the key is still known here)
+        log.warning("token throttle: cache unavailable, verified key kept in this process only", exc_info=True)
 
 
 def known_good(key_hash: str) -> bool:
-    return _known_good.get(key_hash, 0.0) > time.monotonic()
+    """Verified within KNOWN_GOOD_S by this process or another. Asked only for an exhausted address."""
+    if _known_good.get(key_hash, 0.0) > time.monotonic():
+        return True
+    try:
+        return cache.get(_good_key(key_hash)) is not None
+    except Exception:  # noqa: BLE001
+        log.warning("token throttle: cache unavailable, key not known here", exc_info=True)
+        return False
 
 
 class InvalidTokenThrottle(SimpleRateThrottle):

@@ -1,6 +1,6 @@
 """The invalid-token counter (entitlements.throttles): one atomic increment per failure, a cache
-outage blocks nothing, and an exhausted address still reaches with a key this process verified
-before (a guess still gets a 429 without a lookup)."""
+outage blocks nothing, and an exhausted address still reaches with a key verified before, by this
+process or another (a guess still gets a 429 without a lookup)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import pytest
 from django.conf import settings
 from django.core.cache import cache
 from django.test import RequestFactory
+from django.utils import timezone
 from rest_framework.test import APIClient
 
+from entitlements import throttles
 from entitlements.models import ApiToken
 from entitlements.throttles import InvalidTokenThrottle
 from tests import factories as f
@@ -73,3 +75,24 @@ def test_an_exhausted_address_keeps_a_key_verified_before(fleet):
     assert c.get("/api/v1/catalogue/models", HTTP_AUTHORIZATION=f"Token {known}").status_code == 200
     # A key never verified here is not looked up: no oracle for a guesser.
     assert c.get("/api/v1/catalogue/models", HTTP_AUTHORIZATION=f"Token {unseen}").status_code == 429
+
+
+@pytest.mark.redis
+def test_an_exhausted_address_keeps_a_key_another_process_verified(redis_cache, fleet, monkeypatch):
+    """Each gunicorn worker is its own process: a key verified by one is known to the others and to a
+    worker started since, through the shared cache (the in-process record alone refused it)."""
+    owner = f.member("ann", fleet.acme, "viewer")
+    token, known = ApiToken.issue(owner)
+    _, unseen = ApiToken.issue(owner)
+    c = APIClient(REMOTE_ADDR="10.8.0.4")
+    assert c.get("/api/v1/catalogue/models", HTTP_AUTHORIZATION=f"Token {known}").status_code == 200
+    monkeypatch.setattr(throttles, "_known_good", {})  # another worker, or this one restarted
+    for i in range(LIMIT):
+        assert c.get("/api/v1/catalogue/models", HTTP_AUTHORIZATION=f"Token wrong-{i}").status_code == 401
+    assert c.get("/api/v1/catalogue/models", HTTP_AUTHORIZATION="Token wrong-again").status_code == 429
+    assert c.get("/api/v1/catalogue/models", HTTP_AUTHORIZATION=f"Token {known}").status_code == 200
+    assert c.get("/api/v1/catalogue/models", HTTP_AUTHORIZATION=f"Token {unseen}").status_code == 429
+    # A revoked key that was verified before gets past the block and is refused by its lookup.
+    token.revoked_at = timezone.now()
+    token.save(update_fields=["revoked_at"])
+    assert c.get("/api/v1/catalogue/models", HTTP_AUTHORIZATION=f"Token {known}").status_code == 401
