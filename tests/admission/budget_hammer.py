@@ -37,13 +37,16 @@ def run(url: str, prefix: str, offset: float, threads: int, seconds: float, out)
     backend.period_offset_s = offset
     budget, rps = scopes(prefix)
     lock = threading.Lock()
-    acc = {"admits": [], "rps_admits": [], "throttles": {}, "rps_throttles": {}, "errors": 0, "fail_open": 0}
+    acc = {"admits": [], "rps_admits": [], "throttles": {}, "rps_throttles": {}, "errors": 0, "fail_open": 0,
+           "attempts": {"budget": 0, "rps": 0}}  # fmt: skip
     deadline = time.monotonic() + seconds
 
     def worker(i: int) -> None:
         rnd = random.Random(i)
         scope = rps if i % 4 == 0 else budget  # a quarter of the threads on the request-rate scope
+        tried = 0
         while time.monotonic() < deadline:
+            tried += 1
             try:
                 a = backend.reserve(ReserveOp(scope, uuid.uuid4().hex, COST, "{}", COST))
             except StoreUnavailable:
@@ -70,6 +73,8 @@ def run(url: str, prefix: str, offset: float, threads: int, seconds: float, out)
                     acc["rps_admits"].append(at)
                 else:
                     acc["admits"].append((at, COST, s.result["actual_wt"] if s else None))
+        with lock:
+            acc["attempts"]["rps" if scope is rps else "budget"] += tried
 
     ts = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
     for t in ts:

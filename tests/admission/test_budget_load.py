@@ -48,7 +48,11 @@ def test_two_processes_never_spend_over_a_budget_across_the_boundary(redis_url):
             throttles[k] = throttles.get(k, 0) + v
     print(f"admits {len(before)} + {len(after)}, used {used}, throttles {throttles}")
     assert sum(r["errors"] + r["fail_open"] for r in results) == 0
-    assert throttles.get("BUDGET_EXHAUSTED", 0) > 0 and before and after  # spent, then reopened by the boundary
+    # Every attempt is answered: on the budget scope each one not admitted is a BUDGET_EXHAUSTED, nothing else
+    attempts = {k: sum(r["attempts"][k] for r in results) for k in ("budget", "rps")}
+    budget_throttles = {k: v - sum(r["rps_throttles"].get(k, 0) for r in results) for k, v in throttles.items()}
+    assert {k: v for k, v in budget_throttles.items() if v} == {"BUDGET_EXHAUSTED": attempts["budget"] - len(admits)}
+    assert budget_throttles["BUDGET_EXHAUSTED"] >= 1 and before and after  # spent, then reopened by the boundary
     for period, u in zip((before, after), used, strict=True):
         estimates = sum(a[1] for a in period)
         actuals = sum(a[2] for a in period)
@@ -59,7 +63,8 @@ def test_two_processes_never_spend_over_a_budget_across_the_boundary(redis_url):
     assert used[1] == pytest.approx(sum(a[2] for a in after), abs=1e-6)
     rps = sorted(t for r in results for t in r["rps_admits"])
     assert rps and len(rps) <= bh.BURST + bh.RPS * (rps[-1] - rps[0]) + 1e-6
-    assert throttles.get("QUOTA_EXCEEDED", 0) > 0
+    assert throttles.get("QUOTA_EXCEEDED", 0) == attempts["rps"] - len(rps)  # every rate-scope attempt not admitted
+    assert attempts["rps"] > len(rps)  # the rate was hit
     # Every refusal on the request-rate scope is the rate's QUOTA_EXCEEDED, and every QUOTA_EXCEEDED came from it.
     rps_throttles: dict[str, int] = {}
     for r in results:
