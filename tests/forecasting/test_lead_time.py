@@ -161,3 +161,15 @@ def test_a_trend_carries_the_band_only_when_significant_in_the_backtest(forecast
     assert guard.refusal(f.p50, guard.band(values, AHEAD, trend_carries=True)) == ""
     # and on the stationary seasonal series the backtest does not make its slope significant
     assert pipeline._trend_carries(TRUTHS["seasonal"][: HIST * WEEK], forecasts["seasonal"].backtest)[0] is False
+
+
+def test_the_backtest_chart_is_the_chosen_methods_holdout_forecast_against_what_happened(forecasts):
+    # The planning page's small chart: the forecast the chosen method made 13 weeks before the end
+    # (the last origin) against the realised weekly means, the same numbers its holdout error scores
+    t = forecasts["seasonal"].backtest
+    chart = t.chart()
+    values = TRUTHS["seasonal"][: HIST * WEEK]
+    assert chart["made_weeks_ago"] == 13
+    assert chart["actual"] == pytest.approx(_weeks(values[(HIST - 13) * WEEK :]), abs=1e-4)
+    error = np.mean(np.abs(np.asarray(chart["forecast"]) - chart["actual"])) / selection.mase_scale(values)
+    assert error == pytest.approx(t.row(t.method)["holdout_errors"]["13"], abs=1e-3)
