@@ -100,7 +100,11 @@ class _GatewayFastPath:
 def _reserve(parsed: services.ReserveRequest, epoch: str | None) -> tuple[int, dict[str, Any], dict[str, str]]:
     d = services.reserve(parsed, epoch)
     ra = d.body.get("retry_after_s") if d.status == 429 else None
-    return d.status, d.body, ({} if ra is None else {"Retry-After": str(ra)})  # OUTSIDE_ENVELOPE: no retry
+    return (
+        d.status,
+        d.body,
+        (d.headers if ra is None else {**d.headers, "Retry-After": str(ra)}),
+    )  # OUTSIDE_ENVELOPE: no retry
 
 
 def _complete(parsed: services.CompleteRequest, epoch: str | None) -> tuple[int, dict[str, Any], dict[str, str]]:

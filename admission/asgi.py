@@ -12,6 +12,9 @@ For each request to one of `paths` (OpenAI-style by default):
 - **throttle**: 429 with the reason JSON (`decision`, `reason`, `responsible`, `retry_after_s`, and
   an OpenAI-style `error`), `Retry-After` when a retry can pass. A replay of a request already
   settled is a 409 (a gateway never serves a settled answer); a bad header a 400 naming it.
+- **remaining quota**: every answer the store made (the gateway's own response when admitted, the
+  429, the 409) carries the `x-ratelimit-*` / `x-headroom-budget-*` headers of the reserve
+  (CONTRACT §5), replacing any the gateway's upstream sent: Headroom's bucket is what this client has.
 - **complete** exactly once when the response ends: with the `usage` the stream (SSE chunks, the
   last carrying usage) or the JSON body reported, else the prompt estimate and one output token
   per streamed content chunk; `cancelled` when the client went away first, `error` when the
@@ -31,6 +34,8 @@ import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from admission.client import QUOTA_KEY
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -190,12 +195,18 @@ _OPENAI_TYPE = {
 }
 
 
-def throttle_response(d: dict[str, Any]) -> list[Message]:
+def _quota(d: dict[str, Any]) -> list[tuple[bytes, bytes]]:
+    """The remaining-quota headers a reserve answer carries (CONTRACT §5), taken out of the answer."""
+    got = d.pop(QUOTA_KEY, None) or {}
+    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in got.items()]
+
+
+def throttle_response(d: dict[str, Any], quota: list[tuple[bytes, bytes]] = ()) -> list[Message]:  # type: ignore[assignment]
     """The 429: the reason JSON (CONTRACT §4) plus an OpenAI-style `error` for SDK clients."""
     body = {**d, "error": {"message": f"{d['reason']} ({d['responsible']})", "code": d["reason"],
                            "type": _OPENAI_TYPE.get(d.get("responsible", ""), "rate_limit_exceeded")}}  # fmt: skip
     ra = d.get("retry_after_s")
-    return _json_response(429, body, [(b"retry-after", str(ra).encode())] if ra is not None else [])
+    return _json_response(429, body, [*quota, *([(b"retry-after", str(ra).encode())] if ra is not None else [])])
 
 
 class AdmissionMiddleware:
@@ -236,20 +247,21 @@ class AdmissionMiddleware:
             for m in _json_response(400, {"error": {"message": str(exc), "code": "invalid_request", "field": name}}):
                 await send(m)
             return
+        quota = _quota(d)
         if d.get("decision") != "admit":
-            msgs = throttle_response(d) if d.get("decision") == "throttle" else _json_response(400, d)
+            msgs = throttle_response(d, quota) if d.get("decision") == "throttle" else _json_response(400, d)
             for m in msgs:
                 await send(m)
             return
         if d.get("settled"):
             for m in _json_response(409, {"error": {"message": "this request_id was already served",
-                                                    "code": "duplicate_request"}}):  # fmt: skip
+                                                    "code": "duplicate_request"}}, quota):  # fmt: skip
                 await send(m)
             return
-        await self._serve(scope, receive, send, body, args, d["reservation_id"])
+        await self._serve(scope, receive, send, body, args, d["reservation_id"], quota)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send, body: bytes, args: dict[str, Any],
-                     reservation_id: str) -> None:  # fmt: skip
+                     reservation_id: str, quota: list[tuple[bytes, bytes]]) -> None:  # fmt: skip
         u = _Usage(started=time.monotonic())
         gone = False  # the client left before the response was whole
         sent = False  # the response's last body message went out
@@ -271,6 +283,10 @@ class AdmissionMiddleware:
                 u.status = int(m["status"])
                 ctype = {k.lower(): v for k, v in m.get("headers", ())}.get(b"content-type", b"")
                 u.sse = ctype.startswith(b"text/event-stream")
+                if quota:
+                    # Headroom's remaining quota, not an upstream provider's, is what this client has left.
+                    ours = {k for k, _ in quota}
+                    m = {**m, "headers": [*(h for h in m.get("headers", ()) if h[0].lower() not in ours), *quota]}
             elif m["type"] == "http.response.body":
                 u.feed(m.get("body", b""))
             try:

@@ -26,6 +26,10 @@ from urllib.parse import urlsplit
 log = logging.getLogger(__name__)
 
 FAIL_OPEN_CLASSES = frozenset({"reserved", "shared"})
+# The remaining quota (CONTRACT §5): the portal sends it as these headers; a reserve's answer here
+# carries them under QUOTA_KEY (header name → value) for the gateway to pass on to its client.
+QUOTA_HEADERS = ("x-ratelimit-", "x-headroom-budget-")
+QUOTA_KEY = "quota_headers"
 LOCAL_PREFIX = "local-fo-"
 
 
@@ -54,6 +58,11 @@ class AdmissionClient:
         self._local.conn = None
 
     def _post(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        status, out, _ = self._post_h(path, body)
+        return status, out
+
+    def _post_h(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """(status, JSON body, the remaining-quota headers: x-ratelimit-*, x-headroom-budget-*)."""
         data = json.dumps(body, separators=(",", ":")).encode()
         for attempt in (1, 2):
             try:
@@ -63,7 +72,8 @@ class AdmissionClient:
                 raw = r.read()
                 if r.getheader("Connection", "").lower() == "close":
                     self._drop()
-                return r.status, json.loads(raw) if raw else {}
+                quota = {k.lower(): v for k, v in r.getheaders() if k.lower().startswith(QUOTA_HEADERS)}
+                return r.status, json.loads(raw) if raw else {}, quota
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
                 # A kept-alive connection the server already closed: one fresh try.
                 self._drop()
@@ -87,11 +97,13 @@ class AdmissionClient:
             if v is not None:
                 body[k] = v
         try:
-            status, out = self._post("/api/v1/admission/reserve", body)
+            status, out, quota = self._post_h("/api/v1/admission/reserve", body)
         except (OSError, http.client.HTTPException, ValueError) as exc:
             log.warning("admission unreachable (%s): applying the %s fail mode", exc, traffic_class)
             return self._fail_mode(traffic_class)
         if status in (200, 429, 400):
+            if quota:
+                out[QUOTA_KEY] = quota  # as admission.library answers: a gateway swaps modes by one object
             return out
         log.warning("admission answered %s: applying the %s fail mode", status, traffic_class)
         return self._fail_mode(traffic_class)

@@ -11,14 +11,26 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
+import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii as _json_str
 from typing import Any
 
 from admission import budgets, keys
-from admission.backends.base import BEST_EFFORT, Bucket, CompleteOp, Lost, ReserveOp, Scope, StoreUnavailable, Where
+from admission.backends.base import (
+    BEST_EFFORT,
+    Bucket,
+    CompleteOp,
+    Lost,
+    Quota,
+    ReserveOp,
+    Scope,
+    StoreUnavailable,
+    Where,
+)
 from admission.idcodec import Claims, record_name
 from admission.isotime import iso_utc, now_iso
 from admission.snapshot_types import PoolParams, ScopeParams, Snapshot
@@ -55,6 +67,10 @@ class CompleteRequest:
 class Decision:
     status: int  # 200 admit, 429 throttle
     body: dict[str, Any]
+    # The remaining quota (CONTRACT §5), as response headers: on every answer the store made (admit
+    # or throttle, replays too); none where no store was asked (not entitled, outside the envelope,
+    # unplaced, the store down), as there is no bucket state to tell.
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 # ---- plans: what every reserve in one scope shares while a snapshot lasts --------------------
@@ -133,12 +149,67 @@ class Hooks:
 NO_HOOKS = Hooks()
 
 
+def _secs(s: float) -> str:
+    """Seconds, rounded up to the millisecond, without trailing zeros ('12.5', '0')."""
+    ms = math.ceil(s * 1000 - 1e-6)
+    if ms <= 0:
+        return "0"
+    whole, frac = divmod(ms, 1000)
+    return str(whole) if not frac else f"{whole}.{frac:03d}".rstrip("0")
+
+
+def _to_full(level: float, rate: float, depth: float) -> str:
+    if level >= depth:
+        return "0"
+    return _secs((depth - level) / rate) if rate > 0 else "never"
+
+
+# Per scope (by identity, while its plan lives): the header values that do not change per request,
+# so a reserve formats only its own few numbers (bench/quota_headers.py).
+_QUOTA_STATIC: weakref.WeakKeyDictionary[Scope, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+
+
+def _quota_static(s: Scope) -> tuple[Any, ...]:
+    got = _QUOTA_STATIC.get(s)
+    if got is None:
+        lim = s.limits
+        rps = lim.rps if lim is not None else None
+        periods = tuple((f"x-headroom-budget-remaining-{p.kind}", p.limit) for p in lim.periods) if lim else ()
+        got = _QUOTA_STATIC[s] = (str(math.floor(s.own.depth)), s.own.rate, s.own.depth,
+                                  (str(math.floor(rps.depth)), rps.rate, rps.depth) if rps else None, periods)  # fmt: skip
+    return got
+
+
+def quota_headers(s: Scope, q: Quota) -> dict[str, str]:
+    """The remaining quota as the headers LiteLLM and OpenAI clients read (CONTRACT §5; meaning in
+    capacity units in admission/README.md): whole weighted tokens left in the scope's own bucket and
+    seconds until it is full again; requests left in the request-rate bucket where `max_rps` is set;
+    what each period budget has left, in its unit, where budgets are set. A bucket in debt reads 0."""
+    limit, rate, depth, rps, periods = _quota_static(s)
+    own = q.own
+    h = {
+        "x-ratelimit-limit-tokens": limit,
+        "x-ratelimit-remaining-tokens": str(math.floor(own)) if own > 0 else "0",
+        "x-ratelimit-reset-tokens": _to_full(own, rate, depth),
+    }
+    if rps is not None and q.rps is not None:
+        r = q.rps
+        h["x-ratelimit-limit-requests"] = rps[0]
+        h["x-ratelimit-remaining-requests"] = str(math.floor(r)) if r > 0 else "0"
+        h["x-ratelimit-reset-requests"] = _to_full(r, rps[1], rps[2])
+    for (name, cap), used in zip(periods, q.used, strict=False):
+        h[name] = str(math.floor(cap - used)) if cap > used else "0"
+    return h
+
+
 def reserve(
     req: ReserveRequest, snap: Snapshot, backend: Any, *, sign: Callable[[Claims], str], rid_key: bytes,
-    plan_for: PlanFor, emit: Emit, hooks: Hooks = NO_HOOKS, epoch: str | None = None,
+    plan_for: PlanFor, emit: Emit, hooks: Hooks = NO_HOOKS, epoch: str | None = None, quota: bool = True,
 ) -> Decision:  # fmt: skip
     """`epoch`: the token-revocation epoch the caller's token was verified under, checked by the
-    store in the same call (EpochChanged: nothing decided, verify again); None: no check."""
+    store in the same call (EpochChanged: nothing decided, verify again); None: no check.
+    `quota`: answer with the remaining-quota headers (Decision.headers; the store reads them in the
+    same call, bench/quota_headers.py measures what they cost)."""
     if (req.model, req.region) not in snap.placements:
         emit(reserve_event(req, "throttle", 0.0, reason=reasons.PLACEMENT))
         return throttle(reasons.PLACEMENT)
@@ -160,17 +231,19 @@ def reserve(
     rid = record_name(rid_key, req.tenant, req.request_id)
     try:
         units = budgets.units_of(plan.scope.limits, cost, req.prompt_tokens, out_est)
-        ans = backend.reserve(ReserveOp(plan.scope, rid, cost, meta, units, epoch))
+        ans = backend.reserve(ReserveOp(plan.scope, rid, cost, meta, units, epoch, quota))
     except StoreUnavailable:
         return fail_mode(req, cost, sp, plan.scope.ttl_s, sign, emit)
     for m in ans.expired_metas:
         emit_expired(m, emit)
+    headers = quota_headers(plan.scope, ans.quota) if ans.quota is not None else {}
     parts = ans.raw.split("|")
     if parts[0] == "A":
         if not ans.replay or ans.retried:  # a retried call may have admitted unseen: telemetry dedups by id
             emit(reserve_event(req, "admit", cost, plan.event_head, source_kind=parts[3], in_flight=ans.in_flight))
             hooks.admitted(backend, sp, parts[3])
-        return _admitted(req, sp, parts[2], parts[3], parts[4], sign, plan.scope.ttl_s, settled=ans.settled)
+        d = _admitted(req, sp, parts[2], parts[3], parts[4], sign, plan.scope.ttl_s, settled=ans.settled)
+        return Decision(d.status, d.body, headers)
     reason, ra = parts[1], parts[2]
     # Which limit a QUOTA_EXCEEDED hit: the token rate, or the request rate ("rps", CONTRACT §5).
     limit = (parts[3] if len(parts) > 3 else "rate") if reason == reasons.QUOTA_EXCEEDED else None
@@ -182,7 +255,7 @@ def reserve(
     out = throttle(reason, int(ra))
     if limit:
         out.body["limit"] = limit
-    return out
+    return Decision(out.status, out.body, headers)
 
 
 def _admitted(

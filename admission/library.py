@@ -33,6 +33,7 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 from admission import core, idcodec
+from admission.client import QUOTA_KEY
 from admission.core import CompleteRequest, ReserveRequest
 from admission.events import EventBuffer
 from admission.snapshot_types import PoolParams, ScopeParams, Snapshot
@@ -285,8 +286,11 @@ class Library:
         redis_cluster: bool = False, redis_timeout_s: float = 0.3, poll_s: float = 1.0,
         source: str = "admission-library", event_batch: int = 500, event_flush_s: float = 1.0,
         event_bound: int = 100_000, sweep_every_s: float | None = 30.0, http_timeout_s: float = 5.0,
-        dead_letter: Callable[[list[dict[str, Any]], str], Any] = log_dead_letter,
+        dead_letter: Callable[[list[dict[str, Any]], str], Any] = log_dead_letter, quota_headers: bool = True,
     ) -> None:  # fmt: skip
+        """`quota_headers`: each reserve answer carries the remaining quota (QUOTA_KEY), read by the
+        same script call (bench/quota_headers.py measures it)."""
+        self.quota_headers = quota_headers
         if not signing_key:
             raise InvalidRequest("signing_key", "required: the key reservation ids are signed with")
         self.portal = Portal(portal_url, token, timeout_s=http_timeout_s)
@@ -335,8 +339,9 @@ class Library:
         )  # fmt: skip
         view = cast(View, self.snapshot.view)  # a View once started (start() loads the first)
         d = core.reserve(req, view.snap, self.backend, sign=self._sign, rid_key=self._rid_key,
-                         plan_for=view.plan_for, emit=self._emit)  # fmt: skip
-        return d.body
+                         plan_for=view.plan_for, emit=self._emit, quota=self.quota_headers)  # fmt: skip
+        # The remaining quota as the HTTP API sends it in headers (AdmissionClient answers alike).
+        return {**d.body, QUOTA_KEY: d.headers} if d.headers else d.body
 
     def complete(
         self, reservation_id: str, *, prompt_tokens: int, output_tokens: int, status: str = "ok",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from capacity import periods
 from entitlements import reasons
@@ -111,6 +111,29 @@ class ReserveOp:
     meta: str  # JSON carried to the complete / expiry events
     units: float = 0.0  # the estimate in the budget's unit (scope.limits.unit): wt, tokens or 1 request
     epoch: str | None = None  # the revocation epoch the token was verified under; None: no check (library mode)
+    quota: bool = True  # answer with the remaining quota (Answer.quota), read in the same store call
+
+
+class Quota(NamedTuple):
+    """What the scope's buckets hold right after a reserve (CONTRACT §5, "Remaining quota"), as the
+    store's own call left them: the own token bucket's level, the request bucket's (None: no request
+    rate) and what each period budget has spent (in Limits.periods' order), at the store's `now`.
+    A tuple: one is built per reserve."""
+
+    now: float
+    own: float
+    rps: float | None = None
+    used: tuple[float, ...] = ()
+
+    @classmethod
+    def parse(cls, raw: str) -> Quota | None:
+        """From reserve.lua's 'now|own|rps|used…' ('' when not asked for)."""
+        if not raw:
+            return None
+        f = raw.split("|")
+        if len(f) == 3:
+            return cls(float(f[0]), float(f[1]), float(f[2]) if f[2] else None)
+        return cls(float(f[0]), float(f[1]), float(f[2]) if f[2] else None, tuple(map(float, f[3:])))
 
 
 @dataclass(frozen=True)
@@ -170,6 +193,7 @@ class Answer:
     retried: bool = False  # the store was asked again after an error: a first attempt may have run unseen
     settled: bool = False  # a replay of a reservation already completed or expired
     in_flight: int = 0  # a new admit: the scope's reservations in flight right after it (the store's count)
+    quota: Quota | None = None  # the remaining quota after this answer (None: not asked for)
 
     @property
     def admitted(self) -> bool:

@@ -17,6 +17,7 @@ from admission.backends.base import (
     CompleteOp,
     EpochChanged,
     Period,
+    Quota,
     ReserveOp,
     Settled,
     _wait,
@@ -120,7 +121,8 @@ class MemoryBackend:
             prev = self._s.idem.get(rid)
             if prev is not None and prev[1] > now:
                 r = self._s.res.get(rid)
-                return Answer(raw=prev[0], replay=True, expired_metas=[], settled=r is not None and r.state != "open")
+                return Answer(raw=prev[0], replay=True, expired_metas=[], settled=r is not None and r.state != "open",
+                              quota=self._quota(op, now))  # fmt: skip
             scope = self._s.inflight.setdefault(s.inflight_key, {})
             # Expire on access: up to 16 of this scope's reservations past their TTL (at the cap, all).
             # Insertion order is expiry order (one TTL per scope), so the scan stops at the first live one.
@@ -129,18 +131,14 @@ class MemoryBackend:
             expired = [m for r, _ in (due if at_cap else due[:16]) if (m := self._expire_one(r))]
             if len(scope) >= s.max_concurrency:
                 return self._throttle(op, "CONCURRENCY_LIMIT", 0.0, now, expired)
-            charges: list[tuple[str, float, float, float]] = []  # period key, limit, end, used
+            charges = self._periods_now(op, now)  # period key, limit, end, used
             lim = s.limits
             if lim is not None:
                 # Budgets, then the request rate, then the token rate: the same order as reserve.lua.
                 until = 0.0
-                for per in lim.periods:
-                    pid, _, end = periods_at(per.kind, lim.tz, now)[1]
-                    key = f"{per.key}:{pid}"
-                    used = self._s.periods.get(key, (0.0, end))[0]
-                    if spent(used, op.units, per.limit):
+                for _, limit, end, used in charges:
+                    if spent(used, op.units, limit):
                         until = max(until, end)
-                    charges.append((key, per.limit, end, used))
                 if until:
                     return self._throttle(op, reasons.BUDGET_EXHAUSTED, until - now, now, expired)
                 if lim.rps is not None:
@@ -181,7 +179,33 @@ class MemoryBackend:
             )  # fmt: skip
             raw = f"A|{rid}|{op.cost!r}|{what}|{expires!r}"
             self._s.idem[rid] = (raw, expires + s.idem_ttl_s)
-            return Answer(raw=raw, replay=False, expired_metas=expired, in_flight=len(scope))
+            return Answer(
+                raw=raw, replay=False, expired_metas=expired, in_flight=len(scope), quota=self._quota(op, now)
+            )
+
+    def _periods_now(self, op: ReserveOp, now: float) -> list[tuple[str, float, float, float]]:
+        """The period buckets in force at `now`: (key, limit, end, used) each (reserve.lua's periods_now)."""
+        lim = op.scope.limits
+        out: list[tuple[str, float, float, float]] = []
+        if lim is None:
+            return out
+        for per in lim.periods:
+            pid, _, end = periods_at(per.kind, lim.tz, now)[1]
+            key = f"{per.key}:{pid}"
+            out.append((key, per.limit, end, self._s.periods.get(key, (0.0, end))[0]))
+        return out
+
+    def _quota(self, op: ReserveOp, now: float) -> Quota | None:
+        """What the scope's buckets hold now, under the lock this operation holds (reserve.lua's quota())."""
+        if not op.quota:
+            return None
+        s, lim = op.scope, op.scope.limits
+        rps = lim.rps if lim is not None else None
+        return Quota(
+            now, self._level(s.own.key, s.own.rate, s.own.depth, now),
+            self._level(rps.key, rps.rate, rps.depth, now) if rps is not None else None,
+            tuple(used for *_, used in self._periods_now(op, now)),
+        )  # fmt: skip
 
     def _throttle(
         self, op: ReserveOp, reason: str, wait: float, now: float, expired: list[str], limit: str = ""
@@ -190,7 +214,7 @@ class MemoryBackend:
         ra = retry_after_s(reason, wait, op.scope.retry_defaults)
         raw = f"T|{reason}|{ra}|{limit}" if limit else f"T|{reason}|{ra}"
         self._s.idem[op.reservation_id] = (raw, now + max(1, min(3600, ra)))  # as reserve.lua: at most an hour
-        return Answer(raw=raw, replay=False, expired_metas=expired)
+        return Answer(raw=raw, replay=False, expired_metas=expired, quota=self._quota(op, now))
 
     def complete(self, op: CompleteOp) -> Settled | None:
         self._check_epoch(op.epoch)
@@ -290,6 +314,13 @@ class MemoryBackend:
             self._s.periods[key] = (float(used), end)
             return key
 
+    def add_period_usage(self, period_key: str, delta: float, end: float) -> None:
+        """Add usage carried from another gateway to a period bucket ('<stem>:<period id>') that
+        ends at `end` (admission.atlas_carry applies the import's hand-off rows with it)."""
+        with self._lock:
+            used = self._s.periods.get(period_key, (0.0, end))[0]
+            self._s.periods[period_key] = (max(0.0, used + float(delta)), end)
+
     def used(self, period_key: str) -> float | None:
         """What a period bucket ('<stem>:<period id>') has spent, None when untouched."""
         with self._lock:
@@ -301,16 +332,14 @@ class MemoryBackend:
             got = self._s.buckets.get(bucket_key)
             return None if got is None else got[0]
 
+    def bucket_state(self, bucket_key: str) -> tuple[float, float] | None:
+        """(level, when it was written, by this store's clock) as stored; None when untouched (full)."""
+        with self._lock:
+            return self._s.buckets.get(bucket_key)
+
     def ping(self) -> None:
         return None
 
     def clear(self) -> None:
         with self._lock:
             self._s = _Store()
-    def add_period_usage(self, period_key: str, delta: float, end: float) -> None:
-        """Add usage carried from another gateway to a period bucket ('<stem>:<period id>') that
-        ends at `end` (admission.atlas_carry applies the import's hand-off rows with it)."""
-        with self._lock:
-            used = self._s.periods.get(period_key, (0.0, end))[0]
-            self._s.periods[period_key] = (max(0.0, used + float(delta)), end)
-

@@ -34,6 +34,7 @@ from admission.backends.base import (
     EpochChanged,
     Lost,
     Period,
+    Quota,
     ReserveOp,
     Scope,
     Settled,
@@ -301,15 +302,16 @@ class RedisBackend:
         if s.limits is not None:
             more_keys, extra = self._limit_args(s, op.units)
             ks += more_keys
+        extra += (b"1" if op.quota else b"0",)  # reserve.lua's last ARGV
         args = (*ks, self._epoch_check(op.epoch), rid, repr(op.cost), op.meta)
         out, attempts = self._eval(self._reserve, len(ks), args, self._static_args(s), extra)
         if out[0] == b"E":
             raise EpochChanged(_s(out[1]))
         if s.tag:
             self._register(s.tag)
-        metas = self._expire_due(s, ifs, [_s(i) for i in out[3:]]) if len(out) > 3 else []
-        return Answer(raw=out[0].decode(), replay=out[1] >= 1, expired_metas=metas,
-                      retried=attempts > 1, settled=out[1] == 2, in_flight=out[2] if len(out) > 2 else 0)  # fmt: skip
+        metas = self._expire_due(s, ifs, [_s(i) for i in out[4:]]) if len(out) > 4 else []
+        return Answer(raw=out[0].decode(), replay=out[1] >= 1, expired_metas=metas, retried=attempts > 1,
+                      settled=out[1] == 2, in_flight=out[2], quota=Quota.parse(_s(out[3])))  # fmt: skip
 
     def _expire_due(self, s: Scope, ifs: str, ids: list[str]) -> list[str]:
         """Settle the reservations a reserve found past their TTL (expire.lua: their records are
@@ -355,8 +357,6 @@ class RedisBackend:
             raise StoreUnavailable(str(exc)) from exc
         return key
 
-    def used(self, period_key: str) -> float | None:
-        """What a period bucket ('<stem>:<period id>') has spent, None when untouched."""
     def add_period_usage(self, period_key: str, delta: float, end: float) -> None:
         """Add usage carried from another gateway to a period bucket (import_atlas), kept a day past
         the boundary as reserve.lua keeps it. INCRBYFLOAT: traffic counted meanwhile is kept."""
@@ -368,6 +368,8 @@ class RedisBackend:
         except _DOWN as exc:
             raise StoreUnavailable(str(exc)) from exc
 
+    def used(self, period_key: str) -> float | None:
+        """What a period bucket ('<stem>:<period id>') has spent, None when untouched."""
         v = self.client.get(period_key)
         return None if v is None else float(v)
 
@@ -431,6 +433,11 @@ class RedisBackend:
     def level(self, bucket_key: str) -> float | None:
         v = self.client.hget(bucket_key, "l")
         return None if v is None else float(v)
+
+    def bucket_state(self, bucket_key: str) -> tuple[float, float] | None:
+        """(level, when it was written, by Redis' clock) as stored; None when untouched (full)."""
+        lv, t = self.client.hmget(bucket_key, ["l", "t"])
+        return None if lv is None else (float(lv), float(t))
 
     def ping(self) -> None:
         """A health probe: its answer also opens or closes the breaker."""

@@ -127,8 +127,10 @@ def test_a_client_that_leaves_mid_stream_is_settled_cancelled_with_what_it_got(l
     assert library.backend.inflight(plan.scope.inflight_key) == 0
 
 
-def sequence(gw_url: str) -> list[tuple]:
-    """One sequence of requests through the gateway; → what each got (status, reason or source, Retry-After)."""
+def sequence(gw_url: str, quota: list | None = None) -> list[tuple]:
+    """One sequence of requests through the gateway; → what each got (status, reason or source, Retry-After).
+    `quota` gets (request id, x-ratelimit-limit-tokens, x-ratelimit-remaining-tokens) per request."""
+    quota = [] if quota is None else quota
     steps = [
         # acme reserved: 800 + 4 × 800 = 4,000 wt each; its bucket holds 12,000 (settled at the estimate).
         ("acme", "reserved", "r1", 800, 800),
@@ -151,6 +153,9 @@ def sequence(gw_url: str) -> list[tuple]:
             d = r.json()
             out.append((rid, r.status_code, d.get("reason") or (d.get("error") or {}).get("code") or "served",
                         r.headers.get("retry-after") is not None))  # fmt: skip
+            quota.append(
+                (rid, r.headers.get("x-ratelimit-limit-tokens"), r.headers.get("x-ratelimit-remaining-tokens"))
+            )
         r = c.post("/v1/chat/completions", json={"model": "llama-test", "messages": []},
                    headers={**headers("acme", "reserved", "p1", region="nowhere")})  # fmt: skip
         out.append(("p1", r.status_code, r.json().get("reason"), r.headers.get("retry-after") is not None))
@@ -164,11 +169,24 @@ def test_http_mode_and_library_mode_decide_the_same_on_the_same_sequence(portal,
     url, token, _ = portal
     http_mode = AdmissionClient(url, token, timeout_s=10)
     with Served(upstream_app({})) as up:
+        q_http: list = []
+        q_lib: list = []
         with Served(proxy_app(up.url, http_mode)) as gw:
-            over_http = sequence(gw.url)
+            over_http = sequence(gw.url, q_http)
         with Served(proxy_app(up.url, library)) as gw:
-            in_process = sequence(gw.url)
+            in_process = sequence(gw.url, q_lib)
     assert over_http == in_process
+    # The remaining quota reaches the gateway's client in both modes, on every answer the store made
+    # (served, throttled, the settled replay), none on those decided without it. acme reserved's
+    # bucket is 12,000 wt deep at 200 wt/s; globex best_effort's 3,000 at 50 wt/s.
+    for q in (q_http, q_lib):
+        assert [(rid, lim) for rid, lim, _ in q] == [
+            ("r1", "12000"), ("r2", "12000"), ("r3", "12000"), ("r4", "12000"), ("g1", "3000"), ("g2", "3000"),
+            ("n1", None), ("e1", None), ("r1", "12000"),
+        ]  # fmt: skip
+        left = {rid: int(rem) for rid, _, rem in q[:3]}
+        # 4,000 wt each (refilling at 200 wt/s meanwhile, so at least what the estimates leave)
+        assert 8000 <= left["r1"] < 8000 + 200 * 60 and left["r2"] < left["r1"] and left["r3"] < left["r2"]
     assert [x[1:] for x in over_http] == [
         (200, "served", False), (200, "served", False), (200, "served", False), (429, "QUOTA_EXCEEDED", True),
         (200, "served", False), (429, "RECLAIMED", True), (429, "NOT_ENTITLED", True), (429, "OUTSIDE_ENVELOPE", False),

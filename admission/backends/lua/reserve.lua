@@ -15,20 +15,67 @@
 --       its own clock: this script's clock picks one); ARGV 23 unit, 24 the estimate in that unit,
 --       25-26 request rate/burst (depth 0: none), 27 number of periods, then per period its limit,
 --       the current period's start and end and the next one's end.
+-- The last ARGV is '1' when the caller wants the remaining quota (CONTRACT §5: reply 4, see quota()
+--       below), '0' when not; it follows the budgets' values when there are any.
 -- Mirrors base.decide().
 local stale = epoch_stale(ARGV[1])
 if stale then return {'E', stale} end
+local want_q = ARGV[#ARGV] == '1'
+local lim = nil
+if #ARGV > 23 then lim = ARGV[23] end
 local prev = redis.call('GET', KEYS[1])
+
+-- The period buckets in force by Redis' clock: {key, limit, end, used} per period (the caller
+-- passed the previous, current and next period's keys and boundaries).
+local function periods_now(now)
+  local got = {}
+  for i = 1, tonumber(ARGV[27]) do
+    local a, k = 27 + (i - 1) * 4, 8 + (i - 1) * 3
+    local s1, e1 = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+    local kend = ARGV[a + 3]
+    if now < s1 then kend = ARGV[a + 2]
+    elseif now < e1 then k = k + 1
+    else k, kend = k + 2, ARGV[a + 4] end
+    got[#got + 1] = {KEYS[k], ARGV[a + 1], kend, tonumber(redis.call('GET', KEYS[k]) or '0')}
+  end
+  return got
+end
+
+-- The remaining quota after this call (CONTRACT §5: the x-ratelimit-* headers), from the same
+-- script so it costs no round trip: 'now|own level|request-bucket level|period used…', each the
+-- value the store holds now ('' where the scope has no such limit). Levels this call already read
+-- or wrote are passed in; the others are read here (a throttle that stopped before them, a replay).
+local function quota(now, now_str, own_l, rq_l, charges, units)
+  if not want_q then return '' end
+  if not own_l then own_l = level(KEYS[2], tonumber(ARGV[7]), tonumber(ARGV[8]), now) end
+  local parts = {now_str, num(own_l), ''}
+  if lim then
+    local rdep = tonumber(ARGV[26])
+    if rdep > 0 then
+      if not rq_l then rq_l = level(KEYS[7], tonumber(ARGV[25]), rdep, now) end
+      parts[3] = num(rq_l)
+    end
+    for _, ch in ipairs(charges or periods_now(now)) do parts[#parts + 1] = num(ch[4] + (units or 0)) end
+  end
+  return table.concat(parts, '|')
+end
+
 if prev then
   -- A replay: 1, or 2 when the reservation is already settled (completed or expired).
   local head = string.sub(prev, 1, 5)
-  if head == 'done\t' or head == 'expir' then return {answer_of(prev), 2} end
-  return {answer_of(prev), 1}
+  local q = ''
+  if want_q then
+    local now, now_str = clock()
+    q = quota(now, now_str)
+  end
+  if head == 'done\t' or head == 'expir' then return {answer_of(prev), 2, 0, q} end
+  return {answer_of(prev), 1, 0, q}
 end
 
 local c, cls = tonumber(ARGV[3]), ARGV[5]
 local now, now_str, sec, frac = clock()
-local out = {'', 0, 0}
+local out = {'', 0, 0, ''}
+local q_own, q_rq, q_charges = nil, nil, nil  -- what quota() need not read again
 
 local function throttle(reason, ra, limit)
   local ans = 'T|' .. reason .. '|' .. ra
@@ -37,11 +84,12 @@ local function throttle(reason, ra, limit)
   -- refused request must not live that long (nor hide a budget raised meanwhile from a retry).
   redis.call('SET', KEYS[1], ans, 'EX', math.max(1, math.min(3600, tonumber(ra))))
   out[1] = ans
+  out[4] = quota(now, now_str, q_own, q_rq, q_charges)
   return out
 end
 
 -- QUOTA_EXCEEDED advises the wait until the bucket(s) would have room.
-local function quota(deficit, rate, limit)
+local function quota_exceeded(deficit, rate, limit)
   local w = 3600
   if rate > 0 then w = deficit / rate end
   return throttle('QUOTA_EXCEEDED', math.max(1, math.min(3600, math.ceil(w))), limit)
@@ -59,26 +107,21 @@ if live >= cap then return throttle('CONCURRENCY_LIMIT', ARGV[18]) end
 -- Period budgets, then the request rate, then the token rate (mirrored by memory.py). A period
 -- bucket holds what was spent under a key named for its period: it resets by key change at the
 -- boundary and never refills in between.
-local lim, units, charges, rq_l = ARGV[23], 0, {}, nil
+local units, charges, rq_l = 0, {}, nil
 if lim then
   units = tonumber(ARGV[24])
   local untl = 0
-  for i = 1, tonumber(ARGV[27]) do
-    local a, k = 27 + (i - 1) * 4, 8 + (i - 1) * 3
-    local limit, s1, e1 = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-    local kend = ARGV[a + 3]
-    if now < s1 then kend = ARGV[a + 2]
-    elseif now < e1 then k = k + 1
-    else k, kend = k + 2, ARGV[a + 4] end
-    local used = tonumber(redis.call('GET', KEYS[k]) or '0')
-    if used + units > limit and tonumber(kend) > untl then untl = tonumber(kend) end
-    charges[#charges + 1] = {KEYS[k], ARGV[a + 1], kend, used}
+  charges = periods_now(now)
+  q_charges = charges
+  for _, ch in ipairs(charges) do
+    if ch[4] + units > tonumber(ch[2]) and tonumber(ch[3]) > untl then untl = tonumber(ch[3]) end
   end
   if untl > 0 then return throttle('BUDGET_EXHAUSTED', math.max(1, math.ceil(untl - now))) end
   local rr, rdep = tonumber(ARGV[25]), tonumber(ARGV[26])
   if rdep > 0 then
     rq_l = level(KEYS[7], rr, rdep, now)
-    if rq_l < 1 then return quota(1 - rq_l, rr, 'rps') end
+    q_rq = rq_l
+    if rq_l < 1 then return quota_exceeded(1 - rq_l, rr, 'rps') end
   end
 end
 
@@ -86,6 +129,7 @@ local own_r, own_d = tonumber(ARGV[7]), tonumber(ARGV[8])
 local pool_r, pool_d = tonumber(ARGV[9]), tonumber(ARGV[10])
 local own_l = level(KEYS[2], own_r, own_d, now)
 local pool_l = level(KEYS[3], pool_r, pool_d, now)
+q_own = own_l
 local degraded = ARGV[14] == '1'
 local bor_reason, bor_retry = 'RECLAIMED', ARGV[19]
 if degraded then bor_reason, bor_retry = 'PLATFORM_CAPACITY', ARGV[20] end
@@ -94,7 +138,7 @@ local pool_ok = pool_l - c >= tonumber(ARGV[13])
 local source, bor_l
 if cls == 'reserved' then
   if degraded and pool_l - c < tonumber(ARGV[15]) then return throttle('PLATFORM_CAPACITY', ARGV[20]) end
-  if own_l < c then return quota(c - own_l, own_r) end
+  if own_l < c then return quota_exceeded(c - own_l, own_r) end
   source = 'entitlement'
 elseif own_l >= c then
   if cls == 'shared' then
@@ -105,9 +149,9 @@ elseif own_l >= c then
   source = 'entitlement'
 else
   local bor_r, bor_d = tonumber(ARGV[11]), tonumber(ARGV[12])
-  if bor_d <= 0 then return quota(c - own_l, own_r) end
+  if bor_d <= 0 then return quota_exceeded(c - own_l, own_r) end
   bor_l = level(KEYS[4], bor_r, bor_d, now)  -- read only now: decide() needs it only here
-  if bor_l < c then return quota(c - math.max(own_l, bor_l), own_r + bor_r) end
+  if bor_l < c then return quota_exceeded(c - math.max(own_l, bor_l), own_r + bor_r) end
   if not pool_ok then return throttle(bor_reason, bor_retry) end
   source = 'borrowed'
 end
@@ -145,4 +189,9 @@ redis.call('SADD', KEYS[6], KEYS[5])  -- every non-empty in-flight zset is liste
 redis.call('ZADD', KEYS[5], expires, ARGV[2])
 out[1] = ans
 out[3] = live + 1  -- the scope's reservations in flight now: the live ones and this one
+local own_after = own_l - c
+if source == 'borrowed' then own_after = own_l end
+local rq_after = nil
+if rq_l then rq_after = rq_l - 1 end
+out[4] = quota(now, now_str, own_after, rq_after, charges, units)
 return out

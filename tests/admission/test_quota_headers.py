@@ -1,0 +1,172 @@
+"""Remaining-quota headers (issue 36.2, CONTRACT §5 "Remaining quota").
+
+The contract half runs on both backends: what a reserve reports is exactly what the store holds
+right after the call (read back from the store, refilled to the store's own `now` of the answer),
+on every path an answer can take. The API half checks the header names and their meaning in
+capacity-unit terms over HTTP (the library and middleware share them: test_library_asgi.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from admission import events, params, plans
+from admission.backends import get_backend
+from admission.backends.base import Quota, periods_at
+from capacity.bucket import refilled
+from entitlements.services import entitlement_amend
+from tests.admission.test_budget_contract import Clock, lop, noon
+from tests.admission.world import body, build_world
+
+RESERVE = "/api/v1/admission/reserve"
+
+
+def stored(store, b, now: float) -> float:
+    """Bucket `b`'s level as the store holds it, refilled to `now` (a key never written is full)."""
+    got = store.bucket_state(b.key)
+    if got is None:
+        return b.depth
+    level, at = got
+    return refilled(level, b.rate, b.depth, now - at)
+
+
+def assert_equals_store(store, o, q: Quota | None) -> None:
+    assert q is not None
+    s = o.scope
+    assert q.own == stored(store, s.own, q.now)
+    assert q.rps == stored(store, s.limits.rps, q.now)
+    assert list(q.used) == [store.used(k) or 0.0 for k in period_keys(store, o, q.now)]
+
+
+def period_keys(store, o, now: float) -> list[str]:
+    lim = o.scope.limits
+    # On Redis the periods are named around the shifted Python clock (Clock.at); Redis' clock, which
+    # `now` is, picks among them: the current one here (tests sit at noon, mid-month).
+    t = now + getattr(store, "period_offset_s", 0.0) if hasattr(store, "client") else now
+    return [f"{p.key}:{periods_at(p.kind, lim.tz, t)[1][0]}" for p in lim.periods]
+
+
+def mk(store, **kw):
+    """A scope with every limit: own 10 wt/s × 1,000 deep, 2 requests/s × 3, daily 2,500, monthly 10,000."""
+    args = {"cost": 300.0, "own": (10.0, 1000.0), "rps": (2.0, 3.0), "daily": 2500, "monthly": 10_000}
+    return lop(store, **{**args, **kw})
+
+
+def test_an_admit_reports_what_the_store_holds_after_it(store):
+    noon(Clock(store))
+    for _ in range(2):
+        o = mk(store)
+        a = store.reserve(o)
+        assert a.admitted
+        assert_equals_store(store, o, a.quota)
+    # written by this very call: the level is the stored one, at the answer's own time
+    level, at = store.bucket_state(o.scope.own.key)
+    assert (a.quota.own, a.quota.now) == (level, at)
+    assert a.quota.used == (600.0, 600.0)  # both periods charged the two estimates
+
+
+def test_every_throttle_and_a_replay_report_the_store_state(store):
+    noon(Clock(store))
+    first = mk(store, req="same")
+    store.reserve(first)
+    cases = {
+        "QUOTA_EXCEEDED": mk(store, cost=5000.0, units=1.0),  # more than the own bucket holds
+        "BUDGET_EXHAUSTED": mk(store, cost=100.0, units=5000.0),  # more than the daily budget
+    }
+    for reason, o in cases.items():
+        t = store.reserve(o)
+        assert t.raw.split("|")[1] == reason
+        assert_equals_store(store, o, t.quota)
+    # the request rate: 3 deep, one admit above, then two more spend it
+    store.reserve(mk(store, cost=1.0))
+    store.reserve(mk(store, cost=1.0))
+    o = mk(store, cost=1.0)
+    t = store.reserve(o)
+    assert t.raw.startswith("T|QUOTA_EXCEEDED|") and t.raw.endswith("|rps")
+    assert_equals_store(store, o, t.quota)
+    assert t.quota.rps < 1
+    again = store.reserve(mk(store, req="same"))
+    assert again.replay and again.admitted
+    assert_equals_store(store, first, again.quota)
+
+
+def test_a_concurrency_throttle_reports_the_store_state(store):
+    noon(Clock(store))
+    o = mk(store)
+    store.reserve(o)
+    capped = mk(store)
+    capped = dataclasses.replace(capped, scope=dataclasses.replace(capped.scope, max_concurrency=1))
+    t = store.reserve(capped)
+    assert t.raw.startswith("T|CONCURRENCY_LIMIT|")
+    assert_equals_store(store, capped, t.quota)
+
+
+def test_no_quota_when_not_asked(store):
+    noon(Clock(store))
+    o = dataclasses.replace(mk(store), quota=False)
+    a = store.reserve(o)
+    assert a.admitted and a.quota is None
+
+
+# ---- over HTTP: the header names and what they mean -------------------------------------------
+
+
+@pytest.fixture
+def w(fleet, memory_store, sink):
+    return build_world(fleet)
+
+
+def own_level(w) -> tuple[float, float, float]:
+    """acme reserved's own bucket: (level as stored, rate, depth)."""
+    snap = params.current()
+    sp = snap.lookup("acme", "", "llama-test", "tiny-region", "reserved")
+    scope = plans.plan_for(snap, sp, snap.pools[sp.pool_id], get_backend().prefix,
+                           ("acme", "llama-test", "tiny-region", "reserved")).scope  # fmt: skip
+    return get_backend().level(scope.own.key), scope.own.rate, scope.own.depth
+
+
+def test_http_admit_and_throttle_carry_the_remaining_quota(w, sink):
+    # acme reserved: 200 wt/s, 12,000 wt deep; each request 200 + 4 × 800 = 3,400 wt (no max output: p95)
+    r = w.gateway.post(RESERVE, body("acme", "reserved", "q1", out=None), format="json")
+    assert r.status_code == 200
+    level, rate, depth = own_level(w)
+    assert (rate, depth) == (200.0, 12_000.0)
+    assert level == 12_000.0 - 3400.0
+    assert r["x-ratelimit-limit-tokens"] == "12000"
+    assert r["x-ratelimit-remaining-tokens"] == "8600"
+    assert r["x-ratelimit-reset-tokens"] == "17"  # 3,400 wt to refill at 200 wt/s
+    for name in ("x-ratelimit-remaining-requests", "x-headroom-budget-remaining-daily"):
+        assert not r.has_header(name)  # neither a request rate nor a budget is set
+    for i in range(3):
+        w.gateway.post(RESERVE, body("acme", "reserved", f"q{i + 2}", out=None), format="json")
+    t = w.gateway.post(RESERVE, body("acme", "reserved", "q9", out=None), format="json")
+    assert t.status_code == 429 and t.json()["reason"] == "QUOTA_EXCEEDED"
+    level, _, _ = own_level(w)
+    remaining = int(t["x-ratelimit-remaining-tokens"])
+    # the throttle wrote nothing: what it reports is the stored level refilled since, never less
+    assert remaining >= max(0, math.floor(level)) and remaining < 3400
+    assert 0 < float(t["x-ratelimit-reset-tokens"]) <= (12_000 - max(0.0, level)) / 200
+    assert t["Retry-After"] == str(t.json()["retry_after_s"])
+
+
+def test_http_request_rate_and_budgets_have_their_headers(w, sink):
+    entitlement_amend(actor=w.fleet.operator, reason="limits", entitlement=w.lender, daily_budget=10_000,
+                      monthly_budget=100_000, budget_unit="wt", max_rps=5, burst=10)  # fmt: skip
+    r = w.gateway.post(RESERVE, body("acme", "reserved", "b1"), format="json")  # 200 + 4 × 200 = 1,000 wt
+    assert r.status_code == 200
+    assert r["x-ratelimit-limit-requests"] == "10"
+    assert r["x-ratelimit-remaining-requests"] == "9"
+    assert r["x-ratelimit-reset-requests"] == "0.2"  # one request back at 5/s
+    assert r["x-headroom-budget-remaining-daily"] == "9000"
+    assert r["x-headroom-budget-remaining-monthly"] == "99000"
+
+
+def test_answers_no_store_made_carry_no_quota(w, sink):
+    for b in (body("nobody", "reserved", "n1"), body("acme", "reserved", "e1", prompt=10**6)):
+        r = w.gateway.post(RESERVE, b, format="json")
+        assert r.status_code == 429
+        assert not r.has_header("x-ratelimit-remaining-tokens")
+    events.buffer().flush()
