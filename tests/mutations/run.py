@@ -7,7 +7,7 @@
 The shared checkout is never written to: the worktree is HEAD (what is committed) under /tmp, with the
 pinning test files copied in from the checkout (so a test not yet committed can be tried), and it is
 removed at the end. Per mutation: the named tests run once unmutated (they must pass, else the row says
-"baseline fails"), then with the one edit applied; a failing run is "caught". The edit must match its file
+"baseline fails"; mutations naming the same tests share that run), then with the one edit applied; a failing run is "caught". The edit must match its file
 exactly once, so a mutation whose line moved says "stale" instead of passing silently. Tests marked
 `redis` need REDIS_URL (see docs/testing.md). Exit status 1 when any mutation survived or is stale.
 """
@@ -61,6 +61,9 @@ def _overlay(tree: Path, m: Mutation) -> None:
             shutil.copy2(src, tree / rel)
 
 
+_BASELINES: dict[tuple[str, ...], tuple[int, str]] = {}
+
+
 def run_one(tree: Path, m: Mutation) -> tuple[str, str]:
     _overlay(tree, m)
     target = tree / m.path
@@ -71,7 +74,10 @@ def run_one(tree: Path, m: Mutation) -> tuple[str, str]:
         if mutated.count(old) != 1:
             return "stale", f"the text to mutate occurs {mutated.count(old)} times in {m.path}"
         mutated = mutated.replace(old, new, 1)
-    rc, out = _pytest(tree, m.tests)
+    # Mutations pinned by the same tests share one unmutated run (the worktree is HEAD throughout).
+    if m.tests not in _BASELINES:
+        _BASELINES[m.tests] = _pytest(tree, m.tests)
+    rc, out = _BASELINES[m.tests]
     if rc != 0:
         return "baseline fails", _first_failure(out)
     target.write_text(mutated)
