@@ -1,5 +1,9 @@
-"""No invented trends: a stationary history keeps its forecast inside its own range, widened by the band.
+"""The forecast guards. The job's is the second half of this module (`band`, `refusal`: every candidate's
+weekly level and peak at every horizon, naive ones included; forecasting/pipeline.py, docs/forecasting.md).
+The first half (`is_stationary`, `leaves_range`) belongs to the older path, demand.forecast_batch, which
+the job no longer calls:
 
+No invented trends: a stationary history keeps its forecast inside its own range, widened by the band.
 A history is stationary when the slope of its weekly means (whole weeks, counted back from the
 end, so the weekly cycle cancels) is not significant at 1 %. A short history (under three whole
 weeks) shows no trend to trust, so it counts as stationary too.
