@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db.models import Q
 
 from telemetry.models import DeadLetter, GatewayUsageSample, PoolAlert, PrometheusSource
+from telemetry.prom_presets import job_of
 
 
 @admin.register(DeadLetter)
@@ -42,11 +44,28 @@ class PrometheusSourceAdmin(admin.ModelAdmin):
     The Atlas preset's key map is checked on save (PrometheusSource.clean): each bad line is an atlas_map error.
     """
 
-    list_display = ("name", "base_url", "preset", "job", "enabled", "last_pulled_at", "last_error")
+    list_display = ("name", "base_url", "preset", "job", "enabled", "last_pulled_at", "last_error", "unbound_alerts")
     list_filter = ("preset", "enabled")
     fields = ("name", "base_url", "enabled", "preset", "job", "rate_window", "pool_label", "queries", "atlas_map",
-              "step_s", "overlap_s", "initial_lookback_s", "last_pulled_at", "last_error")  # fmt: skip
-    readonly_fields = ("last_pulled_at", "last_error")
+              "step_s", "overlap_s", "initial_lookback_s", "last_pulled_at", "last_error", "unbound_alerts",
+              "replicas_are")  # fmt: skip
+    readonly_fields = ("last_pulled_at", "last_error", "unbound_alerts", "replicas_are")
+
+    @admin.display(description="unbound alerts")
+    def unbound_alerts(self, obj: PrometheusSource) -> int:
+        """Alerts naming this source's job (or service) that reached no pool: a pool label naming no pool,
+        or none and no pool_label `=<pool>` to bind them (telemetry.alertmanager)."""
+        job = job_of(obj)
+        if not job:
+            return 0
+        return PoolAlert.objects.filter(pool__isnull=True).filter(Q(labels__job=job) | Q(labels__service=job)).count()
+
+    @admin.display(description="replicas are")
+    def replicas_are(self, obj: PrometheusSource) -> str:
+        if obj.preset != "hyperion":
+            return "as the queries count them"
+        return (f"scrape targets of job {job_of(obj)} (up), not replicas: Hyperion's prometheus.yml scrapes one "
+                "Service address, so 1/1 means the Service answers; list each replica as a target to count them")  # fmt: skip
 
 
 @admin.register(GatewayUsageSample)

@@ -7,7 +7,12 @@ episode, keyed by (fingerprint, startsAt): a replay or a re-notification updates
 resolved episode never goes back to firing (Alertmanager may deliver an older firing notification after
 the resolved one). A post is written in bulk (one lock read, one insert, one update, each in bounded
 batches), so a group of 5,000 alerts is a handful of queries, not a transaction each. Bad alerts are reported by index and field; the good ones in the same post are kept.
-An alert whose pool label names no pool is kept unbound and listed in the answer, never an error.
+An alert without a pool label is bound through the Prometheus source it came from: a source whose
+pool_label is `=<pool slug>` (Hyperion sets no pool label, telemetry.prom_presets) claims the alerts whose
+`job` or `service` label is the source's job, as every rule of Hyperion's deploy/monitoring/alerting/rules
+sets `service: hyperion-app` and ServiceDown's `up{job="hyperion-app"} == 0` carries `job`.
+An alert naming no known pool either way is kept unbound and listed in the answer, never an error; the
+admin shows each source's count of unbound alerts naming its job.
 
 Supply alerts (telemetry.alert_rules.is_supply) reach admission through the pool's health
 (admission.snapshot_reads reads telemetry.selectors.supply_alerts_down); PoolAlert writes bump the
@@ -33,7 +38,8 @@ from entitlements.api_guards import NUL_MESSAGE, BatchJSONParser, unstorable
 from entitlements.models import Pool
 from entitlements.permissions import IsGateway
 from telemetry.alert_rules import is_supply
-from telemetry.models import PoolAlert
+from telemetry.models import PoolAlert, PrometheusSource
+from telemetry.prom_presets import fixed_pool, job_of
 from telemetry.validation import FieldError, parse_ts
 
 STATES = ("firing", "resolved")
@@ -211,6 +217,16 @@ def _store_all(items: list[tuple[dict[str, Any], Pool | None, str]], receiver: s
             )
 
 
+def source_pools() -> dict[str, str]:
+    """job → pool slug, from the Prometheus sources that put all their series in one pool."""
+    out: dict[str, str] = {}
+    for src in PrometheusSource.objects.filter(enabled=True, pool_label__startswith="=").order_by("pk"):
+        slug, job = fixed_pool(src.pool_label), job_of(src)
+        if slug and job:
+            out.setdefault(job, slug)
+    return out
+
+
 def receive(data: Any) -> AlertResult:
     """The webhook body → stored alerts. Raises FieldError for a body that is not a webhook at all."""
     alerts = _check_envelope(data)
@@ -223,11 +239,15 @@ def receive(data: Any) -> AlertResult:
             parsed.append((i, parse_alert(raw)))
         except FieldError as exc:
             result.errors.append({"index": i, "field": exc.field, "message": exc.message})
-    slugs = {f["labels"].get(pool_label, "") for _, f in parsed}
+    by_job = source_pools()
+    slugs = {f["labels"].get(pool_label, "") for _, f in parsed} | set(by_job.values())
     pools = {p.slug: p for p in Pool.objects.filter(slug__in=slugs - {""})}
     items = []
     for i, fields in parsed:
-        label = fields["labels"].get(pool_label, "")
+        labels = fields["labels"]
+        label = labels.get(pool_label, "")
+        if not label:  # no pool label: the source scraping its job names the pool
+            label = by_job.get(labels.get("job", ""), "") or by_job.get(labels.get("service", ""), "")
         pool = pools.get(label)
         if pool is None:
             result.unbound.append({"index": i, "alertname": fields["alertname"], pool_label: label or None})

@@ -1,7 +1,9 @@
 """Pull fleet samples from a Prometheus server's HTTP API (`/api/v1/query_range`).
 
-Each configured query yields series labelled with the pool (source.pool_label); values at the same
-evaluation instant are merged into one FleetSample per (pool, ts). The range starts `overlap_s`
+Each configured query yields series labelled with the pool (source.pool_label), or, for a source whose
+pool_label is `=<pool slug>` (Hyperion sets no pool label), series that all belong to that pool; values at
+the same evaluation instant are merged into one FleetSample per (pool, ts). A series naming no pool, or a
+pool that does not exist, is dropped and counted: the source's last_error says how many and why. The range starts `overlap_s`
 before the last pull and is aligned to the step, so overlapping pulls evaluate at the same instants
 and the unique (pool, ts, source) key makes a re-read overwrite itself instead of adding rows.
 """
@@ -20,7 +22,7 @@ from django.utils import timezone
 
 from entitlements.models import Pool
 from telemetry.models import PrometheusSource
-from telemetry.prom_presets import queries_of
+from telemetry.prom_presets import fixed_pool, queries_of
 from telemetry.services import FLEET_COLUMNS, fleet_samples_ingest
 
 TIMEOUT_S = 10
@@ -35,6 +37,7 @@ class PullResult:
     samples: int = 0
     unknown_pools: set[str] = field(default_factory=set)
     unmapped_keys: set[str] = field(default_factory=set)  # the Atlas preset's api_keys not in its map
+    dropped_series: int = 0  # series with no pool label: nothing to store them under
     errors: list[dict[str, Any]] = field(default_factory=list)
     start: datetime | None = None
     end: datetime | None = None
@@ -75,19 +78,25 @@ def _value(name: str, raw: str) -> float | int | None:
     return round(v) if name in ("replicas_healthy", "replicas_total") else v
 
 
-def collect(source: PrometheusSource, start: datetime, end: datetime) -> dict[tuple[str, float], dict[str, Any]]:
-    """(pool slug, unix ts) → {field: value} across every configured query."""
+def collect(
+    source: PrometheusSource, start: datetime, end: datetime, dropped: list[int] | None = None
+) -> dict[tuple[str, float], dict[str, Any]]:
+    """(pool slug, unix ts) → {field: value} across every configured query; a series naming no pool is
+    counted in `dropped[0]`."""
     merged: dict[tuple[str, float], dict[str, Any]] = {}
     try:
         queries = queries_of(source)
     except ValueError as exc:  # a preset's job or window the admin let through: the source's error, not a crash
         raise PrometheusError(str(exc)) from None
+    fixed = fixed_pool(source.pool_label)
     for name, promql in sorted(queries.items()):
         if name not in FLEET_COLUMNS:
             raise PrometheusError(f"query {name!r} is not a fleet sample field ({', '.join(FLEET_COLUMNS)})")
         for series in query_range(source.base_url, promql, start, end, source.step_s):
-            pool = series.get("metric", {}).get(source.pool_label)
+            pool = fixed or series.get("metric", {}).get(source.pool_label)
             if not pool:
+                if dropped is not None:
+                    dropped[0] += 1
                 continue
             for ts, raw in series.get("values", []):
                 merged.setdefault((pool, float(ts)), {})[name] = _value(name, raw)
@@ -107,9 +116,10 @@ def pull_source(source: PrometheusSource, *, now: datetime | None = None) -> Pul
             last_pulled_at=end, last_error=f"api_keys not in the map (not stored): {unmapped}" if unmapped else ""
         )
         return result
-    merged = collect(source, start, end)
+    dropped = [0]
+    merged = collect(source, start, end, dropped)
     known = set(Pool.objects.filter(slug__in={p for p, _ in merged}).values_list("slug", flat=True))
-    result = PullResult(start=start, end=end, unknown_pools={p for p, _ in merged} - known)
+    result = PullResult(start=start, end=end, unknown_pools={p for p, _ in merged} - known, dropped_series=dropped[0])
     samples = [
         {"pool": pool, "ts": datetime.fromtimestamp(ts, tz=UTC), **values}
         for (pool, ts), values in sorted(merged.items())
@@ -118,7 +128,13 @@ def pull_source(source: PrometheusSource, *, now: datetime | None = None) -> Pul
     stored = fleet_samples_ingest(source=f"prometheus:{source.name}", samples=samples)
     result.samples = stored.accepted
     result.errors = stored.errors
-    PrometheusSource.objects.filter(pk=source.pk).update(
-        last_pulled_at=end, last_error="; ".join(f"{e['field']}: {e['message']}" for e in stored.errors[:5])
-    )
+    problems = [f"{e['field']}: {e['message']}" for e in stored.errors[:5]]
+    if result.dropped_series:
+        problems.append(
+            f"{result.dropped_series} series dropped: no '{source.pool_label}' label"
+            " (Hyperion sets none: set pool_label to =<pool slug>)"
+        )
+    if result.unknown_pools:
+        problems.append(f"series of unknown pools dropped: {', '.join(sorted(result.unknown_pools)[:10])}")
+    PrometheusSource.objects.filter(pk=source.pk).update(last_pulled_at=end, last_error="; ".join(problems))
     return result
