@@ -2,7 +2,8 @@
 
 Computed live from the newest run's pool demand and today's supply (zones, reserves, pending
 supply orders), so a new order or entitlement shows without re-forecasting. Demand per week is the
-peak hour: a pool short for one hour a week still throttles in that hour.
+peak hour: a pool short for one hour a week still throttles in that hour; and each hour is at the
+pool's entitlements' own peak-to-mean (forecasting.peak_to_mean): a bucket throttles inside the hour.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from entitlements.models.supply import as_cu
 from entitlements.selectors import Window, peak_sold
 from forecasting.cost_report import replica_hour_cost
 from forecasting.models import CommittedAdjustment, ForecastRun, PoolDemand, SupplyOrder
+from forecasting.peak_to_mean import pool_factor
 from forecasting.selectors import latest_run
 
 WEEK_H = 168
@@ -81,10 +83,20 @@ def _order_row(o: Order, *, zones: list[str], starts: list[date], today: date, l
     }
 
 
-def pool_gap(pd_row: PoolDemand, *, today: date, orders: list[SupplyOrder], committed_rows: list) -> dict[str, Any]:
+def pool_gap(
+    pd_row: PoolDemand,
+    *,
+    today: date,
+    orders: list[SupplyOrder],
+    committed_rows: list,
+    peak: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """`peak` (forecasting.peak_to_mean.pool_factor): the forecast's hourly means scaled to what the
+    pool's entitlements' own traffic needs inside the hour; without it the hourly means as forecast."""
     pool = pd_row.pool
     start: datetime = pd_row.start
-    hourly = {k: np.asarray(v, dtype=float) for k, v in pd_row.hourly.items()}
+    factor = float(peak["factor"]) if peak else 1.0
+    hourly = {k: np.asarray(v, dtype=float) * factor for k, v in pd_row.hourly.items()}
     n_weeks = len(hourly["expected"]) // WEEK_H
     starts = [(start + timedelta(weeks=i)).date() for i in range(n_weeks)]
     base = pool.supply()
@@ -151,18 +163,28 @@ def pool_gap(pd_row: PoolDemand, *, today: date, orders: list[SupplyOrder], comm
             "cost_usd": stranded_cu_h / per_replica * hour_cost if per_replica > 0 else 0.0,
             "basis": "fully loaded replica-hours, idle",
         },
-        "cost_of_being_wrong": cost_of_being_wrong(pd_row, weeks, per_replica=per_replica, hour_cost=hour_cost),
+        "cost_of_being_wrong": cost_of_being_wrong(
+            pd_row, weeks, per_replica=per_replica, hour_cost=hour_cost, hourly=hourly
+        ),
+        "peak_to_mean": peak,
     }
 
 
-def cost_of_being_wrong(pd_row: PoolDemand, weeks: list[dict], *, per_replica: float, hour_cost: float) -> list[dict]:
+def cost_of_being_wrong(
+    pd_row: PoolDemand,
+    weeks: list[dict],
+    *,
+    per_replica: float,
+    hour_cost: float,
+    hourly: dict[str, np.ndarray] | None = None,
+) -> list[dict]:
     """Plan for expected and get S: throttled wt. Plan for S and get expected: idle capacity bought for S.
 
     A plan sizes each week to that scenario's peak hour; "with today's supply" uses the planned
     deliverable instead. Tenants affected: tenants with demand in the pool when any hour is short.
     """
     r = pd_row.pool.model.r_wt_per_s
-    h = {k: np.asarray(v, dtype=float) for k, v in pd_row.hourly.items()}
+    h = hourly if hourly is not None else {k: np.asarray(v, dtype=float) for k, v in pd_row.hourly.items()}
     n = len(weeks) * WEEK_H
     plan_expected = np.repeat([w["expected_cu"] for w in weeks], WEEK_H)
     today_supply = np.repeat([w["healthy_cu"] for w in weeks], WEEK_H)
@@ -229,5 +251,12 @@ def supply_gap(*, run: ForecastRun | None = None, today: date | None = None) -> 
         orders.setdefault(o.pool_id, []).append(o)
     sold = committed_rows(pool_ids)
     return run, [
-        pool_gap(r, today=today, orders=orders.get(r.pool_id, []), committed_rows=sold.get(r.pool_id, [])) for r in rows
+        pool_gap(
+            r,
+            today=today,
+            orders=orders.get(r.pool_id, []),
+            committed_rows=sold.get(r.pool_id, []),
+            peak=pool_factor(r.pool_id, r.tenants),
+        )
+        for r in rows
     ]

@@ -16,14 +16,14 @@ from typing import Any
 from django.db.models import Max, Sum
 
 from capacity.planning import Workload
-from capacity.planning_workload import bucket_workload
 from entitlements.models import Entitlement
 from entitlements.reasons import REASONS
-from telemetry.models import HourRollup, MinuteRollup
+from forecasting.peak_to_mean import TENANT_GROW_REASONS, recorded_workload
+from telemetry.models import HourRollup
 from telemetry.statement import _cu_at, _scope, bought_steps, statement
 
 HOUR = timedelta(hours=1)
-TENANT_GROW_REASONS = frozenset({"QUOTA_EXCEEDED", "CONCURRENCY_LIMIT", "BUDGET_EXHAUSTED"})
+
 PLATFORM_REASONS = frozenset(code for code, r in REASONS.items() if r.responsible == "platform")
 
 
@@ -103,36 +103,6 @@ def read(ent: Entitlement, start: datetime, end: datetime) -> Figures:
 
 
 def history(ent: Entitlement, start: datetime, end: datetime) -> Workload:
-    """What the scope asked for in the window, minute by minute: every reservation admitted or
-    throttled for its own quota, concurrency or budget, at its estimate. Minute rollups where they
-    are kept; hours (spread over the hour, said so) where only hour rollups hold the history; the
-    settled completions where no reservation was recorded at all (an imported history)."""
-    asked = {"admit", "throttle"}
-    for model, width, what in ((MinuteRollup, 60.0, "minute"), (HourRollup, 3600.0, "hour")):
-        rows = list(
-            model.objects.filter(_scope(ent), bucket__gte=start, bucket__lt=end)
-            .values("bucket", "decision", "reason")
-            .annotate(n=Sum("requests"), est=Sum("estimated_wt"), act=Sum("actual_wt"))
-            .order_by()
-        )
-        if not rows:
-            continue
-        reserved = [r for r in rows if r["decision"] in asked]
-        kept = [r for r in reserved if r["decision"] == "admit" or r["reason"] in TENANT_GROW_REASONS]
-        basis = f"{ent.tenant.slug}/{ent.model.slug}/{ent.region.slug} {ent.traffic_class_id} ({what} rollups)"
-        if not kept:
-            kept = [
-                {**r, "est": r["act"]}
-                for r in rows
-                if r["decision"] == "complete" or r["reason"] in TENANT_GROW_REASONS
-            ]
-            basis += ", settled completions (no reservations recorded)"
-        origin = start.timestamp()
-        return bucket_workload(
-            [r["bucket"].timestamp() - origin for r in kept],
-            [int(r["n"] or 0) for r in kept],
-            [float(r["est"] or 0) for r in kept],
-            width_s=width,
-            name=basis,
-        )
-    return bucket_workload([], [], [], name=f"{ent.tenant.slug}: no recorded traffic")
+    """What the scope asked for in the window (forecasting.peak_to_mean.recorded_workload: the supply
+    gap's peak-to-mean replays the same workload)."""
+    return recorded_workload(ent, start, end)

@@ -10,9 +10,10 @@ from typing import Any
 
 from django.conf import settings
 
-from capacity.planning import PlanningAnswer, Replay, percent, plan, replay
+from capacity.planning import PlanningAnswer, Replay, percent, replay
 from entitlements.models.grants import BORROWING_CLASS
 from entitlements.sizing_specs import pool_pricing
+from forecasting.peak_to_mean import planning_answer
 from reconciliation.figures import Figures, p95
 from sizing.parsing import run_sizing
 
@@ -32,11 +33,6 @@ def _cu_up(x: float) -> Decimal:
     return max(STEP, (Decimal(str(x)) / STEP).to_integral_value(ROUND_CEILING) * STEP)
 
 
-def target_for(traffic_class: str) -> float:
-    shares: dict[str, float] = settings.PLANNING_TARGET_THROTTLED_SHARE
-    return shares.get(traffic_class, shares["reserved"])
-
-
 def planned(f: Figures) -> tuple[PlanningAnswer, Replay] | None:
     """The CU that would have admitted the window's recorded traffic at the class's target, and the
     replay at the CU bought now (docs/planning.md); None when there was no traffic."""
@@ -44,9 +40,8 @@ def planned(f: Figures) -> tuple[PlanningAnswer, Replay] | None:
     if w is None or not len(w):
         return None
     r = float(f.ent.model.r_wt_per_s or 1.0)
-    depth = float(settings.ADMISSION_BUCKET_DEPTH_S)
-    answer = plan(w, r_wt_per_s=r, target_throttled_share=target_for(f.ent.traffic_class_id), depth_s=depth)
-    return answer, replay(w, float(f.ent.cu), r, depth)
+    answer = planning_answer(f.ent, w)
+    return answer, replay(w, float(f.ent.cu), r, float(settings.ADMISSION_BUCKET_DEPTH_S))
 
 
 def _planning_evidence(answer: PlanningAnswer, now: Replay) -> dict[str, Any]:
