@@ -42,8 +42,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "M1",
         "in-process backend: a replay of an expired reservation answers settled",
         "admission/backends/memory.py",
-        'settled=r is not None and r.state != "open")',
-        'settled=r is not None and r.state == "done")',
+        'settled=r is not None and r.state != "open",',
+        'settled=r is not None and r.state == "done",',
         (REPLAY[0] + "::test_a_replay_of_an_expired_reservation_answers_settled_and_is_not_served_again[memory]",),
     ),
     Mutation(
@@ -182,8 +182,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "S7",
         "HTTP API: a throttle that can pass on retry carries Retry-After",
         "admission/api.py",
-        '({} if ra is None else {"Retry-After": str(ra)})',
-        "{}",
+        '(d.headers if ra is None else {**d.headers, "Retry-After": str(ra)})',
+        "d.headers",
         (ADM + "test_api.py", ADM + "test_budget_api.py"),
     ),
     Mutation(
