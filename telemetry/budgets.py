@@ -80,7 +80,12 @@ def budget_usage(
         end = next_start(kind, start)
         used = (used_fn or used_between)(ent, ent.budget_unit, start.astimezone(UTC), min(end, t).astimezone(UTC))
         out[kind] = {
-            "limit": limit, "used": round(used, 3), "share": round(used / limit, 6), "period": period_id(kind, start),
+            "limit": limit, "used": round(used, 3), "share": _share(used, limit), "period": period_id(kind, start),
             "start": start.isoformat(), "resets_at": end.isoformat(),
         }  # fmt: skip
     return out
+
+
+def _share(used: float, limit: int) -> float:
+    """Used ÷ limit; a budget of 0 (Atlas's limit 0: every request refused) is spent from the start."""
+    return round(used / limit, 6) if limit else 1.0

@@ -27,6 +27,7 @@ from admission.backends.memory import MemoryBackend
 from admission.models import CarriedUsage
 from entitlements import models as m
 from entitlements import token_services
+from telemetry.budgets import budget_usage
 from tests.admission.cluster import store_url
 from tests.admission.conftest import redis_backend
 from tests.admission.world import client_for
@@ -187,6 +188,7 @@ def test_dry_run_says_what_apply_writes_and_a_second_apply_changes_nothing(keyse
     assert (crit.cu, crit.daily_budget, crit.monthly_budget, crit.budget_unit, crit.max_rps, crit.burst) == (
         Decimal("18.0"), 1_000_000, 20_000_000, "tokens", 10.0, 20)  # fmt: skip
     assert ents["acme", "", "best_effort"].daily_budget == 0
+    assert budget_usage(ents["acme", "", "best_effort"])["daily"]["share"] == 1.0  # a budget of 0 is spent
     team_ent = ents["globex", "", "shared"]
     assert (team_ent.daily_budget, team_ent.max_rps, team_ent.burst) == (30_000, 20.0, 40)
     history = m.EntitlementHistory.objects.filter(op="insert")
