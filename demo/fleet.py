@@ -421,7 +421,7 @@ def _load_grants(actor: Any) -> int:
         starts = day0 + timedelta(days=g.starts_in_days)
         services.entitlement_grant(
             actor=actor,
-            reason=f"demo fleet: {g.tenant} {g.traffic_class} on {pool.slug}",
+            reason=f"demo fleet: {g.tenant} {g.traffic_class.replace('_', ' ')} on {pool.slug}",
             tenant=tenant,
             project=project,
             model=pool.model,

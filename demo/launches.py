@@ -76,7 +76,7 @@ def _decide(req: LaunchRequest, state: str, approver: Any) -> None:
         )
     elif state == "rejected":
         intake.launch_request_reject(
-            actor=approver, request=req, comment="Batch work belongs in best_effort, not reserved."
+            actor=approver, request=req, comment="Batch work belongs in best effort, not reserved."
         )
     elif state == "returned":
         intake.launch_request_return(

@@ -65,8 +65,24 @@ _WORDS = {"cu": "CU", "wt": "weighted tokens", "ttft": "TTFT", "tpot": "TPOT", "
 _SHARES = ("share", "threshold", "utilisation", "target_utilisation")
 
 
+_ISO_SHAPE = re.compile(r"\d{4}-\d\d-\d\d")
+
+
+def _iso(text: str) -> bool:
+    # fromisoformat alone also takes "20261130" and "2026-W48": only a date-shaped key is a time here.
+    if not _ISO_SHAPE.match(text):
+        return False
+    try:
+        datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
+
+
 def label(key: Any) -> str:
     k = str(key)
+    if _iso(k):  # evidence keyed by hour (a pool in review's hours) reads as a time
+        return when(k)
     return LABELS.get(k) or " ".join(_WORDS.get(p, p) for p in k.split("_"))
 
 
@@ -123,11 +139,7 @@ def _value(value: Any, key: str, depth: int = 0) -> str:
     if isinstance(value, list | tuple):
         return ", ".join(_value(v, key, depth + 1) for v in value) or "—"
     text = str(value)
-    try:
-        datetime.fromisoformat(text)
-    except ValueError:
-        return words(text)
-    return when(text)
+    return when(text) if _iso(text) else words(text)
 
 
 @register.filter

@@ -20,7 +20,7 @@ from django.test import Client
 
 from entitlements.models import Entitlement, Pool
 from portal.models import LaunchRequest
-from tests.portal.demo_pages import build_demo, pages_of
+from tests.portal.demo_pages import PERSONAS, build_demo, pages_of
 
 LONG_RUN = re.compile(r"(?<![\w.])\d{8,}")  # a digit run inside a word (a version, d20250730) is no number
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
@@ -63,6 +63,10 @@ BIG_INT = re.compile(r"(?<![\w,.])\d{5,}(?![\d,])")
 LONG_FLOAT = re.compile(r"\d\.\d{5,}")
 ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")  # a raw ISO timestamp
 NO_ZONE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d(?::\d\d)?(?! UTC)")  # a time without its zone
+# Any other date format: Django's default ("Dec. 16, 2026", "Dec. 2, 2026, 3:03 a.m.") or a slashed one.
+OTHER_DATE = re.compile(
+    r"\b(?:Jan|Feb|Mar|Apr|May|June?|July?|Aug|Sept?|Oct|Nov|Dec)[a-z]*\.? \d{1,2}, \d{4}|\b\d{1,2}/\d{1,2}/\d{2,4}\b"
+)
 
 
 def machine_text(html: str) -> list[str]:
@@ -70,7 +74,7 @@ def machine_text(html: str) -> list[str]:
     p.feed(html)
     text = " ".join(UUID.sub(" ", " ".join(p.parts)).split())
     hits = []
-    for pattern in (SNAKE, BIG_INT, LONG_FLOAT, ISO, NO_ZONE):
+    for pattern in (SNAKE, BIG_INT, LONG_FLOAT, ISO, NO_ZONE, OTHER_DATE):
         hits += [
             text[max(0, m.start() - 30) : m.end() + 15].strip()
             for m in pattern.finditer(text)
@@ -85,6 +89,11 @@ def test_the_machine_text_checker_finds_keys_long_integers_and_floats_outside_co
     assert machine_text("<p>1.789898 / 0.0</p>") == ["1.789898 / 0.0"]
     assert machine_text("<p>from 2026-11-01T00:00:00+00:00</p>") == ["from 2026-11-01T00:00:00+00:00"]
     assert machine_text("<p>at 2026-11-01 10:00 then</p>") == ["at 2026-11-01 10:00 then"]
+    assert machine_text("<td>Dec. 16, 2026 → May 31, 2027</td>") == [
+        "Dec. 16, 2026 → May 31, 2027",
+        "Dec. 16, 2026 → May 31, 2027",
+    ]
+    assert machine_text("<p>due 12/16/2026</p>") == ["due 12/16/2026"]
     clean = "<p>3,231,899 requests, 1.7899, partially approved, 2026-12-01 14:05 UTC, QUOTA_EXCEEDED, w_out</p>"
     assert machine_text(clean + "<code>cu_hours</code><pre>used_cu 123456</pre>") == []
 
@@ -125,16 +134,19 @@ def test_no_page_prints_a_number_of_more_than_seven_digits_without_separators(de
 
 
 @pytest.fixture
-def demo_with_findings(db):
-    return build_demo(findings=True)
+def demo_everything(db):
+    return build_demo(everything=True)
 
 
-def test_no_page_shows_machine_text(demo_with_findings):
+def test_no_page_shows_machine_text(demo_everything):
     found = {}
-    for who in ("demo-operator", "demo-approver", "demo-requester", "demo-viewer"):
+    anonymous = Client().get("/login/")
+    if hits := machine_text(anonymous.content.decode()):
+        found["anonymous /login/"] = hits
+    for who in PERSONAS:
         client = Client()
         client.force_login(get_user_model().objects.get(username=who))
-        for path in pages_of(who, demo_with_findings):
+        for path in pages_of(who, demo_everything):
             response = client.get(path)
             assert response.status_code == 200, (who, path)
             if hits := machine_text(response.content.decode()):

@@ -30,6 +30,11 @@ def test_keys_in_words_and_evidence_formatted():
     nested = dict(evidence_rows({"observed": {"prompt_p95": 1200, "concurrency_peak": 12}}))
     assert nested["observed"] == "prompt p95 1,200; peak in flight 12"
     assert digits("10839 = max(1, 262754 ÷ 784.6)") == "10,839 = max(1, 262,754 ÷ 784.6)"
+    # A pool in review's evidence is keyed by hour: each hour reads in the one date format.
+    hours = dict(evidence_rows({"hours": {"2026-11-30T03:00:00+00:00": 442, "2026-11-30T04:00:00+00:00": 12345}}))
+    assert hours["hours read"] == "2026-11-30 03:00 UTC 442; 2026-11-30 04:00 UTC 12,345"
+    # Only a date-shaped text is a time (fromisoformat alone would take a bare 20261130).
+    assert dict(evidence_rows({"batch": "20261130"}))["batch"] == "20261130"
 
 
 def test_a_reason_code_carries_its_meaning_from_the_registry():
