@@ -14,14 +14,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Q, Sum
 
 from alerts.models import AlertRule
+from capacity.planning import percent, replay
 from entitlements.models import Entitlement, Tenant
 from entitlements.reasons import OUTSIDE_ENVELOPE, REASONS
 from entitlements.selectors import active_at
 from forecasting.gap import supply_gap
 from forecasting.models import ForecastRun
+from forecasting.peak_to_mean import planning_answer, recorded_workload
 from forecasting.shortfalls import shortfalls
 from telemetry.budgets import budget_usage
 from telemetry.models import MinuteRollup
@@ -129,12 +132,33 @@ def use_over_bought(rule: AlertRule, ctx: Context) -> dict[str, Finding]:
             continue
         pct = 100.0 * used.get(str(e.uuid), 0.0) / bought
         if pct > rule.threshold:
+            detail: dict[str, Any] = {
+                "entitlement": str(e.uuid),
+                "used_pct": round(pct, 2),
+                "used_wt": used.get(str(e.uuid), 0.0),
+            }
             out[f"entitlement:{e.uuid}"] = Finding(
-                f"{_label(e)} used {pct:.0f} % of its {e.cu} CU over {rule.window_minutes} min",
+                f"{_label(e)} used {pct:.0f} % of its {e.cu} CU over {rule.window_minutes} min"
+                + _grow_advice(e, ctx.now - timedelta(minutes=rule.window_minutes), ctx.now, detail),
                 e.tenant,
-                {"entitlement": str(e.uuid), "used_pct": round(pct, 2), "used_wt": used.get(str(e.uuid), 0.0)},
+                detail,
             )
     return out
+
+
+def _grow_advice(e: Entitlement, start: datetime, end: datetime, detail: dict[str, Any]) -> str:
+    """Whether to grow, by the planning answer on the window's recorded traffic (the rule right-size
+    and grow use, docs/planning.md): "grow to X CU" only when the replay at the CU bought is over
+    the class's target and the answer's own check holds; otherwise nothing is advised."""
+    w = recorded_workload(e, start, end)
+    if not len(w):
+        return ""
+    answer = planning_answer(e, w)
+    now = replay(w, float(e.cu), float(e.model.r_wt_per_s or 1.0), float(settings.ADMISSION_BUCKET_DEPTH_S))
+    if not answer.holds or answer.cu_to_buy <= float(e.cu):
+        return ""
+    detail["planning"] = {**answer.to_dict(), "replay_at_current": now.to_dict()}
+    return f"; grow to {answer.check}; at the {float(e.cu):.1f} CU bought {percent(now.throttled_share)}"
 
 
 def tenant_throttles_over(rule: AlertRule, ctx: Context) -> dict[str, Finding]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import numpy as np
 from django.utils import timezone
 
 from alerts.evaluation import alert_rules_evaluate
@@ -13,6 +14,7 @@ from entitlements.services import entitlement_grant
 from forecasting.models import ForecastRun, PoolDemand
 from telemetry.ingest import ingest_events
 from tests.alerts.conftest import minutes, now, rule, traffic
+from tests.capacity.test_planning import independent_share
 from tests.factories import grant_kwargs
 
 
@@ -52,7 +54,19 @@ def test_use_over_bought_compares_actual_wt_with_cu_times_r_times_window(fleet, 
     assert alert_rules_evaluate(now=t)["opened"] == 1
     ((key, summary),) = _open()
     assert key == f"entitlement:{ent.uuid}"
-    assert summary == "acme llama-test@us-test reserved used 91 % of its 1.000 CU over 15 min"
+    used, advice = summary.split("; grow to ")
+    assert used == "acme llama-test@us-test reserved used 91 % of its 1.000 CU over 15 min"
+    # Issue 30: the alert says grow only with the planning answer's replay of the window's traffic (the
+    # minute rollups: ten 80,000 wt requests spread over one minute, one 20,000 wt the next), checked
+    # here independently: a 1 CU bucket (60,000 wt) cannot even hold one request.
+    cu = float(advice.split(" CU:")[0])
+    t = np.concatenate((np.arange(10) * 6 + 3.0, [90.0]))
+    cost = np.array([80_000.0] * 10 + [20_000.0])
+    assert independent_share(t, cost, cu) <= 0.001 < independent_share(t, cost, round(cu - 0.1, 1))
+    assert (
+        advice
+        == f"{cu} CU: replayed 11 requests, 0 % throttled (target 0.1 %); at {cu - 0.1:.1f} CU 9.09 %; at the 1.0 CU bought 90.9 %"
+    )
 
 
 def test_latency_misses_count_completions_that_missed_the_slo(fleet, people):
