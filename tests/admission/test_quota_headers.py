@@ -170,3 +170,65 @@ def test_answers_no_store_made_carry_no_quota(w, sink):
         assert r.status_code == 429
         assert not r.has_header("x-ratelimit-remaining-tokens")
     events.buffer().flush()
+
+
+# ---- the ASGI middleware: Headroom's quota replaces an upstream provider's ---------------------
+
+
+class InProcess:
+    """The portal's own serving path (admission.services on the test's in-process store) behind the
+    interface the middleware takes (AdmissionClient / Library), answering as they do."""
+
+    def reserve(self, **kw):
+        from admission import services
+        from admission.client import QUOTA_KEY
+
+        req = services.parse_reserve({k: v for k, v in kw.items() if v is not None})
+        d = services.reserve(req)
+        return {**d.body, QUOTA_KEY: d.headers} if d.headers else d.body
+
+    def complete(self, reservation_id, **kw):
+        from admission import services
+
+        body = {"reservation_id": reservation_id, **{k: v for k, v in kw.items() if v is not None}}
+        return services.complete(services.parse_complete(body))[1]
+
+
+def test_the_middleware_sends_headrooms_quota_not_the_upstreams(w, sink, monkeypatch):
+    import asyncio
+
+    import httpx
+
+    from admission.asgi import AdmissionMiddleware
+
+    async def upstream(scope, receive, send):
+        while (await receive()).get("more_body"):
+            pass
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"application/json"), (b"x-ratelimit-remaining-tokens", b"999999"),
+            (b"x-upstream", b"kept")]})  # fmt: skip
+        await send({"type": "http.response.body", "body": b'{"usage": {"prompt_tokens": 200, "completion_tokens": 5}}'})
+
+    # Not offloaded, so the portal's snapshot reads stay on the test's thread (its database transaction).
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "1")
+    app = AdmissionMiddleware(upstream, InProcess(), offload=False)
+    hdrs = {"x-headroom-tenant": "acme", "x-headroom-region": "tiny-region", "x-headroom-traffic-class": "reserved",
+            "x-headroom-prompt-tokens": "200"}  # fmt: skip
+
+    async def go():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+            ok = await c.post("/v1/chat/completions", json={"model": "llama-test", "max_tokens": 200},
+                              headers={**hdrs, "x-request-id": "m1"})  # fmt: skip
+            big = await c.post("/v1/chat/completions", json={"model": "llama-test", "max_tokens": 200},
+                               headers={**hdrs, "x-request-id": "m2", "x-headroom-prompt-tokens": "20000"})  # fmt: skip
+            return ok, big
+
+    params.invalidate()
+    assert params.current().lookup("acme", "", "llama-test", "tiny-region", "reserved") is not None
+    ok, big = asyncio.run(go())
+    assert ok.status_code == 200 and ok.headers["x-upstream"] == "kept", ok.text
+    # 200 + 4 × 200 = 1,000 wt from acme's 12,000: the upstream's own figure is gone, ours is sent once
+    assert ok.headers.get_list("x-ratelimit-remaining-tokens") == ["11000"]
+    assert ok.headers["x-ratelimit-limit-tokens"] == "12000"
+    assert big.status_code == 429 and big.json()["reason"] == "OUTSIDE_ENVELOPE"
+    assert "x-ratelimit-remaining-tokens" not in big.headers  # decided without the store

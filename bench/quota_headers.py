@@ -1,0 +1,141 @@
+"""Issue 36.2: what the remaining-quota headers cost a reserve (goal: with / without ≥ 0.95).
+
+The headers come from the reserve script's own reply (reserve.lua's quota(): no extra round trip),
+so the price is the script building one more string and Python turning it into headers. Measured
+here on a real Redis: `threads` threads in this process call RedisBackend.reserve (EVALSHA
+reserve.lua) and, with headers, admission.core.quota_headers on its answer; without, the same op
+with `quota=False`. Rounds alternate, the order swapped each round, so a change in the machine's
+load hits both alike; the load average is printed beside each round. Two scopes: one with only a
+token rate (the common case) and one with a request rate and daily + monthly budgets (most values
+to report); two outcomes: admits (the hot path), and throttles (an empty bucket: the script reads
+the request bucket and the periods it had not read yet).
+
+Each case also runs one thread call by call, with and without alternating (medians: steadier than
+throughput on a loaded machine), and times the header formatting alone.
+
+    .venv/bin/python bench/quota_headers.py [--redis redis://127.0.0.1:6379/0] [--rounds 6] [--round-s 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from admission import core  # noqa: E402
+from admission.backends.base import Bucket, Limits, Period, ReserveOp, Scope  # noqa: E402
+from admission.backends.redis import RedisBackend  # noqa: E402
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+def scope(prefix: str, name: str, *, limits: bool, admit: bool) -> Scope:
+    t = f"{prefix}{{bench-{name}}}:"
+    own = Bucket(t + "b", 1e9, 1e12) if admit else Bucket(t + "b", 0.0, 1.0)  # throttles: 1 wt, never refilled
+    lim = None
+    if limits:
+        lim = Limits("wt", "UTC", (Period("daily", t + "bd:d", 1e15), Period("monthly", t + "bd:m", 1e15)),
+                     Bucket(t + "rq", 1e9, 1e12))  # fmt: skip
+    return Scope(inflight_key=t + "if", max_concurrency=10**9, traffic_class="reserved", own=own,
+                 pool=Bucket(t + "p", 1e9, 1e12), borrow=None, margin=0.0, degraded=False, reserved_floor=0.0,
+                 ttl_s=600.0, idem_ttl_s=60, w_out=4.0, w_cached=0.0, limits=lim, tag=t)  # fmt: skip
+
+
+def run(b: RedisBackend, s: Scope, quota: bool, threads: int, seconds: float) -> int:
+    """`threads` threads reserving for `seconds`; → reserves answered."""
+    done = [0] * threads
+    stop = time.monotonic() + seconds
+
+    def go(k: int) -> None:
+        n, tag = 0, uuid.uuid4().hex[:8]
+        base = ReserveOp(s, "", 100.0, "{}", 100.0, None, quota)
+        while time.monotonic() < stop:
+            a = b.reserve(dataclasses.replace(base, reservation_id=f"{tag}-{n}"))
+            if a.quota is not None:
+                core.quota_headers(s, a.quota)
+            n += 1
+        done[k] = n
+
+    ts = [threading.Thread(target=go, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return sum(done)
+
+
+def latency(b: RedisBackend, s: Scope, pairs: int) -> tuple[float, float, float]:
+    """One thread, call by call: with and without alternating (order swapped each pair), so both see
+    the same moment's load. → (p50 with, p50 without, p50 of the header formatting alone), µs."""
+    base = ReserveOp(s, "", 100.0, "{}", 100.0, None, True)
+    tag = uuid.uuid4().hex[:8]
+    took: dict[bool, list[float]] = {True: [], False: []}
+    fmt: list[float] = []
+    for i in range(pairs):
+        for q in (True, False) if i % 2 else (False, True):
+            t0 = time.perf_counter()
+            a = b.reserve(dataclasses.replace(base, reservation_id=f"{tag}-{i}-{q:d}", quota=q))
+            t1 = time.perf_counter()
+            if a.quota is not None:
+                core.quota_headers(s, a.quota)
+            t2 = time.perf_counter()
+            took[q].append(t2 - t0)
+            if q:
+                fmt.append(t2 - t1)
+    return (statistics.median(took[True]) * 1e6, statistics.median(took[False]) * 1e6, statistics.median(fmt) * 1e6)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--redis", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
+    ap.add_argument("--threads", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--round-s", type=float, default=2.0)
+    ap.add_argument("--pairs", type=int, default=2000)
+    args = ap.parse_args()
+    prefix = f"benchq-{uuid.uuid4().hex[:6]}:"
+    b = RedisBackend(args.redis, prefix=prefix, socket_timeout=2.0)
+    print(f"remaining-quota headers: reserve with vs without, {args.threads} threads, {args.rounds} rounds of "
+          f"{args.round_s:.1f} s each way, order swapped each round; {load()}")  # fmt: skip
+    ratios = []
+    try:
+        for limits in (False, True):
+            for admit in (True, False):
+                s = scope(prefix, f"{int(limits)}{int(admit)}", limits=limits, admit=admit)
+                run(b, s, True, args.threads, 0.5)  # warm: connections, the script loaded
+                run(b, s, False, args.threads, 0.5)
+                tot = {True: 0, False: 0}
+                for r in range(args.rounds):
+                    for q in (True, False) if r % 2 == 0 else (False, True):
+                        tot[q] += run(b, s, q, args.threads, args.round_s)
+                    print(f"    round {r + 1}: {load()}")
+                span = args.rounds * args.round_s
+                ratio = tot[True] / tot[False]
+                ratios.append(ratio)
+                what = ("token rate, request rate, 2 budgets" if limits else "token rate only") + (
+                    "; admits" if admit else "; throttles"
+                )
+                print(f"  {what:<46} with {tot[True] / span:8,.0f}/s  without {tot[False] / span:8,.0f}/s  "
+                      f"ratio {ratio:.3f} (goal ≥ 0.95)")  # fmt: skip
+                w, wo, f = latency(b, s, args.pairs)
+                print(f"  {'':<46} one thread, {args.pairs:,} interleaved pairs: p50 {w:.1f} vs {wo:.1f} µs, "
+                      f"{wo / w:.3f} (formatting the headers {f:.1f} µs); {load()}")  # fmt: skip
+    finally:
+        b.clear()
+    print(f"  worst ratio {min(ratios):.3f}; {load()}")
+    return 0 if min(ratios) >= 0.95 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
