@@ -9,7 +9,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run prod test test-fast lint check serve demo bench clean
+.PHONY: run prod test test-fast lint check serve demo bench clean gateways
 
 $(STAMP): requirements.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,6 +20,17 @@ $(STAMP): requirements.txt
 $(DEV_STAMP): requirements-dev.txt $(STAMP)
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	touch $(DEV_STAMP)
+
+# The gateway integrations (issue 37): the LiteLLM proxy in a venv of its own (its pins conflict with
+# the app's; requirements-gateways.txt says which), for tests/integrations and bench/gateway_litellm.py.
+GW_VENV := $(VENV)/gateways
+GW_STAMP := $(GW_VENV)/.installed
+$(GW_STAMP): requirements-gateways.txt | $(STAMP)
+	test -x $(GW_VENV)/bin/python || $(PY) -m venv $(GW_VENV)
+	$(GW_VENV)/bin/pip install --quiet --require-hashes -r requirements-gateways.txt
+	touch $(GW_STAMP)
+
+gateways: $(GW_STAMP)
 
 # A production image installs this alone: no test runner, linters or browser driver.
 prod: $(STAMP)
@@ -77,14 +88,14 @@ lint: $(DEV_STAMP)
 XDIST ?= auto
 XDIST_ARGS = $(if $(filter 0,$(XDIST)),,-n $(XDIST) --dist loadfile)
 
-test: $(DEV_STAMP) $(if $(filter 1 true yes,$(SKIP_LINT)),,lint)
+test: $(DEV_STAMP) $(GW_STAMP) $(if $(filter 1 true yes,$(SKIP_LINT)),,lint)
 	@start=$$(date +%s); $(BIN)/python -m pytest -p no:cacheprovider $(XDIST_ARGS) $(PYTEST_ARGS); rc=$$?; \
 	echo "make test: pytest took $$(( $$(date +%s) - start ))s (exit $$rc)"; exit $$rc
 
 test-fast: $(DEV_STAMP)
 	$(BIN)/python -m pytest -p no:cacheprovider $(XDIST_ARGS) -m "not postgres and not redis and not browser and not fuzz and not slow" $(PYTEST_ARGS)
 
-bench: $(DEV_STAMP)
+bench: $(DEV_STAMP) $(GW_STAMP)
 	for b in bench/*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
