@@ -25,7 +25,7 @@ from entitlements.models import Entitlement
 from entitlements.selectors import active_at
 from telemetry.columns import rows_to_columns
 from telemetry.histogram import N_BINS, bin_of
-from telemetry.models import ROLLUP_ADDITIVE, ROLLUP_VALUES, HourRollup
+from telemetry.models import MIN_REV_BASE, ROLLUP_ADDITIVE, ROLLUP_VALUES, HourRollup
 from telemetry.rollups import add_deltas, minute_deltas
 
 STEP = timedelta(minutes=10)
@@ -38,6 +38,9 @@ _PER_REQUEST = [
 _SLO_MET = ROLLUP_ADDITIVE.index("slo_met")
 _PLEN, _OLEN = ROLLUP_VALUES.index("plen_b00"), ROLLUP_VALUES.index("olen_b00")
 _PMAX, _OMAX = ROLLUP_VALUES.index("prompt_max"), ROLLUP_VALUES.index("output_max")
+_PMIN, _OMIN = ROLLUP_VALUES.index("prompt_min_rev"), ROLLUP_VALUES.index("output_min_rev")
+# every sample request is of the envelope's mean shape: inside it, so its misses are the platform's
+_IN_MET, _IN_MISSED = ROLLUP_ADDITIVE.index("slo_inside_met"), ROLLUP_ADDITIVE.index("slo_inside_missed")
 # Quieter than the rest (their use × this), so reconciliation finds something to right-size (issue 17.2).
 QUIET = {("umbrella", "llama-3.1-405b-us-east-b200"): 0.45}
 
@@ -73,12 +76,14 @@ def _scale(
         for i in _PER_REQUEST:
             vals[i] *= n[k]
         if key[7] == "complete":
-            vals[_SLO_MET] = round(n[k] * slo_share[k])
+            vals[_SLO_MET] = vals[_IN_MET] = round(n[k] * slo_share[k])
+            vals[_IN_MISSED] = n[k] - vals[_IN_MET]
         out = output if key[7] == "complete" else 0.0
         vals[_PLEN : _PLEN + 2 * N_BINS] = [0] * (2 * N_BINS)
         vals[_PLEN + bin_of(prompt)] = n[k]
         vals[_OLEN + bin_of(out)] = n[k]
         vals[_PMAX], vals[_OMAX] = round(prompt), round(out)
+        vals[_PMIN], vals[_OMIN] = MIN_REV_BASE - round(prompt), MIN_REV_BASE - round(out)
     return deltas
 
 

@@ -45,6 +45,11 @@ FIELDS = (
     "status",
     "in_flight",
 )
+# Cleaned but not stored on the event row: whether admission capped the settled prompt or output at the
+# envelope's maximum (`prompt_capped` / `output_capped` on the event), read by the rollups' per-request
+# envelope classification (telemetry.envelopes) only.
+TRANSIENT = ("capped",)
+CLEANED = FIELDS + TRANSIENT
 _NONE = type(None)
 _ZERO = timedelta(0)
 _UTCOFFSET = methodcaller("utcoffset")
@@ -170,6 +175,9 @@ def _fast(events: list[Any], cat: Catalogue) -> Columns:
     out["slo_met"] = slo
     out["status"] = _choices(column(events, "status"), STATUSES)
     out["in_flight"] = _numbers(column(events, "in_flight"), "in_flight", integer=True)
+    flags = column(events, "prompt_capped"), column(events, "output_capped")
+    _need(all(set(map(type, f)) <= {bool, _NONE} for f in flags))
+    out["capped"] = [bool(p or o) for p, o in zip(*flags, strict=True)]
     return out
 
 
@@ -185,7 +193,7 @@ def clean_columns(events: list[Any], cat: Catalogue) -> Columns | None:
 
 
 def rows_to_columns(rows: list[dict[str, Any]]) -> Columns:
-    return {f: [r.get(f) for r in rows] for f in FIELDS}
+    return {f: [r.get(f) for r in rows] for f in CLEANED}
 
 
 def take(cols: Columns, keep: list[int]) -> Columns:

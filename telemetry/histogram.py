@@ -25,8 +25,15 @@ def bin_of(ms: float) -> int:
     return bisect.bisect_right(EDGES_MS, ms)
 
 
-def percentile(counts: Sequence[int], q: float) -> float | None:
-    """q in (0, 1]. None when the histogram is empty."""
+def percentile(
+    counts: Sequence[int], q: float, lowest: float | None = None, highest: float | None = None
+) -> float | None:
+    """q in (0, 1]. None when the histogram is empty.
+
+    `lowest` / `highest`: the smallest and largest value counted, when the caller kept them (the
+    rollups keep each length's exact maximum and minimum). The bin holding the rank is then narrowed
+    to them before interpolating, so a percentile never lies outside the data (issue 33: a p95 of
+    2,391 read from a bin whose data stopped at 1,900)."""
     total = sum(counts)
     if total <= 0:
         return None
@@ -35,12 +42,16 @@ def percentile(counts: Sequence[int], q: float) -> float | None:
     for i, c in enumerate(counts):
         if c and seen + c >= rank:
             lo = 0.0 if i == 0 else EDGES_MS[i - 1]
-            if i == N_BINS - 1:
+            hi = EDGES_MS[i] if i < N_BINS - 1 else math.inf
+            if lowest is not None:
+                lo = min(max(lo, lowest), hi)
+            if highest is not None:
+                hi = max(min(hi, highest), lo)
+            if math.isinf(hi):  # the open last bin with no maximum known: its lower edge
                 return lo
-            hi = EDGES_MS[i]
             frac = (rank - seen) / c
-            if lo <= 0:
-                return hi * frac
-            return lo * math.exp(math.log(hi / lo) * frac)
+            if lo <= 0 or lo == hi:
+                return lo + (hi - lo) * frac
+            return min(hi, lo * math.exp(math.log(hi / lo) * frac))  # exp/log may round past hi
         seen += c
-    return EDGES_MS[-1]
+    return EDGES_MS[-1] if highest is None else highest

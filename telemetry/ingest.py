@@ -24,7 +24,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from telemetry import metrics
-from telemetry.columns import FIELDS, Columns, clean_columns, rows_to_columns, take
+from telemetry.columns import CLEANED, FIELDS, Columns, clean_columns, rows_to_columns, take
+from telemetry.envelopes import Envelopes, envelopes_for
 from telemetry.fold import fold_if_due
 from telemetry.models import AdmissionEvent, EventKey
 from telemetry.rollups import add_minutes, minute_deltas
@@ -73,9 +74,9 @@ def _clean_chunk(chunk: list[Any], offset: int, cat: Catalogue, result: IngestRe
 class _Batch:
     """The batch's good events, by column, first occurrence of each event_id only."""
 
-    def __init__(self, source: str, now: Any, cat: Catalogue) -> None:
-        self.source, self.now, self.cat = source, now, cat
-        self.cols: Columns = {f: [] for f in FIELDS}
+    def __init__(self, source: str, now: Any, cat: Catalogue, envelopes: Envelopes) -> None:
+        self.source, self.now, self.cat, self.envelopes = source, now, cat, envelopes
+        self.cols: Columns = {f: [] for f in CLEANED}
         self.seen: set[str] = set()
         self.repeats = 0
         self.streamed = 0  # events validated so far
@@ -93,7 +94,7 @@ class _Batch:
             cols = take(cols, keep)
         else:
             self.seen |= fresh
-        for f in FIELDS:
+        for f in CLEANED:
             self.cols[f].extend(cols[f])
         return cols
 
@@ -134,7 +135,7 @@ def _store_pg(events: list[Any], batch: _Batch, result: IngestResult) -> dict:
         with transaction.atomic():
             with copy_in(AdmissionEvent, EVENT_COLUMNS) as write:
                 _stream(events, batch, result, write)
-                deltas = minute_deltas(batch.cols)  # while the server works through the COPY
+                deltas = minute_deltas(batch.cols, batch.envelopes)  # while the server works through the COPY
             with copy_in(EventKey, KEY_COLUMNS) as write_key:
                 for key in _key_rows(batch):
                     write_key(key)
@@ -149,7 +150,7 @@ def _store_pg(events: list[Any], batch: _Batch, result: IngestResult) -> dict:
     with copy_in(EventKey, KEY_COLUMNS) as write_key:
         for key in _key_rows(batch):
             write_key(key)
-    return minute_deltas(batch.cols)
+    return minute_deltas(batch.cols, batch.envelopes)
 
 
 def _store_sqlite(events: list[Any], batch: _Batch, result: IngestResult) -> dict:
@@ -164,7 +165,7 @@ def _store_sqlite(events: list[Any], batch: _Batch, result: IngestResult) -> dic
         batch.cols = take(batch.cols, keep)
         rows = [rows[i] for i in keep]
     insert_rows(AdmissionEvent, EVENT_COLUMNS, rows)
-    return minute_deltas(batch.cols)
+    return minute_deltas(batch.cols, batch.envelopes)
 
 
 def ingest_events(*, source: str, events: list[dict[str, Any]]) -> IngestResult:
@@ -178,7 +179,7 @@ def ingest_events(*, source: str, events: list[dict[str, Any]]) -> IngestResult:
     now = timezone.now()
     if not events:
         return result
-    batch = _Batch(source, now, Catalogue.for_events(events, now))
+    batch = _Batch(source, now, Catalogue.for_events(events, now), envelopes_for(events))
     with transaction.atomic():
         store = _store_pg if connection.vendor == "postgresql" else _store_sqlite
         add_minutes(store(events, batch, result))

@@ -166,10 +166,25 @@ E2E_BINS = bin_fields("e2e")
 # Length histograms (tokens, the same log-spaced edges: 1 … 10^6 tokens) of each row's events.
 PROMPT_BINS = bin_fields("plen")
 OUTPUT_BINS = bin_fields("olen")
-ROLLUP_ADDITIVE = ROLLUP_SUMS + TTFT_BINS + E2E_BINS + PROMPT_BINS + OUTPUT_BINS
-# Merged by the larger, not by addition: the longest prompt and output, and the most reservations in
-# flight right after an admit (the store's exact count, carried on admit events as `in_flight`).
-ROLLUP_MAX = ("prompt_max", "output_max", "inflight_max")
+# Settled requests by outcome (issue 33): served ones that reported their latency, by whether they were
+# inside their envelope (telemetry.envelopes) × whether they met the SLO, so a statement blames each miss
+# per request; and completions that were not served, by status (served = neither of these).
+ROLLUP_OUTCOMES = (
+    "slo_inside_met",
+    "slo_inside_missed",
+    "slo_outside_met",
+    "slo_outside_missed",
+    "status_error",
+    "status_cancelled",
+    "status_expired",
+)
+ROLLUP_ADDITIVE = ROLLUP_SUMS + TTFT_BINS + E2E_BINS + PROMPT_BINS + OUTPUT_BINS + ROLLUP_OUTCOMES
+# Merged by the larger, not by addition: the longest prompt and output, the most reservations in flight
+# right after an admit (the store's exact count, carried on admit events as `in_flight`), and the
+# shortest prompt and output stored as MIN_REV_BASE − length, so that the larger of two is the shorter
+# length and the rollups' one merge rule (and the fold's MAX) keeps it; 0 = no event counted.
+ROLLUP_MAX = ("prompt_max", "output_max", "inflight_max", "prompt_min_rev", "output_min_rev")
+MIN_REV_BASE = 10**9 + 1  # one past the longest length ingest accepts (telemetry.validation.TOKENS_MAX)
 ROLLUP_VALUES = ROLLUP_ADDITIVE + ROLLUP_MAX
 
 
@@ -198,8 +213,10 @@ class RollupBase(models.Model):
     cached_prompt_tokens = models.BigIntegerField(default=0)
     output_tokens = models.BigIntegerField(default=0)
     slo_met = models.BigIntegerField(default=0)
-    slo_total = models.BigIntegerField(default=0, help_text="events that reported slo_met at all")
-    for _name in TTFT_BINS + E2E_BINS + PROMPT_BINS + OUTPUT_BINS + ROLLUP_MAX:
+    slo_total = models.BigIntegerField(
+        default=0, help_text="served completions that reported slo_met at all (not error, cancelled or expired)"
+    )
+    for _name in TTFT_BINS + E2E_BINS + PROMPT_BINS + OUTPUT_BINS + ROLLUP_OUTCOMES + ROLLUP_MAX:
         locals()[_name] = models.BigIntegerField(default=0)
     del _name
 

@@ -13,10 +13,20 @@ from typing import Any
 import numpy as np
 
 from telemetry.columns import Columns, none_as, rows_to_columns
+from telemetry.envelopes import Envelopes, envelopes_of_rows
 from telemetry.fold import note_hours
 from telemetry.histogram import EDGES_MS, N_BINS
-from telemetry.models import ROLLUP_ADDITIVE, ROLLUP_KEY, ROLLUP_MAX, DayRollup, HourRollup, MinuteRollup
+from telemetry.models import (
+    MIN_REV_BASE,
+    ROLLUP_ADDITIVE,
+    ROLLUP_KEY,
+    ROLLUP_MAX,
+    DayRollup,
+    HourRollup,
+    MinuteRollup,
+)
 from telemetry.sql import upsert_add
+from telemetry.validation import NOT_SERVED
 
 _TTFT0 = ROLLUP_ADDITIVE.index("ttft_b00")
 _E2E0 = ROLLUP_ADDITIVE.index("e2e_b00")
@@ -67,9 +77,55 @@ def _maxima(ids: np.ndarray, values: list[Any], m: int) -> list[int]:
     return out.tolist()
 
 
-def minute_deltas(cols: Columns) -> dict[Key, list]:
+def _outcomes(cols: Columns, ents: list[str], envelopes: Envelopes | None) -> list[np.ndarray]:
+    """Per event, 0/1 columns in ROLLUP_OUTCOMES order (the SLO ones of served completions reporting
+    slo_met, by envelope; then the not-served completions by status), and whether it counts as served
+    for slo_met / slo_total. `envelopes` None: the caller knew of none, so no SLO outcome is classified
+    (the statement counts those misses as unclassified)."""
+    n = len(ents)
+    status, decision, slo = cols["status"], cols["decision"], cols["slo_met"]
+    done = [d == "complete" for d in decision]
+    failed = [[d and s == bad for d, s in zip(done, status, strict=True)] for bad in NOT_SERVED]
+    served = [d and s not in NOT_SERVED for d, s in zip(done, status, strict=True)]
+    reported = [ok and v is not None for ok, v in zip(served, slo, strict=True)]
+    inside = [False] * n
+    if envelopes is not None:
+        capped = cols.get("capped") or [False] * n
+        for i in (i for i, r in enumerate(reported) if r):
+            scope = (
+                cols["tenant"][i],
+                cols["project"][i],
+                cols["model"][i],
+                cols["region"][i],
+                cols["traffic_class"][i],
+            )
+            inside[i] = envelopes.inside(
+                ents[i],
+                scope,
+                cols["prompt_tokens"][i],
+                cols["output_tokens"][i],
+                bool(capped[i]),
+                cols["source_kind"][i],
+            )
+    known = envelopes is not None
+    cells = [
+        [r and known and i and v is True for r, i, v in zip(reported, inside, slo, strict=True)],
+        [r and known and i and v is False for r, i, v in zip(reported, inside, slo, strict=True)],
+        [r and known and not i and v is True for r, i, v in zip(reported, inside, slo, strict=True)],
+        [r and known and not i and v is False for r, i, v in zip(reported, inside, slo, strict=True)],
+        *failed,
+    ]
+    return [np.array(c, dtype=np.float64) for c in cells] + [np.array(reported, dtype=np.float64)]
+
+
+def _lows(ids: np.ndarray, values: list[Any], m: int) -> list[int]:
+    """Per key, MIN_REV_BASE − the shortest length (telemetry.models.ROLLUP_MAX)."""
+    return _maxima(ids, [MIN_REV_BASE - (v or 0) for v in values], m)
+
+
+def minute_deltas(cols: Columns, envelopes: Envelopes | None = None) -> dict[Key, list]:
     """Rollup values (ROLLUP_VALUES order: the additive ones, then the maxima) per minute key
-    (ROLLUP_KEY order).
+    (ROLLUP_KEY order). `envelopes`: what each settled request is judged against (telemetry.envelopes).
 
     Each event's key becomes a small integer once (two C-level dict passes), and every sum and
     histogram is then one numpy bincount over those integers."""
@@ -78,6 +134,7 @@ def minute_deltas(cols: Columns) -> dict[Key, list]:
         return {}
     stamps = np.fromiter(map(datetime.timestamp, cols["ts"]), dtype=np.float64, count=n)
     minutes = (stamps // 60).astype(np.int64).tolist()
+    ents = _entitlement_keys(cols["entitlement"])
     keys = list(
         zip(
             minutes,
@@ -86,7 +143,7 @@ def minute_deltas(cols: Columns) -> dict[Key, list]:
             cols["model"],
             cols["region"],
             cols["traffic_class"],
-            _entitlement_keys(cols["entitlement"]),
+            ents,
             cols["decision"],
             cols["reason"],
             strict=True,
@@ -95,20 +152,23 @@ def minute_deltas(cols: Columns) -> dict[Key, list]:
     index = {k: i for i, k in enumerate(dict.fromkeys(keys))}
     ids = np.array(list(map(index.__getitem__, keys)), dtype=np.intp)
     m = len(index)
-    slo = cols["slo_met"]
+    *outcomes, reported = _outcomes(cols, ents, envelopes)
     ints = [
         _counts(ids, None, m),
         _counts(ids, np.array(cols["prompt_tokens"], dtype=np.float64), m),
         _counts(ids, np.array(cols["cached_prompt_tokens"], dtype=np.float64), m),
         _counts(ids, np.array(cols["output_tokens"], dtype=np.float64), m),
-        _counts(ids, np.array([v is True for v in slo], dtype=np.float64), m),
-        _counts(ids, np.array([v is not None for v in slo], dtype=np.float64), m),
+        # latency attainment counts served completions only (issue 33: an errored one is shown apart)
+        _counts(ids, reported * np.array([v is True for v in cols["slo_met"]], dtype=np.float64), m),
+        _counts(ids, reported, m),
     ]
     for name in ("ttft_ms", "e2e_ms", "prompt_tokens", "output_tokens"):
         ints.append(_histogram(ids, cols[name], m))
+    ints.extend(_counts(ids, c, m) for c in outcomes)
     table = np.column_stack(ints).tolist()
     in_flight = cols.get("in_flight") or [None] * n  # rows built before the field existed carry none
     maxima = [_maxima(ids, cols[c], m) for c in ("prompt_tokens", "output_tokens")] + [_maxima(ids, in_flight, m)]
+    maxima += [_lows(ids, cols[c], m) for c in ("prompt_tokens", "output_tokens")]
     estimated = np.bincount(ids, weights=_floats(cols["estimated_wt"]), minlength=m).tolist()
     actual = np.bincount(ids, weights=_floats(cols["actual_wt"]), minlength=m).tolist()
     buckets = {t: datetime.fromtimestamp(t * 60, UTC) for t in set(minutes)}
@@ -155,4 +215,4 @@ def add_deltas(minute: dict[Key, list], *, with_minutes: bool = True) -> None:
 def rollups_add(rows: list[dict[str, Any]], *, with_minutes: bool = True) -> None:
     """Add cleaned event rows (dicts with clean_event's fields) to the rollups."""
     if rows:
-        add_deltas(minute_deltas(rows_to_columns(rows)), with_minutes=with_minutes)
+        add_deltas(minute_deltas(rows_to_columns(rows), envelopes_of_rows(rows)), with_minutes=with_minutes)

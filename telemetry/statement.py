@@ -30,7 +30,17 @@ from entitlements.models.grants import BORROWING_CLASS
 from entitlements.reasons import OUTSIDE_ENVELOPE, REASONS, RECLAIMED
 from telemetry.budgets import budget_usage
 from telemetry.histogram import percentile
-from telemetry.models import E2E_BINS, OUTPUT_BINS, PROMPT_BINS, ROLLUP_MAX, TTFT_BINS, HourRollup, MinuteRollup
+from telemetry.models import (
+    E2E_BINS,
+    MIN_REV_BASE,
+    OUTPUT_BINS,
+    PROMPT_BINS,
+    ROLLUP_MAX,
+    ROLLUP_OUTCOMES,
+    TTFT_BINS,
+    HourRollup,
+    MinuteRollup,
+)
 
 MAX_PERIOD = timedelta(days=400)
 HOUR = timedelta(hours=1)
@@ -128,8 +138,8 @@ def _pieces(start: datetime, end: datetime) -> list[tuple[type, datetime, dateti
 
 _SUMS = {"n": "requests", "est": "estimated_wt", "act": "actual_wt", "prompt": "prompt_tokens"}
 _SUMS |= {"output": "output_tokens", "slo": "slo_met", "slo_n": "slo_total"}
+_SUMS |= {c: c for c in ROLLUP_OUTCOMES}
 _BINS = TTFT_BINS + E2E_BINS + PROMPT_BINS + OUTPUT_BINS
-TENANT_REASONS = frozenset(code for code, r in REASONS.items() if r.responsible == "tenant")
 
 
 def _totals(scope: Q, start: datetime, end: datetime) -> dict[tuple[str, str], dict[str, float]]:
@@ -156,74 +166,34 @@ def _totals(scope: Q, start: datetime, end: datetime) -> dict[tuple[str, str], d
     return out
 
 
-@dataclass
-class Minute:
-    """One minute of the period, as the minute rollups saw it."""
-
-    wt: float = 0.0  # settled
-    misses: int = 0  # settled requests that reported slo_met = false
-    tenant_throttles: int = 0  # throttles the tenant caused (OUTSIDE_ENVELOPE, QUOTA_EXCEEDED, …)
-    prompt_max: int = 0  # longest settled prompt and output
-    output_max: int = 0
-
-
-def _minutes(scope: Q, start: datetime, end: datetime) -> dict[datetime, Minute]:
-    """Per minute of [start, end): settled wt (a request counts in the minute it completed), latency
-    misses, tenant-caused throttles and the longest settled lengths. One query, grouped in the database."""
+def _minutes(scope: Q, start: datetime, end: datetime) -> dict[datetime, float]:
+    """Settled wt per minute of [start, end) (a request counts in the minute it completed)."""
     rows = (
-        MinuteRollup.objects.filter(scope, bucket__gte=start, bucket__lt=end)
-        .exclude(decision="admit")
-        .values("bucket", "decision", "reason")
-        .annotate(
-            n=Sum("requests"),
-            wt=Sum("actual_wt"),
-            met=Sum("slo_met"),
-            slo_n=Sum("slo_total"),
-            pmax=Max("prompt_max"),
-            omax=Max("output_max"),
-        )
+        MinuteRollup.objects.filter(scope, bucket__gte=start, bucket__lt=end, decision="complete")
+        .values("bucket")
+        .annotate(wt=Sum("actual_wt"))
         .order_by()
     )
-    out: dict[datetime, Minute] = {}
-    for r in rows:
-        m = out.setdefault(_when(r["bucket"]), Minute())  # type: ignore[arg-type]
-        if r["decision"] == "complete":
-            m.wt += float(r["wt"] or 0)
-            m.misses += int((r["slo_n"] or 0) - (r["met"] or 0))
-            m.prompt_max = max(m.prompt_max, int(r["pmax"] or 0))
-            m.output_max = max(m.output_max, int(r["omax"] or 0))
-        elif r["reason"] in TENANT_REASONS:
-            m.tenant_throttles += int(r["n"] or 0)
-    return out
+    return {_when(r["bucket"]): float(r["wt"] or 0) for r in rows if r["wt"]}  # type: ignore[misc]
 
 
-def _misses(ent: Entitlement, steps: list[Step], minutes: dict[datetime, Minute], r_wt: float) -> dict[str, Any]:
-    """Latency misses split by whose they are. A minute is inside the promise when something was bought in
-    it, the settled use stayed within the rate bought, no request of it was refused for the tenant's own
-    doing (outside the envelope, over quota or concurrency, budget, not entitled) and no settled prompt or
-    output was longer than the envelope allows: a miss then is the platform's. Misses in other minutes
-    are not. Per minute, not per request: the rollups keep counts per minute, and a miss in a minute
-    where the tenant overran is not a promise the platform broke."""
-    platform = outside = 0
+def _platform_hours(scope: Q, start: datetime, end: datetime) -> dict[str, int]:
+    """Per hour of the period, the platform's latency misses (served requests inside their envelope that
+    missed the SLO, telemetry.envelopes): hour rollups for whole hours, minute rollups at the edges."""
     hours: dict[str, int] = {}
-    for t, m in minutes.items():
-        if not m.misses:
+    for model, a, b in _pieces(start, end):
+        if b <= a:
             continue
-        rate = float(_cu_at(steps, t)) * r_wt * 60
-        inside = (
-            rate > 0
-            and m.wt <= rate
-            and not m.tenant_throttles
-            and m.prompt_max <= ent.max_prompt_tokens
-            and m.output_max <= ent.max_output_tokens
+        rows = (
+            model.objects.filter(scope, bucket__gte=a, bucket__lt=b, decision="complete", slo_inside_missed__gt=0)  # type: ignore[attr-defined]
+            .values("bucket")
+            .annotate(n=Sum("slo_inside_missed"))
+            .order_by()
         )
-        if inside:
-            platform += m.misses
-            hour = t.replace(minute=0).isoformat()
-            hours[hour] = hours.get(hour, 0) + m.misses
-        else:
-            outside += m.misses
-    return {"platform": platform, "outside": outside, "platform_hours": dict(sorted(hours.items()))}
+        for r in rows:
+            hour = _when(r["bucket"]).replace(minute=0).isoformat()  # type: ignore[union-attr]
+            hours[hour] = hours.get(hour, 0) + int(r["n"])
+    return dict(sorted(hours.items()))
 
 
 def _cu_at(steps: list[Step], t: datetime) -> Decimal:
@@ -327,11 +297,13 @@ def statement(ent: Entitlement, start: datetime, end: datetime) -> dict[str, Any
         party[REASONS[reason].responsible if reason in REASONS else "platform"] += n
     admitted, throttled = int(total("admit")), sum(by_reason.values())
     attempted = admitted + throttled
-    served = int(total("complete"))
+    completed = int(total("complete"))
+    # Served is `status: ok` (issue 33); an errored, cancelled or expired completion is shown apart
+    not_served = {k: int(total("complete", f"status_{k}")) for k in ("error", "cancelled", "expired")}
+    served = completed - sum(not_served.values())
     used_wt = total("complete", "act")
     used_cu_h = used_wt / r_wt / 3600 if r_wt else 0.0
-    per_minute = _minutes(scope, start, end)
-    minutes = _minute_figures(steps, {t: m.wt for t, m in per_minute.items() if m.wt}, r_wt)
+    minutes = _minute_figures(steps, _minutes(scope, start, end), r_wt)
 
     def bins(fields: tuple[str, ...], decision: str = "complete") -> list[int]:
         return [int(sum(v.get(f, 0) for (d, _), v in tot.items() if d == decision)) for f in fields]
@@ -339,21 +311,32 @@ def statement(ent: Entitlement, start: datetime, end: datetime) -> dict[str, Any
     def largest(field: str, decision: str) -> int:
         return int(max((v.get(field, 0) for (d, _), v in tot.items() if d == decision), default=0))
 
+    def shortest(field: str) -> int | None:
+        """The shortest settled length (stored reversed, telemetry.models.ROLLUP_MAX); None: rows from
+        before it was kept."""
+        rev = largest(field, "complete")
+        return MIN_REV_BASE - rev if rev else None
+
     ttft, e2e = bins(TTFT_BINS), bins(E2E_BINS)
     prompts, outputs = bins(PROMPT_BINS), bins(OUTPUT_BINS)
     slo_n, slo_met = int(total("complete", "slo_n")), int(total("complete", "slo"))
-    misses = _misses(ent, steps, per_minute, r_wt)
+    blame = {k: int(total("complete", k)) for k in ROLLUP_OUTCOMES[:4]}
+    inside_n = blame["slo_inside_met"] + blame["slo_inside_missed"]
+    # the percentiles are read from log-spaced bins narrowed to the settled lengths' exact range, so
+    # none lies above the longest or below the shortest (issue 33)
+    p_max, o_max = largest("prompt_max", "complete"), largest("output_max", "complete")
+    p_min, o_min = shortest("prompt_min_rev"), shortest("output_min_rev")
     observed = {
-        "prompt_p50": _pct(prompts, 0.5),
-        "prompt_p95": _pct(prompts, 0.95),
-        "prompt_max": largest("prompt_max", "complete") if served else None,
-        "output_p50": _pct(outputs, 0.5),
-        "output_p95": _pct(outputs, 0.95),
-        "output_max": largest("output_max", "complete") if served else None,
+        "prompt_p50": _pct(prompts, 0.5, p_min, p_max),
+        "prompt_p95": _pct(prompts, 0.95, p_min, p_max),
+        "prompt_max": p_max if completed else None,
+        "output_p50": _pct(outputs, 0.5, o_min, o_max),
+        "output_p95": _pct(outputs, 0.95, o_min, o_max),
+        "output_max": o_max if completed else None,
         # the store's in-flight count right after each admit: the peak is reached at an admit
         "concurrency_peak": largest("inflight_max", "admit") if admitted else None,
-        "prompt_mean": _ratio(total("complete", "prompt"), served),
-        "output_mean": _ratio(total("complete", "output"), served),
+        "prompt_mean": _ratio(total("complete", "prompt"), completed),
+        "output_mean": _ratio(total("complete", "output"), completed),
     }
     borrowed = ent.traffic_class_id == BORROWING_CLASS
     price, basis = _price_per_cu_hour(ent)
@@ -377,6 +360,8 @@ def statement(ent: Entitlement, start: datetime, end: datetime) -> dict[str, Any
             "attempted": attempted,
             "admitted": admitted,
             "served": served,
+            # completions that were not served, by status; served + these = every completion
+            "not_served": {**not_served, "total": completed - served},
             "throttled": {
                 "total": throttled,
                 "tenant": party["tenant"],
@@ -390,14 +375,21 @@ def statement(ent: Entitlement, start: datetime, end: datetime) -> dict[str, Any
             "met": slo_met,
             "attainment": _ratio(slo_met, slo_n),
             "target": {"ttft_p99_ms": ent.ttft_p99_ms, "tpot_p99_ms": ent.tpot_p99_ms},
-            # misses by whose they are (telemetry.statement._misses); minutes past the minute rollups'
-            # retention cannot be classified and are counted as such
+            # misses by whose they are, request by request (telemetry.envelopes): a served request inside
+            # its envelope that missed is the platform's, whatever else happened in its minute; rollups
+            # written before requests were judged one by one hold misses no one can judge: unclassified
             "missed": {
                 "total": slo_n - slo_met,
-                "platform": misses["platform"],
-                "outside": misses["outside"],
-                "unclassified": slo_n - slo_met - misses["platform"] - misses["outside"],
-                "platform_hours": misses["platform_hours"],
+                "platform": blame["slo_inside_missed"],
+                "outside_envelope": blame["slo_outside_missed"],
+                "unclassified": slo_n - slo_met - blame["slo_inside_missed"] - blame["slo_outside_missed"],
+                "platform_hours": _platform_hours(scope, start, end),
+            },
+            # attainment of the requests the promise covers: served, inside their envelope
+            "inside_envelope": {
+                "served": inside_n,
+                "met": blame["slo_inside_met"],
+                "attainment": _ratio(blame["slo_inside_met"], inside_n),
             },
             # merged log-spaced histograms: within one bin (±26 %) of the exact value
             "observed": {"ttft_p99_ms": _pct(ttft, 0.99), "e2e_p99_ms": _pct(e2e, 0.99)},
@@ -439,8 +431,8 @@ def statement(ent: Entitlement, start: datetime, end: datetime) -> dict[str, Any
     }
 
 
-def _pct(counts: list[int], q: float) -> float | None:
-    v = percentile(counts, q)
+def _pct(counts: list[int], q: float, lowest: float | None = None, highest: float | None = None) -> float | None:
+    v = percentile(counts, q, lowest, highest)
     return None if v is None else round(v, 1)
 
 

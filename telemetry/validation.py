@@ -22,6 +22,9 @@ from entitlements.reasons import REASONS
 DECISIONS = frozenset({"admit", "throttle", "complete"})
 SOURCE_KINDS = frozenset({"entitlement", "borrowed", "fail_open"})
 STATUSES = frozenset({"ok", "cancelled", "error", "expired"})
+# Completions that were not served (issue 33): served is `ok` (or, from a source that reports no status
+# at all, CONTRACT §6 not asking for one, a completion not reported as one of these).
+NOT_SERVED = ("error", "cancelled", "expired")
 # Upper bounds of an event's numbers: far above any real request (a million-token context, a day's
 # latency), far below a bigint column and the sums of a rollup bucket (README "Input ranges").
 TOKENS_MAX = 10**9
@@ -233,6 +236,9 @@ def clean_event(e: Any, cat: Catalogue) -> dict[str, Any]:
     slo = e.get("slo_met")
     if slo is not None and not isinstance(slo, bool):
         raise FieldError("slo_met", "must be true, false or absent")
+    for flag in ("prompt_capped", "output_capped"):
+        if e.get(flag) is not None and not isinstance(e.get(flag), bool):
+            raise FieldError(flag, "must be true, false or absent")
     return {
         "event_id": event_id,
         "ts": ts,
@@ -255,4 +261,5 @@ def clean_event(e: Any, cat: Catalogue) -> dict[str, Any]:
         "slo_met": slo,
         "status": _choice(e, "status", STATUSES),
         "in_flight": _number(e, "in_flight", integer=True),
+        "capped": bool(e.get("prompt_capped") or e.get("output_capped")),
     }

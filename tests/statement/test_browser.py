@@ -29,6 +29,8 @@ def test_a_viewer_sees_the_latency_promise_and_the_envelope(known, fleet, serial
     assert "3 of 4" in promise.inner_text()  # met of served that reported it
     assert page.locator("#misses-platform").inner_text() == "1"  # c2's miss, inside everything
     assert page.locator("#misses-outside").inner_text() == "0"
+    assert page.locator("#served").inner_text() == "5"
+    assert page.locator("#not-served").inner_text() == "0 / 0 / 0"
     envelope = page.locator("#envelope-conformance")
     assert envelope.is_visible()
     assert "prompt tokens p95" in envelope.inner_text()

@@ -1,6 +1,6 @@
-"""Issue 38: a latency miss in a minute whose settled output ran past the envelope's max is not the
+"""Issue 38: a latency miss of a request whose settled output ran past the envelope's max is not the
 platform's (the tenant left its envelope); the same miss with the output inside is. Mutation M7 drops
-the output check from telemetry.statement's classification."""
+the output check from telemetry.envelopes' per-request classification."""
 
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ def test_a_miss_with_output_past_the_envelope_max_is_outside_the_promise(fleet):
     assert (got.accepted, got.errors) == (2, [])
     fold()
     s = statement(ent, T0, T0 + timedelta(hours=1))
-    # both minutes: 10,000 wt of the 120,000 bought, no throttle, prompt 100 ≤ 8,000; only the output differs
+    # both requests: prompt 100 ≤ 8,000; only the output differs
     assert s["latency"]["missed"] == {
-        "total": 2, "platform": 1, "outside": 1, "unclassified": 0, "platform_hours": {T0.isoformat(): 1},
+        "total": 2, "platform": 1, "outside_envelope": 1, "unclassified": 0, "platform_hours": {T0.isoformat(): 1},
     }  # fmt: skip
     assert s["envelope"]["within"]["output_max"] is False

@@ -11,8 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from telemetry.columns import clean_columns, rows_to_columns
+from telemetry.envelopes import Envelopes
 from telemetry.histogram import EDGES_MS, N_BINS
-from telemetry.models import ROLLUP_ADDITIVE, ROLLUP_VALUES
+from telemetry.models import MIN_REV_BASE, ROLLUP_ADDITIVE, ROLLUP_VALUES
 from telemetry.rollups import minute_deltas
 from telemetry.validation import Catalogue, FieldError, clean_event
 from tests.telemetry.helpers import T0, event
@@ -65,6 +66,8 @@ OPTIONAL = {
     "e2e_ms": st.one_of(st.none(), NUM),
     "slo_met": st.sampled_from([None, True, False]),
     "status": st.sampled_from(["", "ok", "cancelled", None]),
+    "prompt_capped": st.sampled_from([None, True, False]),
+    "output_capped": st.sampled_from([None, True, False]),
 }
 
 
@@ -155,11 +158,12 @@ def test_one_bad_event_sends_the_batch_to_the_row_validator():
     assert clean_columns(events, CAT) is None
 
 
-def _reference_deltas(rows):
-    """The row-by-row rollup arithmetic the column version replaced."""
+def _reference_deltas(rows, envelopes=None):
+    """The row-by-row rollup arithmetic the column version replaced, and the per-request outcomes."""
     out = {}
     t0, e0 = ROLLUP_ADDITIVE.index("ttft_b00"), ROLLUP_ADDITIVE.index("e2e_b00")
     p0, o0, w = ROLLUP_ADDITIVE.index("plen_b00"), ROLLUP_ADDITIVE.index("olen_b00"), len(ROLLUP_ADDITIVE)
+    s0 = ROLLUP_ADDITIVE.index("slo_inside_met")
     for r in rows:
         ent = r["entitlement"]
         key = (r["ts"].replace(second=0, microsecond=0), r["tenant"], r["project"], r["model"], r["region"],
@@ -171,9 +175,19 @@ def _reference_deltas(rows):
         acc[3] += r["prompt_tokens"]
         acc[4] += r["cached_prompt_tokens"]
         acc[5] += r["output_tokens"]
-        if r["slo_met"] is not None:
+        served = r["decision"] == "complete" and r["status"] not in ("error", "cancelled", "expired")
+        if served and r["slo_met"] is not None:
             acc[6] += 1 if r["slo_met"] else 0
             acc[7] += 1
+            if envelopes is not None:
+                lim = envelopes.limits(key[6], key[1:6])
+                inside = (
+                    lim is not None and not r.get("capped") and r["source_kind"] != "borrowed"
+                    and r["prompt_tokens"] <= lim[0] and r["output_tokens"] <= lim[1]
+                )  # fmt: skip
+                acc[s0 + (0 if inside else 2) + (0 if r["slo_met"] else 1)] += 1
+        if r["decision"] == "complete" and r["status"] in ("error", "cancelled", "expired"):
+            acc[s0 + 4 + ("error", "cancelled", "expired").index(r["status"])] += 1
         if r["ttft_ms"] is not None:
             acc[t0 + bisect_right(EDGES_MS, r["ttft_ms"])] += 1
         if r["e2e_ms"] is not None:
@@ -183,6 +197,8 @@ def _reference_deltas(rows):
         acc[w] = max(acc[w], r["prompt_tokens"])
         acc[w + 1] = max(acc[w + 1], r["output_tokens"])
         acc[w + 2] = max(acc[w + 2], r.get("in_flight") or 0)
+        acc[w + 3] = max(acc[w + 3], MIN_REV_BASE - r["prompt_tokens"])
+        acc[w + 4] = max(acc[w + 4], MIN_REV_BASE - r["output_tokens"])
     return out
 
 
@@ -196,26 +212,37 @@ def _reference_deltas(rows):
             st.integers(0, 5000),
             st.one_of(st.none(), st.sampled_from([0.0, 0.5, 1.0, *EDGES_MS[:5], 999.9, 1e6 + 1])),
             st.sampled_from([None, True, False]),
+            st.sampled_from(["", "ok", "error", "cancelled", "expired"]),
+            st.booleans(),
+            st.sampled_from(["", "entitlement", "borrowed"]),
         ),
         min_size=1,
         max_size=60,
-    )
+    ),
+    st.booleans(),
 )
-def test_minute_deltas_match_row_by_row_sums(specs):
+def test_minute_deltas_match_row_by_row_sums(specs, judged):
+    # entitlement 1 allows 2,000-token prompts and 400-token outputs, acme's unattributed scope 1,000 and
+    # 100; entitlement 2 and globex's scope hold none: no promise, every miss outside
+    envelopes = (
+        Envelopes({str(uuid.UUID(int=1)): (2000, 400)}, {("acme", "", "m", "r", "shared"): (1000, 100)})
+        if judged
+        else None
+    )
     rows = []
-    for us, tenant, decision, tokens, ms, slo in specs:
+    for us, tenant, decision, tokens, ms, slo, status, capped, kind in specs:
         rows.append({
             "event_id": str(len(rows)), "ts": T0 + timedelta(microseconds=us), "tenant": tenant, "project": "",
             "model": "m", "region": "r", "traffic_class": "shared", "entitlement": uuid.UUID(int=us % 3) if us % 2 else None,
             "decision": decision, "reason": "QUOTA_EXCEEDED" if decision == "throttle" else "",
-            "source_kind": "", "estimated_wt": float(tokens), "actual_wt": float(tokens // 2) if slo else None,
+            "source_kind": kind, "estimated_wt": float(tokens), "actual_wt": float(tokens // 2) if slo else None,
             "prompt_tokens": tokens, "cached_prompt_tokens": tokens // 3, "output_tokens": tokens // 5,
-            "ttft_ms": ms, "e2e_ms": None if ms is None else ms * 10, "slo_met": slo, "status": "",
-            "in_flight": tokens % 7 if decision == "admit" else None,
+            "ttft_ms": ms, "e2e_ms": None if ms is None else ms * 10, "slo_met": slo, "status": status,
+            "in_flight": tokens % 7 if decision == "admit" else None, "capped": capped,
         })  # fmt: skip
-    got = minute_deltas(rows_to_columns(rows))
-    want = _reference_deltas(rows)
+    got = minute_deltas(rows_to_columns(rows), envelopes)
+    want = _reference_deltas(rows, envelopes)
     assert got == want
     assert all(type(v) is int for vals in got.values() for i, v in enumerate(vals) if i not in (1, 2))
     assert all(k[0].tzinfo is not None and k[0] == datetime.fromtimestamp(k[0].timestamp(), UTC) for k in got)
-    assert sum(len(v) for v in got.values()) == len(got) * (8 + 4 * N_BINS + 3)
+    assert sum(len(v) for v in got.values()) == len(got) * (8 + 4 * N_BINS + 7 + 5)
