@@ -8,12 +8,16 @@ from datetime import UTC, date, datetime, time, timedelta
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db.models import QuerySet
 
+from capacity.planning import PlanningAnswer, plan
+from capacity.planning_workload import envelope_workload
 from capacity.units import TokenWeights
 from entitlements import roles
 from entitlements.models import Entitlement, Pool, Region
 from entitlements.selectors import Window, overlapping, pool_sold_peak, sold_entitlements, sold_steps_in
+from forecasting.peak_to_mean import target_for
 from portal.models import SCENARIOS, LaunchRequest, LaunchRequestEvent
 from portal.sizing_fit import PoolFit, committed_fit, launch_shape, replicas_for, scenario_cu
 
@@ -93,6 +97,8 @@ class Sizing:
     counts_as_sold: bool
     missing: list[str]  # labels of the fields the figures still need
     how: ConversionShown | None = None  # the conversion with this request's numbers (None: no model yet)
+    # The committed rate's CU to buy, checked by replay (docs/planning.md); None until rate and envelope.
+    planned: PlanningAnswer | None = None
 
 
 @dataclass
@@ -193,7 +199,39 @@ def size_request(req: LaunchRequest, regions: list[Region]) -> Sizing:
                 fits[0].chosen = True
             out.append(rs)
     how = _conversion(req, cu)
-    return Sizing(cu=cu, regions=out, window=window, counts_as_sold=counts, missing=missing, how=how)
+    return Sizing(
+        cu=cu,
+        regions=out,
+        window=window,
+        counts_as_sold=counts,
+        missing=missing,
+        how=how,
+        planned=_planned(req, committed_rps),
+    )
+
+
+def _planned(req: LaunchRequest, rps: float | None) -> PlanningAnswer | None:
+    """The planning answer for the committed rate and envelope: the calculator's envelope replay
+    (over-dispersed minutes at PLANNING_MINUTE_RATE_CV, lengths through the envelope's quantiles,
+    prompts uncached as the conversion counts them) at the class's target."""
+    shape = launch_shape(req)
+    if rps is None or rps <= 0 or shape is None or req.model is None:
+        return None
+    m = req.model
+    w = envelope_workload(
+        rate_rps=rps,
+        prompt=shape.prompt,
+        output=shape.output,
+        w_out=m.w_out,
+        w_cached=m.w_cached,
+        minute_rate_cv=settings.PLANNING_MINUTE_RATE_CV,
+    )
+    return plan(
+        w,
+        r_wt_per_s=m.r_wt_per_s,
+        target_throttled_share=target_for(req.traffic_class),
+        depth_s=float(settings.ADMISSION_BUCKET_DEPTH_S),
+    )
 
 
 def commitments_in(pools: list[Pool], window: Window) -> QuerySet[Entitlement]:
