@@ -66,6 +66,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "config.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -346,6 +347,21 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "entitlements.api_errors.exception_handler",
     "NUM_PROXIES": NUM_PROXIES,
 }
+# config/csp.py: scripts only from this site's files (no inline script, no eval); styles also inline
+# (plotly and htmx write them). Empty turns the header off.
+CONTENT_SECURITY_POLICY = {
+    "default-src": "'self'",
+    "script-src": "'self'",
+    "style-src": "'self' 'unsafe-inline'",
+    "img-src": "'self' data:",  # Swagger UI's and plotly's icons
+    "font-src": "'self' data:",
+    "connect-src": "'self'",
+    "object-src": "'none'",
+    "base-uri": "'self'",
+    "form-action": "'self'",
+    "frame-ancestors": "'none'",  # as X-Frame-Options DENY
+}
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "Headroom API",
     "DESCRIPTION": "Capacity as a product: catalogue, pools, entitlements, sizing, admission, telemetry.",

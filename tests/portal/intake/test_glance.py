@@ -4,7 +4,11 @@ aborts its own requests (an aborted htmx request logs a console error)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tests.clients import web_client as _web
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _post_sizing(c, draft, **over):
@@ -45,7 +49,8 @@ def test_an_unmeetable_latency_target_is_a_red_first_line_with_the_nearest_feasi
 
 def test_edit_page_heading_follows_the_title_and_sizing_requests_queue(people, draft):
     page = _web(people.requester).get(f"/launch/{draft.uuid}/edit").content.decode()
-    assert '<h1 id="lr-heading">' in page and 'getElementById("lr-heading")' in page
+    assert '<h1 id="lr-heading">' in page and "/static/js/intake.js" in page
+    assert 'getElementById("lr-heading")' in (ROOT / "static" / "js" / "intake.js").read_text(encoding="utf-8")
     assert 'hx-sync="this:queue last"' in page and "this:replace" not in page
 
 
