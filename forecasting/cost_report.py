@@ -31,6 +31,7 @@ from capacity.cost import (
     pool_cost,
 )
 from capacity.input_errors import SizingInputError
+from entitlements.cu_hour_rate import pool_cu_hour_rate
 from entitlements.models import Pool
 from entitlements.sizing_specs import CostOptions, accelerator_cost, cost_inputs, pool_pricing
 from forecasting import history, placement
@@ -157,6 +158,8 @@ def pool_cost_report(*, days: int = 7, end: datetime | None = None) -> list[dict
                 "fully_loaded": CostFigure(per_million(cost, useful), PER_M, "fully_loaded"),
                 "fully_loaded_at_busiest_hour": busiest[1].per_million_useful_output_tokens if busiest else None,
                 "marginal": marginal.marginal_per_million_output_tokens,
+                # the pool's one $ per CU-hour (issue 33): this page's loaded basis ÷ deliverable CU
+                "cu_hour_rate": pool_cu_hour_rate(pool).to_dict(),
             }
         )
     return sorted(out, key=_fully_loaded_key)

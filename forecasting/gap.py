@@ -20,10 +20,10 @@ from django.utils import timezone
 from capacity.deliverable import deliverable, deliverable_under_failure
 from capacity.failure import parse_failure_policy
 from capacity.planning_orders import Order, add_replicas, order_to_close
+from entitlements.cu_hour_rate import pool_cu_hour_rate
 from entitlements.models import Entitlement
 from entitlements.models.supply import as_cu
 from entitlements.selectors import Window, peak_sold
-from forecasting.cost_report import replica_hour_cost
 from forecasting.models import CommittedAdjustment, ForecastRun, PoolDemand, SupplyOrder
 from forecasting.peak_to_mean import pool_factor
 from forecasting.selectors import latest_run
@@ -148,7 +148,9 @@ def pool_gap(
         }
         for s in SCENARIOS
     }
-    hour_cost = replica_hour_cost(pool)
+    # the pool's one $ per CU-hour, the statement's and the cost page's too (issue 33)
+    rate = pool_cu_hour_rate(pool)
+    usd_per_cu_h = rate.usd_per_cu_hour or 0.0
     stranded_cu_h = sum(w["stranded_cu"] * WEEK_H for w in weeks)
     return {
         "pool": pool.slug,
@@ -160,12 +162,11 @@ def pool_gap(
         "gaps": gaps,
         "stranded": {
             "mean_cu": stranded_cu_h / (len(weeks) * WEEK_H) if weeks else 0.0,
-            "cost_usd": stranded_cu_h / per_replica * hour_cost if per_replica > 0 else 0.0,
-            "basis": "fully loaded replica-hours, idle",
+            "cost_usd": stranded_cu_h * usd_per_cu_h,
+            "basis": "idle CU-hours × the pool's $ per CU-hour",
         },
-        "cost_of_being_wrong": cost_of_being_wrong(
-            pd_row, weeks, per_replica=per_replica, hour_cost=hour_cost, hourly=hourly
-        ),
+        "cu_hour_rate": rate.to_dict(),
+        "cost_of_being_wrong": cost_of_being_wrong(pd_row, weeks, usd_per_cu_hour=usd_per_cu_h, hourly=hourly),
         "peak_to_mean": peak,
     }
 
@@ -174,8 +175,7 @@ def cost_of_being_wrong(
     pd_row: PoolDemand,
     weeks: list[dict],
     *,
-    per_replica: float,
-    hour_cost: float,
+    usd_per_cu_hour: float,
     hourly: dict[str, np.ndarray] | None = None,
 ) -> list[dict]:
     """Plan for expected and get S: throttled wt. Plan for S and get expected: idle capacity bought for S.
@@ -202,7 +202,7 @@ def cost_of_being_wrong(
                 "today_throttled_wt": float(short_vs_today.sum() * 3600 * r),
                 "today_tenants_affected": len(tenants) if short_vs_today.any() else 0,
                 "over_idle_cu_hours": idle_cu_h,
-                "over_idle_cost_usd": idle_cu_h / per_replica * hour_cost if per_replica > 0 else 0.0,
+                "over_idle_cost_usd": idle_cu_h * usd_per_cu_hour,
             }
         )
     return rows

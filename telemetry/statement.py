@@ -25,6 +25,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from entitlements import roles
+from entitlements.cu_hour_rate import pool_cu_hour_rate
 from entitlements.models import Entitlement, EntitlementHistory
 from entitlements.models.grants import BORROWING_CLASS
 from entitlements.reasons import OUTSIDE_ENVELOPE, REASONS, RECLAIMED
@@ -235,21 +236,6 @@ def _reclaim_p95_s(ent: Entitlement, start: datetime, end: datetime) -> float | 
     return round(ms[math.ceil(0.95 * len(ms)) - 1] / 1000.0, 3)
 
 
-def _price_per_cu_hour(ent: Entitlement) -> tuple[float | None, str]:
-    pool = ent.pool
-    acc = pool.accelerator
-    per_cu = pool.cu_per_replica
-    for label, per_acc in (("on-demand", acc.cloud_on_demand_per_hour), ("reserved", acc.cloud_reserved_per_hour)):
-        if per_acc > 0 and per_cu > 0:
-            price = per_acc * pool.accelerators_per_replica / per_cu
-            why = (
-                f"{acc.slug} {label} ${per_acc:,.2f}/h × {pool.accelerators_per_replica} per replica "
-                f"÷ {per_cu:,.2f} CU per replica = ${price:,.4f} per CU-hour (pool {pool.slug})"
-            )
-            return price, why
-    return None, f"no cloud price for {acc.slug} in the catalogue"
-
-
 def _ratio(a: float, b: float) -> float | None:
     return round(a / b, 6) if b else None
 
@@ -339,7 +325,9 @@ def statement(ent: Entitlement, start: datetime, end: datetime) -> dict[str, Any
         "output_mean": _ratio(total("complete", "output"), completed),
     }
     borrowed = ent.traffic_class_id == BORROWING_CLASS
-    price, basis = _price_per_cu_hour(ent)
+    # the pool's one $ per CU-hour, the same the cost page and planning show (issue 33)
+    rate = pool_cu_hour_rate(ent.pool)
+    price = rate.usd_per_cu_hour
     billed = used_cu_h if borrowed else bought_cu_h
     return {
         "entitlement": str(ent.uuid),
@@ -420,11 +408,13 @@ def statement(ent: Entitlement, start: datetime, end: datetime) -> dict[str, Any
         "cost": {
             "usd": round(billed * price, 2) if price is not None else None,
             "cu_hours": round(billed, 6),
+            "usd_per_cu_hour": round(price, 4) if price is not None else None,
             "basis": (
-                f"{'settled' if borrowed else 'bought'} {billed:,.4f} CU-hours × {basis}"
+                f"{'settled' if borrowed else 'bought'} {billed:,.4f} CU-hours × ${price:,.4f} per CU-hour"
                 if price is not None
-                else basis
+                else rate.derivation
             ),
+            "derivation": rate.derivation,
         },
         # period budgets (issue 23) as settled in the budget's day and month containing the period's end
         "budget": budget_usage(ent, at=min(end, timezone.now())),
