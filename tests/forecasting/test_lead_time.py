@@ -173,3 +173,21 @@ def test_the_backtest_chart_is_the_chosen_methods_holdout_forecast_against_what_
     assert chart["actual"] == pytest.approx(_weeks(values[(HIST - 13) * WEEK :]), abs=1e-4)
     error = np.mean(np.abs(np.asarray(chart["forecast"]) - chart["actual"])) / selection.mase_scale(values)
     assert error == pytest.approx(t.row(t.method)["holdout_errors"]["13"], abs=1e-3)
+
+
+def test_a_significant_slope_carries_only_when_a_trend_model_beats_every_flat_one():
+    # The trend series' slope is significant at 1 %; whether it may carry the band is the backtest's call
+    values = TRUTHS["trend"][: HIST * WEEK]
+
+    class Scored:  # the two numbers _trend_carries reads from a backtest: the longest horizon's errors
+        def __init__(self, trended: float, flat: float) -> None:
+            self.plan = selection.lead_plan(len(values))
+            self.errors = {n: trended if n in ("ets_damped", "theta", "mstl") else flat for n in LEAD_ORDER}
+
+        def row(self, n: str) -> dict:
+            return {"errors": {str(self.plan.weeks): self.errors[n]}}
+
+    assert guard.trend_slope(values)[2] < guard.SIGNIFICANCE
+    assert pipeline._trend_carries(values, Scored(trended=0.5, flat=0.8))[0] is True
+    carries, info = pipeline._trend_carries(values, Scored(trended=0.9, flat=0.8))
+    assert (carries, info["significant"]) == (False, False)

@@ -388,7 +388,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "forecasting/pipeline.py",
         'info["significant"] = bool(trended < flat)',
         'info["significant"] = True',
-        (FC + "test_lead_time.py::test_a_trend_carries_the_band_only_when_significant_in_the_backtest",),
+        (FC + "test_lead_time.py::test_a_significant_slope_carries_only_when_a_trend_model_beats_every_flat_one",),
         support=(FC + "helpers.py",),
     ),
     Mutation(
