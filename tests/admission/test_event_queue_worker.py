@@ -4,13 +4,11 @@ order, not by a clock: the events are in the database while all the chunk messag
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from admission import events
 from config.celery import app

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -20,7 +19,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from admission.sinks import STAGE
 from entitlements import token_services
