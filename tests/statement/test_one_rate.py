@@ -90,3 +90,20 @@ def test_statement_cost_page_and_planning_show_the_pools_one_rate(planned, fleet
     # the derivation is on each page, and the statement's $ is its CU-hours at that rate
     assert statement.count("How the rate is derived") == 1 and pool_page.count("How the rate is derived") == 2
     assert "deliverable CU" in statement and "purchased hardware" in statement
+
+
+@override_settings(COST_PUE=1.3, COST_ELECTRICITY_PER_KWH=0.10, COST_IDLE_POWER_SHARE=0.3)
+def test_planning_prices_idle_cu_hours_at_that_rate(planned, fleet):
+    """Planning's dollars (stranded capacity, the idle cost of planning for a scenario that does not
+    come) are CU-hours × the same rate, not replica-hours of one replica's deliverable."""
+    from forecasting import gap
+
+    _owned_pool_with_deductions(fleet.pool_a)
+    _, pools = gap.supply_gap()
+    row = next(p for p in pools if p["pool"] == "pool-a")
+    rate = _expected(fleet.pool_a)
+    hours = len(row["weeks"]) * gap.WEEK_H
+    assert row["stranded"]["cost_usd"] == pytest.approx(row["stranded"]["mean_cu"] * hours * rate)
+    for w in row["cost_of_being_wrong"]:
+        assert w["over_idle_cu_hours"] > 0
+        assert w["over_idle_cost_usd"] == pytest.approx(w["over_idle_cu_hours"] * rate)
