@@ -67,6 +67,8 @@ _BASELINES: dict[tuple[str, ...], tuple[int, str]] = {}
 def run_one(tree: Path, m: Mutation) -> tuple[str, str]:
     _overlay(tree, m)
     target = tree / m.path
+    if not target.exists():
+        return "stale", f"{m.path} is not in this commit"
     original = target.read_text()
     edits = ((m.old, m.new), *m.also)
     mutated = original
