@@ -105,7 +105,7 @@ def envelope_workload(
         t,
         cost,
         f"{n:,} simulated requests{bundled} over {minutes} minutes at a mean {num(rate_rps)} req/s, each minute's "
-        f"rate drawn from a gamma distribution with coefficient of variation {num(minute_rate_cv)} (minute_rate_cv; "
+        f"rate drawn from a gamma distribution with coefficient of variation {num(minute_rate_cv)} (editable as the minute-rate CV; "
         f"0 = steady Poisson arrivals), seed {seed}; lengths drawn through the stated quantiles and scaled to the "
         f"stated means",
     )

@@ -19,10 +19,11 @@ def test_operator_signs_in_and_sees_the_capacity_chart(live_server, page):
 
     assert page.locator("#pools tbody tr").count() == 2
     assert page.locator("#capacity-breakdown g.trace.bars").count() == 6  # one per term of the formula
-    page.evaluate("document.getElementById('pools').dataset.old = '1'")
+    page.evaluate("() => { document.getElementById('pools').dataset.old = '1'; }")
     page.click("text=Refresh")
     # The swap replaces the section (and the chart's div); charts.js must draw into the new one.
+    # A function, not an expression: Playwright evaluates a bare expression with eval, which the CSP refuses.
     page.wait_for_function(
-        "!document.querySelector('#pools[data-old]') && document.querySelector('#capacity-breakdown .main-svg')"
+        "() => !document.querySelector('#pools[data-old]') && !!document.querySelector('#capacity-breakdown .main-svg')"
     )
     assert page.locator("#pools tbody tr").count() == 2
