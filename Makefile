@@ -89,7 +89,7 @@ XDIST ?= auto
 XDIST_ARGS = $(if $(filter 0,$(XDIST)),,-n $(XDIST) --dist loadfile)
 
 test: $(DEV_STAMP) $(GW_STAMP) $(if $(filter 1 true yes,$(SKIP_LINT)),,lint)
-	@start=$$(date +%s); $(BIN)/python -m pytest -p no:cacheprovider $(XDIST_ARGS) $(PYTEST_ARGS); rc=$$?; \
+	@start=$$(date +%s); $(BIN)/python -m pytest -p no:cacheprovider --durations=15 $(XDIST_ARGS) $(PYTEST_ARGS); rc=$$?; \
 	echo "make test: pytest took $$(( $$(date +%s) - start ))s (exit $$rc)"; exit $$rc
 
 test-fast: $(DEV_STAMP)
