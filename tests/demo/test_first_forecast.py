@@ -8,9 +8,12 @@ from io import StringIO
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.utils import timezone
 
 from demo.fleet import load_demo
 from demo.history import seed_history
+from entitlements.models import Entitlement
+from entitlements.selectors import active_at
 from forecasting.models import ForecastRun
 
 
@@ -28,7 +31,11 @@ def test_first_forecast_fills_planning_once(client):
     out = StringIO()
     call_command("first_forecast", stdout=out)
     run = ForecastRun.objects.get()
-    assert (run.status, run.progress) == ("succeeded", 100) and run.series_count > 0
+    assert (run.status, run.progress) == ("succeeded", 100)
+    # one series per (tenant, model, region) the seeded history covers: each scope active now
+    active = active_at(Entitlement.objects.all(), timezone.now())
+    scopes = set(active.values_list("tenant__slug", "model__slug", "region__slug"))
+    assert run.series_count == run.series.count() == len(scopes)
     assert out.getvalue().startswith(f"forecast: run {run.pk} succeeded, {run.series_count} series")
 
     page = client.get("/planning/")
