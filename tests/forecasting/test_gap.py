@@ -103,6 +103,10 @@ def test_the_recommended_order_closes_the_gap_in_both_cases(planned, scenario):
     assert g["healthy"]["first_week"] is None and g["failure"]["first_week"] is None
     weeks = _pool(run)["weeks"]
     assert min(w["failure_cu"] - w[f"{scenario}_cu"] for w in weeks) >= 0
+    # the supply with the order placed is exactly what the order said it would be, every week
+    assert {(w["healthy_cu"], w["failure_cu"]) for w in weeks} == {
+        (order["after_order"]["healthy_cu"], order["after_order"]["failure_cu"])
+    }
     # and one replica fewer does not close it
     SupplyOrder.objects.filter(pool=fleet.pool_a).update(replicas=order["replicas"] - 1)
     g = _pool(run)["gaps"][scenario]
