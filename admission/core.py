@@ -22,12 +22,14 @@ from typing import Any
 from admission import budgets, keys
 from admission.backends.base import (
     BEST_EFFORT,
+    RETRY_DEFAULTS,
     Bucket,
     CompleteOp,
     Lost,
     Quota,
     ReserveOp,
     Scope,
+    Share,
     StoreUnavailable,
     Where,
 )
@@ -95,12 +97,19 @@ def build_plan(
     tenant, model, region, cls = who
     t = keys.tag(p, pool.pool_id)  # every key of the scope and its pool under the pool's hash tag
     borrow = Bucket(keys.borrow(t, sp.key), sp.borrow_rate, sp.borrow_rate * depth_s) if sp.borrow_rate else None
+    share = None
+    if borrow is not None:  # lending limits and fair share (issue 36.3): what a borrowed admission also needs
+        lend = None if pool.lend_rate is None else Bucket(keys.lend(t), pool.lend_rate, pool.lend_rate * depth_s)
+        # A refused borrower counts as waiting until it may retry (RECLAIMED's advice), so a greedy
+        # one cannot take the room back between its retries.
+        wait_s = float(RETRY_DEFAULTS[reasons.RECLAIMED])
+        share = Share(lend, keys.fair(t), sp.key, float(sp.weight), depth_s, wait_s)
     scope = Scope(
         inflight_key=keys.inflight(t, sp.key), max_concurrency=sp.max_concurrency, traffic_class=sp.traffic_class,
         own=Bucket(keys.own(t, sp.key), sp.rate, sp.rate * depth_s), pool=Bucket(keys.pool(t), pool.rate, pool.depth),
         borrow=borrow, margin=pool.margin, degraded=pool.degraded, reserved_floor=pool.reserved_floor,
         ttl_s=ttl_s, idem_ttl_s=idem_ttl_s, w_out=sp.w_out, w_cached=sp.w_cached,
-        max_output=sp.max_output_tokens, limits=budgets.limits_for(sp.limits, t, sp.key), tag=t,
+        max_output=sp.max_output_tokens, limits=budgets.limits_for(sp.limits, t, sp.key), tag=t, share=share,
     )  # fmt: skip
     static_meta = {"tenant": tenant, "model": model, "region": region, "traffic_class": cls,
                    "ttft_slo": sp.ttft_p99_ms, "tpot_slo": sp.tpot_p99_ms, "entitlement": sp.entitlement}  # fmt: skip
@@ -246,7 +255,10 @@ def reserve(
         return Decision(d.status, d.body, headers)
     reason, ra = parts[1], parts[2]
     # Which limit a QUOTA_EXCEEDED hit: the token rate, or the request rate ("rps", CONTRACT §5).
+    # A RECLAIMED may name the lenders' limit ("lending") or the borrowers' fair share ("fair_share").
     limit = (parts[3] if len(parts) > 3 else "rate") if reason == reasons.QUOTA_EXCEEDED else None
+    if limit is None and len(parts) > 3 and parts[3]:
+        limit = parts[3]
     if not ans.replay or ans.retried:
         extra = {"limit": limit} if limit else {}
         emit(reserve_event(req, "throttle", cost, plan.event_head, reason=reason, **extra))

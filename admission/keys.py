@@ -48,3 +48,14 @@ def pools_registry(prefix: str) -> str:
 def token_epoch(prefix: str) -> str:
     """The token-revocation epoch the web tier's token checks are made under (docs/serving-path-faults.md)."""
     return f"{prefix}token-epoch"
+
+
+def lend(t: str) -> str:
+    """The pool's lend bucket (issue 36.3): what borrowed admissions may still take under the lenders' limits."""
+    return f"{t}ln"
+
+
+def fair(t: str) -> str:
+    """The pool's fair-share table (issue 36.3): per borrowing scope its borrowed tokens in the
+    window, when it was written, its weight and until when it counts as waiting."""
+    return f"{t}fs"

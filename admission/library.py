@@ -157,6 +157,7 @@ def view_from(block: dict[str, Any], version: int, etag: str) -> View:
             degraded=p["degraded"],
             reserved_floor=p["reserved_floor"],
             health=None,
+            lend_rate=p.get("lend_rate"),
         )  # fmt: skip
         for p in block["pools"]
     }

@@ -47,6 +47,9 @@ class _Derived:
     reserved_rate: dict[int, float]  # wt/s of active reserved entitlements per pool
     sold: dict[int, float]  # CU of active entitlements that count as sold, per pool
     next_boundary: float | None  # epoch s of the next instant some held entitlement starts or ends
+    # wt/s lenders keep back from borrowers per pool: (CU − lending_limit) × R of each active
+    # entitlement with a lending limit (issue 36.3)
+    withheld: dict[int, float] = field(default_factory=dict)
 
 
 def derive_scopes(rows: list[EntRow], t: float) -> _Derived:
@@ -57,6 +60,7 @@ def derive_scopes(rows: list[EntRow], t: float) -> _Derived:
     acc: dict[tuple[str, str, str, str, str], list[Any]] = {}
     reserved: dict[int, float] = {}
     sold: dict[int, float] = {}
+    withheld: dict[int, float] = {}
     nxt: float | None = None
     lims: dict[tuple[str, str, str, str, str], LimitSpec | None] = {}  # scopes with budgets or a request rate
     for e in rows:
@@ -75,6 +79,10 @@ def derive_scopes(rows: list[EntRow], t: float) -> _Derived:
         if e[rd.SOLD]:
             sold[pool] = sold.get(pool, 0.0) + e[rd.CU]
         borrow = e[rd.BORROW] * r if e[rd.MAY_BORROW] and e[rd.OVERAGE] == "borrow" else 0.0
+        lend = e[rd.LENDING]
+        if lend is not None:
+            withheld[pool] = withheld.get(pool, 0.0) + (e[rd.CU] - lend) * r
+        weight = 1.0 if e[rd.WEIGHT] is None else e[rd.WEIGHT]
         key = (e[rd.TENANT], e[rd.PROJECT] or "", e[rd.MODEL], e[rd.REGION], e[rd.CLASS])
         if e[rd.DAILY_BUDGET] is not None or e[rd.MONTHLY_BUDGET] is not None or e[rd.MAX_RPS] is not None:
             lims[key] = budgets.combine(
@@ -83,7 +91,7 @@ def derive_scopes(rows: list[EntRow], t: float) -> _Derived:
         a = acc.get(key)
         if a is None:
             acc[key] = [e, rate, borrow, e[rd.MAX_PROMPT], e[rd.MAX_OUTPUT], e[rd.OUT_P95], e[rd.MAX_CONC],
-                        e[rd.TTFT], e[rd.TPOT]]  # fmt: skip
+                        e[rd.TTFT], e[rd.TPOT], e[rd.CU] if lend is None else lend, lend is not None, weight]  # fmt: skip
             continue
         a[1] += rate
         a[2] += borrow
@@ -93,6 +101,9 @@ def derive_scopes(rows: list[EntRow], t: float) -> _Derived:
         a[6] += e[rd.MAX_CONC]
         a[7] = max(a[7], e[rd.TTFT])
         a[8] = max(a[8], e[rd.TPOT])
+        a[9] += e[rd.CU] if lend is None else lend
+        a[10] = a[10] or lend is not None
+        a[11] += weight
     scopes = {
         k: ScopeParams(
             ":".join(k),
@@ -110,10 +121,12 @@ def derive_scopes(rows: list[EntRow], t: float) -> _Derived:
             a[0][rd.W_CACHED],
             a[0][rd.POOL],
             lims.get(k),
+            a[9] if a[10] else None,
+            a[11],
         )
         for k, a in acc.items()
     }
-    return _Derived(scopes, reserved, sold, nxt)
+    return _Derived(scopes, reserved, sold, nxt, withheld)
 
 
 def derive_pools(
@@ -126,10 +139,12 @@ def derive_pools(
         h = health.get(b.pool_id)
         ratio = h[0] / h[1] if h and h[1] > 0 else 1.0
         rate = b.deliverable_cu * b.r_wt_per_s * ratio
+        kept = d.withheld.get(b.pool_id, 0.0)
         pools[b.pool_id] = PoolParams(
             pool_id=b.pool_id, slug=b.slug, rate=rate, depth=rate * depth_s, margin=margin_frac * rate * depth_s,
             degraded=rate < d.sold.get(b.pool_id, 0.0) * b.r_wt_per_s,
             reserved_floor=-d.reserved_rate.get(b.pool_id, 0.0) * depth_s, health=h,
+            lend_rate=max(0.0, rate - kept) if kept > 0 else None,
         )  # fmt: skip
     return pools
 

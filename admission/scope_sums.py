@@ -38,7 +38,7 @@ HAS_LIMITS = Q(daily_budget__isnull=False) | Q(monthly_budget__isnull=False) | Q
 SQL = """
 SELECT t.slug, p.slug, m.slug, r.slug, g.cls, g.pool_id, m.r_wt_per_s, m.w_out, m.w_cached,
        c.may_borrow, c.counts_as_sold, {starts}, {ends}, g.first, g.cu_sum, g.borrow_sum,
-       g.prompt, g.output, g.p95, g.conc, g.ttft, g.tpot
+       g.prompt, g.output, g.p95, g.conc, g.ttft, g.tpot, g.lend_sum, g.lend_limited, g.withheld, g.weight_sum
 FROM (
     SELECT e.tenant_id, e.project_id, e.model_id, e.region_id, e.traffic_class AS cls, e.pool_id,
            e.starts_at, e.ends_at, MIN(e.id) AS first,
@@ -46,7 +46,12 @@ FROM (
            CAST(SUM(CASE WHEN e.overage = 'borrow' THEN e.borrowing_limit_cu ELSE 0 END) AS DOUBLE PRECISION)
                AS borrow_sum,
            MAX(e.max_prompt_tokens) AS prompt, MAX(e.max_output_tokens) AS output, MAX(e.output_p95) AS p95,
-           SUM(e.max_concurrency) AS conc, MAX(e.ttft_p99_ms) AS ttft, MAX(e.tpot_p99_ms) AS tpot
+           SUM(e.max_concurrency) AS conc, MAX(e.ttft_p99_ms) AS ttft, MAX(e.tpot_p99_ms) AS tpot,
+           CAST(SUM(COALESCE(e.lending_limit_cu, e.cu)) AS DOUBLE PRECISION) AS lend_sum,
+           SUM(CASE WHEN e.lending_limit_cu IS NULL THEN 0 ELSE 1 END) AS lend_limited,
+           CAST(SUM(CASE WHEN e.lending_limit_cu IS NULL THEN 0 ELSE e.cu - e.lending_limit_cu END)
+               AS DOUBLE PRECISION) AS withheld,
+           CAST(SUM(COALESCE(e.weight, 1.0)) AS DOUBLE PRECISION) AS weight_sum
     FROM entitlements_entitlement e
     WHERE e.revoked_at IS NULL AND (e.ends_at IS NULL OR e.ends_at > %s)
     GROUP BY e.tenant_id, e.project_id, e.model_id, e.region_id, e.traffic_class, e.pool_id, e.starts_at, e.ends_at
@@ -107,15 +112,19 @@ def read(t: datetime) -> Sums:
     return Sums(groups, uuids, limits)
 
 
-def derive(sums: Sums, t: float) -> tuple[dict[Key, ScopeParams], dict[int, float], dict[int, float], float | None]:
-    """At epoch second t: (scopes, reserved wt/s per pool, sold CU per pool, the next start or end)."""
+def derive(
+    sums: Sums, t: float
+) -> tuple[dict[Key, ScopeParams], dict[int, float], dict[int, float], float | None, dict[int, float]]:
+    """At epoch second t: (scopes, reserved wt/s per pool, sold CU per pool, the next start or end,
+    wt/s lenders keep back from borrowers per pool: issue 36.3)."""
     acc: dict[Key, list[Any]] = {}
     reserved: dict[int, float] = {}
     sold: dict[int, float] = {}
+    withheld: dict[int, float] = {}
     nxt: float | None = None
     for g in sums.groups:
         (tenant, project, model, region, cls, pool, r, w_out, w_cached, may_borrow, counts_sold, starts, ends,
-         first, cu, borrow, prompt, output, p95, conc, ttft, tpot) = g  # fmt: skip
+         first, cu, borrow, prompt, output, p95, conc, ttft, tpot, lend, limited, kept, weight) = g  # fmt: skip
         if starts > t:
             nxt = starts if nxt is None or starts < nxt else nxt
             continue
@@ -127,11 +136,14 @@ def derive(sums: Sums, t: float) -> tuple[dict[Key, ScopeParams], dict[int, floa
             reserved[pool] = reserved.get(pool, 0.0) + cu * r
         if counts_sold:
             sold[pool] = sold.get(pool, 0.0) + cu
+        if limited:
+            withheld[pool] = withheld.get(pool, 0.0) + kept * r
         key = (tenant, project or "", model, region, cls)
         rate, borrow_rate = cu * r, (borrow * r if may_borrow else 0.0)
         a = acc.get(key)
         if a is None:
-            acc[key] = [first, rate, borrow_rate, prompt, output, p95, conc, ttft, tpot, w_out, w_cached, pool]
+            acc[key] = [first, rate, borrow_rate, prompt, output, p95, conc, ttft, tpot, w_out, w_cached, pool,
+                        lend, bool(limited), weight]  # fmt: skip
             continue
         if first < a[0]:  # the scope is named by its lowest pk, whichever pool that one is on
             a[0], a[11] = first, pool
@@ -140,6 +152,9 @@ def derive(sums: Sums, t: float) -> tuple[dict[Key, ScopeParams], dict[int, floa
         a[3], a[4], a[5] = max(a[3], prompt), max(a[4], output), max(a[5], p95)
         a[6] += conc
         a[7], a[8] = max(a[7], ttft), max(a[8], tpot)
+        a[12] += lend
+        a[13] = a[13] or bool(limited)
+        a[14] += weight
     lims: dict[Key, LimitSpec | None] = {}
     for _, key, starts, ends, *lim in sums.limits:
         if starts <= t and (ends is None or ends > t):
@@ -161,7 +176,9 @@ def derive(sums: Sums, t: float) -> tuple[dict[Key, ScopeParams], dict[int, floa
             a[10],
             a[11],
             lims.get(k),
+            a[12] if a[13] else None,
+            a[14],
         )  # fmt: skip
         for k, a in acc.items()
     }
-    return scopes, reserved, sold, nxt
+    return scopes, reserved, sold, nxt, withheld

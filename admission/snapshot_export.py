@@ -38,6 +38,7 @@ def block(_at: datetime) -> dict[str, Any]:
             "margin": p.margin,
             "degraded": p.degraded,
             "reserved_floor": p.reserved_floor,
+            "lend_rate": p.lend_rate,
         }  # fmt: skip
         for p in sorted(snap.pools.values(), key=lambda p: p.pool_id)
     ]

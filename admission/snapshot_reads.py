@@ -52,11 +52,11 @@ ENT_FIELDS = (
     "starts", "ends", "cu_f", "borrow_f", "max_prompt_tokens", "max_output_tokens", "output_p95", "max_concurrency",
     "ttft_p99_ms", "tpot_p99_ms", "overage", "model__r_wt_per_s", "model__w_out", "model__w_cached",
     "traffic_class__may_borrow", "traffic_class__counts_as_sold",
-    "daily_budget", "monthly_budget", "budget_unit", "budget_tz", "max_rps", "burst",
+    "daily_budget", "monthly_budget", "budget_unit", "budget_tz", "max_rps", "burst", "lending_f", "weight",
 )  # fmt: skip
 (PK, UUID, TENANT, PROJECT, MODEL, REGION, CLASS, POOL, STARTS, ENDS, CU, BORROW, MAX_PROMPT, MAX_OUTPUT, OUT_P95,
  MAX_CONC, TTFT, TPOT, OVERAGE, R, W_OUT, W_CACHED, MAY_BORROW, SOLD,
- DAILY_BUDGET, MONTHLY_BUDGET, BUDGET_UNIT, BUDGET_TZ, MAX_RPS, BURST) = range(len(ENT_FIELDS))  # fmt: skip
+ DAILY_BUDGET, MONTHLY_BUDGET, BUDGET_UNIT, BUDGET_TZ, MAX_RPS, BURST, LENDING, WEIGHT) = range(len(ENT_FIELDS))  # fmt: skip
 LIMITS = slice(DAILY_BUDGET, BURST + 1)  # the entitlement's budgets and request rate (issue 23)
 EntRow = tuple[Any, ...]
 
@@ -72,6 +72,7 @@ def entitlement_rows(t: datetime) -> list[EntRow]:
             ends=Epoch("ends_at"),
             cu_f=FloatCast("cu", FloatField()),
             borrow_f=FloatCast("borrowing_limit_cu", FloatField()),
+            lending_f=FloatCast("lending_limit_cu", FloatField()),
         )  # fmt: skip
         .order_by("pk")
         .values_list(*ENT_FIELDS)

@@ -20,6 +20,10 @@ class PoolParams:
     degraded: bool  # the health-scaled rate is below what is sold
     reserved_floor: float  # ≤ 0
     health: tuple[int, int] | None
+    # Issue 36.3: wt/s borrowed admissions may take in all (the rate of the pool's lend bucket): the
+    # pool's rate less what lenders with a lending limit keep back (CU − lending_limit each, × R).
+    # None: no lender in the pool limits its lending (borrowers are held by the pool bucket alone).
+    lend_rate: float | None = None
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,10 @@ class ScopeParams:
     w_cached: float
     pool_id: int
     limits: LimitSpec | None = None  # period budgets and request rate (issue 23, admission.budgets)
+    # Issue 36.3: a lender's lending limit in CU (its entitlements' limits add up, an unlimited one
+    # counting its CU; None: none of them limits), a borrower's fair-share weight (they add up; 1 each by default).
+    lending_limit_cu: float | None = None
+    weight: float = 1.0
 
 
 @dataclass(frozen=True)

@@ -127,6 +127,8 @@ def entitlement_grant(
     overage: str = Entitlement.Overage.THROTTLE,
     borrowing_limit_cu: Decimal | float | str = 0,
     **limit_values: Any,
+    lending_limit_cu: Decimal | float | str | None = None,
+    weight: float | None = None,
 ) -> Entitlement:
     """`limit_values`: any of entitlements.limits.LIMIT_FIELDS (budgets, max_rps, burst)."""
     unknown = set(limit_values) - set(limits.LIMIT_FIELDS)
@@ -185,6 +187,8 @@ def entitlement_grant(
         tenant=tenant,
         project=project,
         model=model,
+        lending_limit_cu=None if lending_limit_cu is None else as_cu(lending_limit_cu),
+        weight=None if weight is None else float(weight),
         region=region,
         pool=chosen,
         traffic_class=tc,
@@ -205,7 +209,8 @@ def entitlement_grant(
 
 # The workload envelope's fields, in one place: the API, the snapshot and launch requests read this.
 ENVELOPE_FIELDS: tuple[str, ...] = tuple(Envelope.__dataclass_fields__)
-AMENDABLE = {"cu", "starts_at", "ends_at", "overage", "borrowing_limit_cu", *ENVELOPE_FIELDS, *limits.LIMIT_FIELDS}
+AMENDABLE = {"cu", "starts_at", "ends_at", "overage", "borrowing_limit_cu", "lending_limit_cu", "weight",
+             *ENVELOPE_FIELDS, *limits.LIMIT_FIELDS}  # fmt: skip
 
 
 def _limit_defaults(ent: Entitlement, given: set[str]) -> None:
@@ -231,7 +236,9 @@ def entitlement_amend(*, actor: Any, reason: str, entitlement: Entitlement, **ch
     if ent.revoked_at is not None:
         raise ValidationError({"entitlement": "a revoked entitlement cannot be amended"})
     for k, v in changes.items():
-        setattr(ent, k, as_cu(v) if k in ("cu", "borrowing_limit_cu") else v)
+        setattr(
+            ent, k, as_cu(v) if k in ("cu", "borrowing_limit_cu") or k == "lending_limit_cu" and v is not None else v
+        )
     _limit_defaults(ent, set(changes))
     _validate_window(ent.starts_at, ent.ends_at)
     _validate_borrowing(ent.traffic_class_id, ent.overage, ent.borrowing_limit_cu)

@@ -6,6 +6,7 @@ decision rule lives in `decide()` here and is mirrored line for line in `lua/lib
 
 from __future__ import annotations
 
+import math
 import secrets
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -72,6 +73,46 @@ class Limits:
     rps: Bucket | None = None  # request-count token bucket: rate max_rps, depth burst (requests)
 
 
+@dataclass(frozen=True)
+class Share:
+    """Lending limits and fair share for a borrowing scope (issue 36.3, CONTRACT §5).
+
+    `lend`: the pool's lend bucket (rate: the pool's rate less what lenders with a lending limit
+    keep back, depth 60 s of it); every borrowed admission takes its cost from it, so borrowed
+    tokens never pass the lenders' limits. None: no lender in the pool limits its lending.
+    `fair`: the pool's fair-share table, one entry per borrowing scope (`member`): its borrowed
+    tokens in the window (each token counts e^(−age / window_s)), its `weight`, and until when it
+    counts as waiting (a borrowed attempt refused for want of lendable room, for `wait_s`).
+    The rule (`fair_ok`): a borrowed admission goes through only while the scope's borrowed ÷ weight
+    is at most the least borrowed ÷ weight among the other waiting borrowers, plus its own cost ÷
+    weight. With no other borrower waiting, nothing is contended and it passes.
+    """
+
+    lend: Bucket | None
+    fair: str
+    member: str
+    weight: float
+    window_s: float
+    wait_s: float
+
+
+def decayed(used: float, at: float, now: float, window_s: float) -> float:
+    """Borrowed tokens written at `at`, as they count at `now` (each decays by e^(−age / window)).
+    Mirrored by `decayed` in lua/reserve.lua."""
+    return used * math.exp(-(now - at) / window_s) if now > at else used
+
+
+# A fair-share entry no longer borrowing (decayed below this many wt) and not waiting is dropped.
+FAIR_FORGET_WT = 1e-3
+
+
+def fair_ok(mine: float, weight: float, others_min: float | None, cost: float) -> bool:
+    """The fair-share rule (issue 36.3): `mine` the scope's borrowed tokens in the window (decayed
+    to now), `others_min` the least borrowed ÷ weight among the other waiting borrowers (None:
+    none waits). Mirrored in lua/reserve.lua."""
+    return others_min is None or mine / weight <= others_min + cost / weight
+
+
 @dataclass(frozen=True, eq=False)
 class Scope:
     """What every reserve in one scope shares while a snapshot lasts: built once per snapshot so
@@ -97,6 +138,7 @@ class Scope:
     # The pool's key prefix with its hash tag (admission.keys.tag): the reservation records, the
     # pool's set of in-flight zsets live under it. "": the backend's own prefix.
     tag: str = ""
+    share: Share | None = None  # a borrowing scope's lending limits and fair share (issue 36.3)
 
 
 @dataclass(frozen=True, slots=True)

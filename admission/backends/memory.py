@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from itertools import takewhile
 
 from admission.backends.base import (
+    FAIR_FORGET_WT,
     Answer,
     CompleteOp,
     EpochChanged,
@@ -24,7 +25,9 @@ from admission.backends.base import (
     bounded,
     bounded_used,
     budget_units,
+    decayed,
     decide,
+    fair_ok,
     lost_charges,
     new_epoch,
     periods_at,
@@ -64,6 +67,8 @@ class _Store:
     inflight: dict[str, dict[str, float]] = field(default_factory=dict)  # scope → {rid: expires}
     res: dict[str, _Res] = field(default_factory=dict)
     periods: dict[str, tuple[float, float]] = field(default_factory=dict)  # period key → (used, period end)
+    # A pool's fair-share table (issue 36.3): member → [borrowed in window, written at, weight, waiting until]
+    fair: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
 
 class MemoryBackend:
@@ -154,8 +159,28 @@ class MemoryBackend:
             # Read only when the own bucket falls short, as the script does (decide() needs it only then).
             bor_l = self._level(b.key, b.rate, b.depth, now) if b and own_l < op.cost else 0.0
             verdict, what, wait = decide(op, own_l, pool_l, bor_l)
+            sh = s.share
+            # Lending limits and fair share (issue 36.3, reserve.lua's twin): only where it borrows.
+            borrowing = sh is not None and b is not None and own_l < op.cost and bor_l >= op.cost
             if verdict == "throttle":
+                if borrowing and what in (reasons.RECLAIMED, reasons.PLATFORM_CAPACITY):
+                    self._fair_entry(op, now, waiting=True)  # refused for want of lendable room: waiting
                 return self._throttle(op, what, wait, now, expired)
+            lend_l = 0.0
+            if what == "borrowed" and sh is not None:
+                lend = sh.lend
+                if lend is not None:
+                    lend_l = self._level(lend.key, lend.rate, lend.depth, now)
+                    if lend_l < op.cost:
+                        self._fair_entry(op, now, waiting=True)
+                        return self._throttle(op, self._borrow_reason(op), 0.0, now, expired, "lending")
+                mine, others = self._fair_read(op, now)
+                if not fair_ok(mine, sh.weight, others, op.cost):
+                    self._fair_entry(op, now, waiting=True)
+                    return self._throttle(op, self._borrow_reason(op), 0.0, now, expired, "fair_share")
+                if lend is not None:
+                    self._s.buckets[lend.key] = (lend_l - op.cost, now)
+                self._fair_entry(op, now, add=op.cost)
             if what == "borrowed" and b is not None:
                 charged = (b.key, b.rate, b.depth)
                 self._s.buckets[b.key] = (bor_l - op.cost, now)
@@ -182,6 +207,49 @@ class MemoryBackend:
             return Answer(
                 raw=raw, replay=False, expired_metas=expired, in_flight=len(scope), quota=self._quota(op, now)
             )
+
+    @staticmethod
+    def _borrow_reason(op: ReserveOp) -> str:
+        return reasons.PLATFORM_CAPACITY if op.scope.degraded else reasons.RECLAIMED
+
+    def _fair_read(self, op: ReserveOp, now: float) -> tuple[float, float | None]:
+        """(this scope's borrowed tokens in the window, the least borrowed ÷ weight among the other
+        waiting borrowers or None); entries neither borrowing nor waiting are dropped."""
+        sh = op.scope.share
+        assert sh is not None
+        table = self._s.fair.get(sh.fair, {})
+        mine, others = 0.0, None
+        for member, (u, at, w, until) in list(table.items()):
+            used = decayed(u, at, now, sh.window_s)
+            if member == sh.member:
+                mine = used
+            elif until > now:
+                n = used / w
+                others = n if others is None or n < others else others
+            elif used < FAIR_FORGET_WT:
+                del table[member]
+        return mine, others
+
+    def _fair_entry(self, op: ReserveOp, now: float, add: float = 0.0, waiting: bool = False) -> None:
+        """Write this scope's entry: its borrowed tokens decayed to now plus `add`; waiting for wait_s more."""
+        sh = op.scope.share
+        if sh is None:
+            return
+        table = self._s.fair.setdefault(sh.fair, {})
+        u, at, _, until = table.get(sh.member, (0.0, now, sh.weight, 0.0))
+        table[sh.member] = [
+            decayed(u, at, now, sh.window_s) + add,
+            now,
+            sh.weight,
+            now + sh.wait_s if waiting else until,
+        ]
+
+    def fair_state(self, fair_key: str, window_s: float) -> dict[str, tuple[float, float, bool]]:
+        """A pool's fair-share table now: member → (borrowed wt in the window, weight, waiting)."""
+        with self._lock:
+            now = self.clock()
+            return {m: (decayed(u, at, now, window_s), w, until > now)
+                    for m, (u, at, w, until) in self._s.fair.get(fair_key, {}).items()}  # fmt: skip
 
     def _periods_now(self, op: ReserveOp, now: float) -> list[tuple[str, float, float, float]]:
         """The period buckets in force at `now`: (key, limit, end, used) each (reserve.lua's periods_now)."""

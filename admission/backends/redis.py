@@ -255,7 +255,7 @@ class RedisBackend:
         return keys.record(tag or self.prefix, reservation_id)
 
     def _static_args(self, s: Scope) -> tuple[int, bytes]:
-        """The scope's values as reserve.lua reads them (ARGV 5–22), formatted once per snapshot."""
+        """The scope's values as reserve.lua reads them (ARGV 5–28), formatted once per snapshot."""
         got = self._static.get(s)
         if got is None:
             b = s.borrow
@@ -271,6 +271,13 @@ class RedisBackend:
                 d[reasons.CONCURRENCY_LIMIT], d[reasons.RECLAIMED], d[reasons.PLATFORM_CAPACITY],
                 "\t".join(middle), "\t".join(borrowed),
             ]  # fmt: skip
+            sh = s.share  # ARGV 23-28: lending limits and fair share (issue 36.3)
+            if sh is None:
+                vals += ["0", "0", "0", "", "60", "0"]
+            else:
+                ln = sh.lend
+                vals += [repr(ln.rate) if ln else "0", repr(ln.depth) if ln else "0", repr(sh.weight), sh.member,
+                         repr(sh.window_s), repr(sh.wait_s)]  # fmt: skip
             # Packed as RESP once (count, blob): each call packs only its own few values in front of it.
             packed = pack_command(tuple(str(v).encode() for v in vals))  # type: ignore[arg-type]  # stub: 1-tuple
             got = self._static[s] = (len(vals), packed.split(b"\r\n", 1)[1])
@@ -298,6 +305,8 @@ class RedisBackend:
         borrow_key = s.borrow.key if s.borrow else s.own.key + ":b"
         ifs = keys.inflight_sets(s.tag or self.prefix)
         ks: tuple[str, ...] = (self.record_key(rid, s.tag), s.own.key, s.pool.key, borrow_key, s.inflight_key, ifs)
+        sh = s.share  # KEYS 7-8: the pool's lend bucket and fair-share table (never touched without a share)
+        ks += (sh.lend.key if sh.lend else s.own.key + ":ln", sh.fair) if sh else (s.own.key + ":ln", s.own.key + ":fs")
         extra: tuple[Any, ...] = ()
         if s.limits is not None:
             more_keys, extra = self._limit_args(s, op.units)
@@ -331,7 +340,7 @@ class RedisBackend:
         return time.time() + self.period_offset_s
 
     def _limit_args(self, s: Scope, units: float) -> tuple[tuple[str, ...], tuple[Any, ...]]:
-        """reserve.lua's KEYS 7+ and ARGV 23+ for a scope with budgets or a request rate."""
+        """reserve.lua's KEYS 9+ and ARGV 29+ for a scope with budgets or a request rate."""
         lim = s.limits
         assert lim is not None
         rq = lim.rps
@@ -429,6 +438,19 @@ class RedisBackend:
     # Introspection for tests and the operator pages.
     def inflight(self, inflight_key: str) -> int:
         return int(self.client.zcard(inflight_key))
+
+    def fair_state(self, fair_key: str, window_s: float) -> dict[str, tuple[float, float, bool]]:
+        """A pool's fair-share table now (issue 36.3): member → (borrowed wt in the window, weight,
+        waiting), decayed to Redis' clock."""
+        from admission.backends.base import decayed
+
+        sec, us = self.client.time()
+        now = sec + us / 1e6
+        out: dict[str, tuple[float, float, bool]] = {}
+        for m, raw in self.client.hgetall(fair_key).items():
+            u, at, w, until = (float(x) for x in _s(raw).split("|"))
+            out[_s(m)] = (decayed(u, at, now, window_s), w, until > now)
+        return out
 
     def level(self, bucket_key: str) -> float | None:
         v = self.client.hget(bucket_key, "l")

@@ -23,6 +23,7 @@ from entitlements.activity import is_active
 from entitlements.api.history import history_for
 from entitlements.concurrency import max_concurrency_derivation
 from entitlements.models import Entitlement, Pool, Project, Region, ServedModel, Tenant, TrafficClass
+from entitlements.models.grants import MAX_WEIGHT
 from entitlements.selectors import active_at, entitlements_visible_to
 from entitlements.services import ENVELOPE_FIELDS
 
@@ -67,6 +68,8 @@ class EntitlementSerializer(serializers.ModelSerializer):
     traffic_class = serializers.CharField(source="traffic_class_id", read_only=True)
     cu = serializers.DecimalField(**CU_FIELD, read_only=True)
     borrowing_limit_cu = serializers.DecimalField(**CU_FIELD, read_only=True)
+    lending_limit_cu = serializers.DecimalField(**CU_FIELD, read_only=True, allow_null=True)
+    weight = serializers.FloatField(read_only=True, allow_null=True)
     rate_wt_per_s = serializers.FloatField(read_only=True)
     active = serializers.SerializerMethodField()
     history = serializers.SerializerMethodField()
@@ -77,7 +80,7 @@ class EntitlementSerializer(serializers.ModelSerializer):
         fields = [
             "id", "tenant", "project", "model", "region", "pool", "traffic_class", "cu", "rate_wt_per_s",
             "starts_at", "ends_at", *ENVELOPE_FIELDS, "max_concurrency_derivation", "overage", "borrowing_limit_cu",
-            *limits.LIMIT_FIELDS, "version", "active", "revoked_at", "created_at", "updated_at", "history",
+            "lending_limit_cu", "weight", *limits.LIMIT_FIELDS, "version", "active", "revoked_at", "created_at", "updated_at", "history",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -135,6 +138,26 @@ class _LimitFields(serializers.Serializer):
         return value
 
 
+class _LendingFields(serializers.Serializer):
+    """Lending and fair share (issue 36.3, CONTRACT §5): the ranges here; which class may carry
+    which (a lending limit only on reserved/shared, at most the CU; a weight only on best_effort)
+    is the model's rule (Entitlement.lending_errors), so every writer shares it. null clears one."""
+
+    lending_limit_cu = serializers.DecimalField(
+        max_digits=14, decimal_places=3, min_value=0, required=False, allow_null=True,
+        help_text="reserved/shared: CU lent at most (0 ≤ limit ≤ cu); null: all idle",
+    )  # fmt: skip
+    weight = serializers.FloatField(
+        required=False, allow_null=True, max_value=MAX_WEIGHT,
+        help_text="best_effort: fair-share weight of contended lendable room (0 < weight ≤ 1000); null: 1",
+    )  # fmt: skip
+
+    def validate_weight(self, value: float | None) -> float | None:
+        if value is not None and not value > 0:
+            raise serializers.ValidationError("must be greater than 0")
+        return value
+
+
 class _EnvelopeRequired(_EnvelopeRules):
     max_prompt_tokens = serializers.IntegerField(min_value=0)
     max_output_tokens = serializers.IntegerField(min_value=0)
@@ -162,7 +185,7 @@ class _EnvelopeOptional(_EnvelopeRules):
     streaming = serializers.BooleanField(required=False)
 
 
-class EntitlementCreateSerializer(_LimitFields, _EnvelopeRequired):
+class EntitlementCreateSerializer(_LimitFields, _LendingFields, _EnvelopeRequired):
     tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
     project = serializers.CharField(required=False, allow_null=True, help_text="project slug within the tenant")
     model = serializers.SlugRelatedField(slug_field="slug", queryset=ServedModel.objects.all())
@@ -199,7 +222,7 @@ class EntitlementCreateSerializer(_LimitFields, _EnvelopeRequired):
         return attrs
 
 
-class EntitlementAmendSerializer(_LimitFields, _EnvelopeOptional):
+class EntitlementAmendSerializer(_LimitFields, _LendingFields, _EnvelopeOptional):
     unknown_message = "cannot be amended; revoke and grant instead"
     cu = serializers.DecimalField(max_digits=14, decimal_places=3, min_value=0, required=False)
     starts_at = serializers.DateTimeField(required=False)

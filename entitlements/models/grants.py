@@ -22,6 +22,11 @@ from entitlements.models.tenancy import Project, Tenant
 # CONTRACT §5: only best_effort borrows. Named once: the database constraint, the services and
 # the snapshot all read it, so what is stored, what is exported and what is enforced agree.
 BORROWING_CLASS = "best_effort"
+# Issue 36.3 (CONTRACT §5, "Lending and fair share"): lenders are the guaranteed classes; a lender may
+# cap what it lends (lending_limit_cu), a borrower carries a fair-share weight.
+LENDING_CLASSES = ("reserved", "shared")
+DEFAULT_WEIGHT = 1.0
+MAX_WEIGHT = 1000.0
 
 
 class TrafficClass(models.Model):
@@ -96,6 +101,14 @@ class Entitlement(models.Model):
     )
     max_rps = models.FloatField(null=True, blank=True, help_text="requests per second (token bucket)")
     burst = models.PositiveIntegerField(null=True, blank=True, help_text="requests; default max_rps")
+    # Lending and fair share (issue 36.3): empty lending limit = lends all its idle room; empty
+    # weight = 1. Only lenders (reserved, shared) have a lending limit, only best_effort a weight.
+    lending_limit_cu = models.DecimalField(
+        **CU, null=True, blank=True, help_text="CU this entitlement lends at most (reserved/shared); empty: all idle"
+    )
+    weight = models.FloatField(
+        null=True, blank=True, help_text="best_effort: share of contended lendable room (0 < weight ≤ 1000); empty: 1"
+    )
     version = models.PositiveIntegerField(default=1)
     revoked_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -128,6 +141,16 @@ class Entitlement(models.Model):
                 & (Q(burst__isnull=True) | (Q(burst__gt=0) & Q(max_rps__isnull=False))),
                 name="ent_limits_positive",
             ),
+            models.CheckConstraint(
+                condition=Q(lending_limit_cu__isnull=True)
+                | (Q(lending_limit_cu__gte=0) & Q(lending_limit_cu__lte=F("cu")) & ~Q(traffic_class=BORROWING_CLASS)),
+                name="ent_lending_limit_lender_within_cu",
+            ),
+            models.CheckConstraint(
+                condition=Q(weight__isnull=True)
+                | (Q(weight__gt=0) & Q(weight__lte=MAX_WEIGHT) & Q(traffic_class=BORROWING_CLASS)),
+                name="ent_weight_best_effort_positive",
+            ),
         ]
         indexes = [models.Index(fields=["pool", "starts_at"], name="ent_pool_window")]
 
@@ -152,8 +175,33 @@ class Entitlement(models.Model):
             )
         for name, message in limits.check({f: getattr(self, f) for f in limits.LIMIT_FIELDS}).items():
             errors.setdefault(name, message)
+        for name, message in self.lending_errors().items():
+            errors.setdefault(name, message)
         if errors:
             raise ValidationError(errors)
+
+    def lending_errors(self) -> dict[str, str]:
+        """CONTRACT §5 (issue 36.3): a lending limit only on a lender, within 0 and its CU; a weight
+        only on best_effort, 0 < weight ≤ 1000. One message per field, naming it."""
+        errors: dict[str, str] = {}
+        cls = self.traffic_class_id
+        if self.lending_limit_cu is not None:
+            if cls == BORROWING_CLASS:
+                errors["lending_limit_cu"] = f"only reserved and shared lend; {cls} has no lending limit"
+            elif self.lending_limit_cu < 0:
+                errors["lending_limit_cu"] = "must be at least 0"
+            elif self.cu is not None and self.lending_limit_cu > self.cu:
+                errors["lending_limit_cu"] = f"must be at most the entitlement's {self.cu} CU"
+        if self.weight is not None:
+            if cls != BORROWING_CLASS:
+                errors["weight"] = f"only {BORROWING_CLASS} has a fair-share weight; {cls} does not"
+            elif not 0 < self.weight <= MAX_WEIGHT:
+                errors["weight"] = f"must be greater than 0 and at most {MAX_WEIGHT:g}"
+        return errors
+
+    @property
+    def effective_weight(self) -> float:
+        return DEFAULT_WEIGHT if self.weight is None else float(self.weight)
 
     @property
     def is_revoked(self) -> bool:

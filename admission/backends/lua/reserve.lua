@@ -10,10 +10,14 @@
 --       floor, 16 ttl (whole seconds as an integer), 17 record ttl, 18-20 retry for CONCURRENCY_LIMIT, RECLAIMED,
 --       PLATFORM_CAPACITY, 21 / 22 the record's static middle (ik … mo, see lib.lua) when the own /
 --       borrow bucket pays.
--- With budgets or a request rate (issue 23; redis.py: _limit_args), KEYS 7 the request-rate
+-- Lending and fair share (issue 36.3; base.Share): KEYS 7 the pool's lend bucket, 8 the pool's
+--       fair-share table (a hash: member → 'borrowed|at|weight|waiting until'); ARGV 23-24 lend
+--       rate/depth (depth 0: no lender limits lending), 25 weight (0: this scope does not borrow),
+--       26 this scope's member name, 27 the window (s), 28 how long a refused borrower waits (s).
+-- With budgets or a request rate (issue 23; redis.py: _limit_args), KEYS 9 the request-rate
 --       bucket, then per period its previous, current and next key (the caller's candidates around
---       its own clock: this script's clock picks one); ARGV 23 unit, 24 the estimate in that unit,
---       25-26 request rate/burst (depth 0: none), 27 number of periods, then per period its limit,
+--       its own clock: this script's clock picks one); ARGV 29 unit, 30 the estimate in that unit,
+--       31-32 request rate/burst (depth 0: none), 33 number of periods, then per period its limit,
 --       the current period's start and end and the next one's end.
 -- The last ARGV is '1' when the caller wants the remaining quota (CONTRACT §5: reply 4, see quota()
 --       below), '0' when not; it follows the budgets' values when there are any.
@@ -22,15 +26,15 @@ local stale = epoch_stale(ARGV[1])
 if stale then return {'E', stale} end
 local want_q = ARGV[#ARGV] == '1'
 local lim = nil
-if #ARGV > 23 then lim = ARGV[23] end
+if #ARGV > 29 then lim = ARGV[29] end
 local prev = redis.call('GET', KEYS[1])
 
 -- The period buckets in force by Redis' clock: {key, limit, end, used} per period (the caller
 -- passed the previous, current and next period's keys and boundaries).
 local function periods_now(now)
   local got = {}
-  for i = 1, tonumber(ARGV[27]) do
-    local a, k = 27 + (i - 1) * 4, 8 + (i - 1) * 3
+  for i = 1, tonumber(ARGV[33]) do
+    local a, k = 33 + (i - 1) * 4, 10 + (i - 1) * 3
     local s1, e1 = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
     local kend = ARGV[a + 3]
     if now < s1 then kend = ARGV[a + 2]
@@ -50,9 +54,9 @@ local function quota(now, now_str, own_l, rq_l, charges, units)
   if not own_l then own_l = level(KEYS[2], tonumber(ARGV[7]), tonumber(ARGV[8]), now) end
   local parts = {now_str, num(own_l), ''}
   if lim then
-    local rdep = tonumber(ARGV[26])
+    local rdep = tonumber(ARGV[32])
     if rdep > 0 then
-      if not rq_l then rq_l = level(KEYS[7], tonumber(ARGV[25]), rdep, now) end
+      if not rq_l then rq_l = level(KEYS[9], tonumber(ARGV[31]), rdep, now) end
       parts[3] = num(rq_l)
     end
     for _, ch in ipairs(charges or periods_now(now)) do parts[#parts + 1] = num(ch[4] + (units or 0)) end
@@ -109,7 +113,7 @@ if live >= cap then return throttle('CONCURRENCY_LIMIT', ARGV[18]) end
 -- boundary and never refills in between.
 local units, charges, rq_l = 0, {}, nil
 if lim then
-  units = tonumber(ARGV[24])
+  units = tonumber(ARGV[30])
   local untl = 0
   charges = periods_now(now)
   q_charges = charges
@@ -117,9 +121,9 @@ if lim then
     if ch[4] + units > tonumber(ch[2]) and tonumber(ch[3]) > untl then untl = tonumber(ch[3]) end
   end
   if untl > 0 then return throttle('BUDGET_EXHAUSTED', math.max(1, math.ceil(untl - now))) end
-  local rr, rdep = tonumber(ARGV[25]), tonumber(ARGV[26])
+  local rr, rdep = tonumber(ARGV[31]), tonumber(ARGV[32])
   if rdep > 0 then
-    rq_l = level(KEYS[7], rr, rdep, now)
+    rq_l = level(KEYS[9], rr, rdep, now)
     q_rq = rq_l
     if rq_l < 1 then return quota_exceeded(1 - rq_l, rr, 'rps') end
   end
@@ -135,7 +139,45 @@ local bor_reason, bor_retry = 'RECLAIMED', ARGV[19]
 if degraded then bor_reason, bor_retry = 'PLATFORM_CAPACITY', ARGV[20] end
 local pool_ok = pool_l - c >= tonumber(ARGV[13])
 
-local source, bor_l
+-- Borrowed tokens written at `at` as they count at `now` (base.decayed).
+local function decayed(u, at, now)
+  if now > at then return u * math.exp(-(now - at) / tonumber(ARGV[27])) end
+  return u
+end
+
+-- The pool's fair-share table: → this scope's borrowed tokens in the window and the least
+-- borrowed ÷ weight among the other waiting borrowers (nil: none); entries neither borrowing nor
+-- waiting are dropped (memory.py: _fair_read).
+local function fair_read(now)
+  local all = redis.call('HGETALL', KEYS[8])
+  local mine, others = 0, nil
+  for i = 1, #all, 2 do
+    local f = {}
+    for v in string.gmatch(all[i + 1], '[^|]+') do f[#f + 1] = tonumber(v) end
+    local used = decayed(f[1], f[2], now)
+    if all[i] == ARGV[26] then mine = used
+    elseif f[4] > now then
+      local n = used / f[3]
+      if (not others) or n < others then others = n end
+    elseif used < 1e-3 then redis.call('HDEL', KEYS[8], all[i]) end
+  end
+  return mine, others
+end
+
+-- This scope's entry: its borrowed tokens decayed to now plus `add`; waiting for ARGV[28] s more.
+local function fair_put(now, now_str, add, waiting)
+  local u, until_ = 0, 0
+  local got = redis.call('HGET', KEYS[8], ARGV[26])
+  if got then
+    local f = {}
+    for v in string.gmatch(got, '[^|]+') do f[#f + 1] = tonumber(v) end
+    u, until_ = decayed(f[1], f[2], now), f[4]
+  end
+  if waiting then until_ = now + tonumber(ARGV[28]) end
+  redis.call('HSET', KEYS[8], ARGV[26], num(u + add) .. '|' .. now_str .. '|' .. ARGV[25] .. '|' .. num(until_))
+end
+
+local source, bor_l, lend_l
 if cls == 'reserved' then
   if degraded and pool_l - c < tonumber(ARGV[15]) then return throttle('PLATFORM_CAPACITY', ARGV[20]) end
   if own_l < c then return quota_exceeded(c - own_l, own_r) end
@@ -152,7 +194,30 @@ else
   if bor_d <= 0 then return quota_exceeded(c - own_l, own_r) end
   bor_l = level(KEYS[4], bor_r, bor_d, now)  -- read only now: decide() needs it only here
   if bor_l < c then return quota_exceeded(c - math.max(own_l, bor_l), own_r + bor_r) end
-  if not pool_ok then return throttle(bor_reason, bor_retry) end
+  -- Lending limits and fair share (issue 36.3, mirrored by memory.py): a borrowed attempt refused
+  -- for want of lendable room marks the scope waiting; the fair-share rule is base.fair_ok.
+  local fw = tonumber(ARGV[25])
+  if not pool_ok then
+    if fw > 0 then fair_put(now, now_str, 0, true) end
+    return throttle(bor_reason, bor_retry)
+  end
+  if fw > 0 then
+    local lr, ld = tonumber(ARGV[23]), tonumber(ARGV[24])
+    if ld > 0 then
+      lend_l = level(KEYS[7], lr, ld, now)
+      if lend_l < c then
+        fair_put(now, now_str, 0, true)
+        return throttle(bor_reason, bor_retry, 'lending')
+      end
+    end
+    local mine, others = fair_read(now)
+    if others and mine / fw > others + c / fw then
+      fair_put(now, now_str, 0, true)
+      return throttle(bor_reason, bor_retry, 'fair_share')
+    end
+    if ld > 0 then put(KEYS[7], lend_l - c, now_str) end
+    fair_put(now, now_str, c, false)
+  end
   source = 'borrowed'
 end
 
@@ -169,8 +234,8 @@ put(KEYS[3], bounded(pool_l - c, pool_d), now_str)  -- lenders may take the pool
 -- The budgets charged, for complete.lua: unit|units|key|limit|end per period (appended to the record).
 local bud = ''
 if lim then
-  if rq_l then put(KEYS[7], rq_l - 1, now_str) end
-  local parts = {ARGV[23], ARGV[24]}
+  if rq_l then put(KEYS[9], rq_l - 1, now_str) end
+  local parts = {ARGV[29], ARGV[30]}
   for _, ch in ipairs(charges) do
     -- Kept a day past its boundary (the statement may still read it), then gone.
     redis.call('SET', ch[1], num(ch[4] + units), 'EXAT', math.ceil(tonumber(ch[3])) + 86400)
