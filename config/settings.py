@@ -225,6 +225,9 @@ FORECAST_CHUNK_SIZE = int(os.environ.get("FORECAST_CHUNK_SIZE", "50" if not CELE
 FORECAST_RUN_IN_BACKGROUND = env_bool("FORECAST_RUN_IN_BACKGROUND", True)
 # Reconciliation (issue 17.2): the thresholds its findings use, over a trailing window of whole hours.
 RECONCILE_WINDOW_DAYS = int(os.environ.get("RECONCILE_WINDOW_DAYS", "14"))
+# A reconciliation run checkpoints once per entitlement; this long without one, a redelivered task
+# takes the run over (its worker died): as FORECAST_RUN_STALE_AFTER_S for forecast runs.
+RECONCILE_RUN_STALE_AFTER_S = int(os.environ.get("RECONCILE_RUN_STALE_AFTER_S", "600"))
 # right-size down: the p95 of hourly use stayed below this share of what was bought, all window long
 RECONCILE_RIGHTSIZE_SHARE = float(os.environ.get("RECONCILE_RIGHTSIZE_SHARE", "0.40"))
 # the new CU a right-size or a grow recommends: the p95 hour of demand at this utilisation

@@ -22,7 +22,6 @@ from datetime import timedelta
 from typing import Any
 
 import numpy as np
-from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 from django.db.models.functions import Least
@@ -31,6 +30,7 @@ from django.utils import timezone
 from entitlements.models import Pool, Tenant
 from forecasting import demand, history, pipeline, placement, realised, selection
 from forecasting.models import CommittedAdjustment, ForecastChunk, ForecastRun, ForecastSeries, PoolDemand
+from runs import claims
 
 RUNNING = ForecastRun.Status.RUNNING
 HORIZON_WEEKS = 26
@@ -39,12 +39,13 @@ CHART_HOURS = 2 * demand.WEEK
 State = ForecastChunk.State
 
 
-class ClaimLost(Exception):
-    """Another worker re-claimed the work (ours was presumed dead), or the run ended: stop without writing."""
+# Another worker re-claimed the work (ours was presumed dead), or the run ended: stop without writing.
+ClaimLost = claims.ClaimLost
 
 
 def stale_after() -> timedelta:
-    return timedelta(seconds=settings.FORECAST_RUN_STALE_AFTER_S)
+    """A chunk goes stale like its run does (FORECAST_RUN_STALE_AFTER_S)."""
+    return claims.stale_after(ForecastRun)
 
 
 def _round(values: Any) -> list[float]:
@@ -69,7 +70,7 @@ def plan(*, run_id: Any, worker: str, chunk_size: int) -> list[int]:
     end = params.end_at()
     with transaction.atomic():
         # The run's row lock: a planner that re-claimed a stale run waits here, then finds the chunks.
-        claimed = ForecastRun.objects.select_for_update().filter(pk=run_id, status=RUNNING, claimed_by=worker).first()
+        claimed = claims.held(ForecastRun, pk=run_id, worker=worker).select_for_update().first()
         if claimed is None:
             raise ClaimLost(str(run_id))
         if claimed.chunks_total:

@@ -15,31 +15,22 @@ from django.db import models
 from django.db.models import Q
 
 from entitlements.models import Pool, Tenant
+from runs.models import ClaimedRun
 
 
-class ForecastRun(models.Model):
-    class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        SUCCEEDED = "succeeded", "Succeeded"
-        FAILED = "failed", "Failed"
+class ForecastRun(ClaimedRun):
+    """A forecast over every series, claimed like every run (runs.claims), then split into chunks."""
 
     class Trigger(models.TextChoices):
         MANUAL = "manual", "Run now"
         SCHEDULE = "schedule", "Schedule"
 
-    TERMINAL = (Status.SUCCEEDED, Status.FAILED)
+    STALE_AFTER_SETTING = "FORECAST_RUN_STALE_AFTER_S"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     trigger = models.CharField(max_length=16, choices=Trigger.choices, default=Trigger.MANUAL)
     parameters = models.JSONField(default=dict, blank=True)
     progress = models.PositiveSmallIntegerField(default=0, help_text="0–100")
-    claimed_by = models.CharField(max_length=200, blank=True, default="")
-    heartbeat_at = models.DateTimeField(
-        null=True, blank=True, help_text="the claimant's last checkpoint; a stale one lets a redelivery re-claim"
-    )
-    attempts = models.PositiveIntegerField(default=0, help_text="claims taken, including re-claims")
     results_written = models.PositiveIntegerField(
         default=0, help_text="times results were committed: 1 after success, whatever the redeliveries"
     )
@@ -52,9 +43,6 @@ class ForecastRun(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    error = models.TextField(blank=True, default="")
 
     class Meta:
         ordering = ["-created_at"]
@@ -65,10 +53,6 @@ class ForecastRun(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.id} {self.status} {self.progress}%"
-
-    @property
-    def is_done(self) -> bool:
-        return self.status in self.TERMINAL
 
 
 class ForecastChunk(models.Model):

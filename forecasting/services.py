@@ -13,14 +13,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from forecasting import chunks, history, launch
 from forecasting.models import ForecastRun
+from runs import claims
 
-RUNNING = ForecastRun.Status.RUNNING
 HORIZON_WEEKS = chunks.HORIZON_WEEKS
 
 
@@ -107,32 +106,17 @@ def forecast_run_request(
 
 
 def forecast_run_claim(*, run_id: Any, worker: str) -> str:
-    """'claimed', 'busy' (a live worker has it) or 'done'. Two paths to a claim, both a CAS."""
-    now = timezone.now()
-    take = {"status": RUNNING, "claimed_by": worker, "heartbeat_at": now, "started_at": now, "progress": 0}
-    runs = ForecastRun.objects.filter(pk=run_id)
-    if runs.filter(status=ForecastRun.Status.QUEUED).update(attempts=F("attempts") + 1, **take):
-        return "claimed"
-    stale = Q(heartbeat_at__lt=now - stale_after()) | Q(heartbeat_at__isnull=True)
-    if runs.filter(stale, status=RUNNING).update(attempts=F("attempts") + 1, **take):
-        return "claimed"
-    status = runs.values_list("status", flat=True).first()
-    return "busy" if status == RUNNING else "done"
+    """'claimed', 'busy' (a live worker has it) or 'done': runs.claims.claim, progress back to 0."""
+    return claims.claim(ForecastRun, pk=run_id, worker=worker, progress=0)
 
 
 def forecast_run_release(*, run_id: Any, worker: str) -> bool:
     """Give a claimed run back to the queue (before a retry for a transient error)."""
-    return bool(
-        ForecastRun.objects.filter(pk=run_id, status=RUNNING, claimed_by=worker).update(
-            status=ForecastRun.Status.QUEUED, claimed_by="", heartbeat_at=None
-        )
-    )
+    return claims.release(ForecastRun, pk=run_id, worker=worker)
 
 
 def forecast_run_fail(*, run_id: Any, worker: str, error: str) -> None:
-    ForecastRun.objects.filter(pk=run_id, status=RUNNING, claimed_by=worker).update(
-        status=ForecastRun.Status.FAILED, error=error[:4000], finished_at=timezone.now()
-    )
+    claims.fail(ForecastRun, pk=run_id, worker=worker, error=error)
 
 
 def forecast_run_plan(*, run_id: Any, worker: str) -> list[int]:

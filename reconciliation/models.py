@@ -17,21 +17,20 @@ from django.db.models import Q
 
 from entitlements.models import Entitlement, Pool, Tenant
 from forecasting.models import ForecastRun, ForecastSeries
+from runs.models import ClaimedRun
 
 
-class ReconciliationRun(models.Model):
-    class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        SUCCEEDED = "succeeded", "Succeeded"
-        FAILED = "failed", "Failed"
+class ReconciliationRun(ClaimedRun):
+    """A run over a window, claimed like a forecast run (runs.claims): a worker killed mid-run stops
+    checkpointing, and the redelivered task takes the run over after RECONCILE_RUN_STALE_AFTER_S."""
 
     class Trigger(models.TextChoices):
         MANUAL = "manual", "Run now"
         SCHEDULE = "schedule", "Schedule"
 
+    STALE_AFTER_SETTING = "RECONCILE_RUN_STALE_AFTER_S"
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     trigger = models.CharField(max_length=16, choices=Trigger.choices, default=Trigger.MANUAL)
     window_start = models.DateTimeField()
     window_end = models.DateTimeField(help_text="the last whole hour when the run was asked for")
@@ -39,10 +38,8 @@ class ReconciliationRun(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
     entitlements_read = models.PositiveIntegerField(default=0)
     findings_written = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True, default="")
 
     class Meta:
         ordering = ["-created_at"]

@@ -26,6 +26,7 @@ from forecasting.history import demand_series
 from forecasting.models import CommittedAdjustment, ForecastSeries
 from reconciliation import figures, rules
 from reconciliation.models import Finding, FindingAct, ForecastAccuracy, PoolReview, ReconciliationRun
+from runs import claims
 
 
 class FindingError(ValueError):
@@ -55,28 +56,30 @@ def run_request(*, requested_by: Any = None, trigger: str = "manual", now: Any =
     return run
 
 
-def run_execute(run_id: Any) -> ReconciliationRun:
-    claimed = ReconciliationRun.objects.filter(pk=run_id, status=ReconciliationRun.Status.QUEUED).update(
-        status=ReconciliationRun.Status.RUNNING
-    )
+def run_execute(run_id: Any, *, worker: str | None = None) -> ReconciliationRun:
+    """Claim the run (runs.claims: a queued run, or a running one whose worker stopped checkpointing),
+    reconcile it entitlement by entitlement, and finish it once. A redelivered task whose run a live
+    worker holds, or that is done, returns the run as it is ('busy' / 'done')."""
+    worker = worker or claims.worker_id()
+    if claims.claim(ReconciliationRun, pk=run_id, worker=worker) != "claimed":
+        return ReconciliationRun.objects.get(pk=run_id)
     run = ReconciliationRun.objects.get(pk=run_id)
-    if not claimed:
-        return run  # a redelivery of a run already taken
     try:
-        written, read = _reconcile(run)
+        written, read = _reconcile(run, worker)
         forecast_accuracy(now=run.window_end)
+    except claims.ClaimLost:
+        return ReconciliationRun.objects.get(pk=run_id)  # taken over: the new claimant finishes it
     except Exception as exc:
-        run.status, run.error = ReconciliationRun.Status.FAILED, f"{type(exc).__name__}: {exc}"[:2000]
-        run.finished_at = timezone.now()
-        run.save(update_fields=["status", "error", "finished_at"])
+        claims.fail(ReconciliationRun, pk=run_id, worker=worker, error=f"{type(exc).__name__}: {exc}", limit=2000)
         raise
-    run.status, run.findings_written, run.entitlements_read = ReconciliationRun.Status.SUCCEEDED, written, read
-    run.finished_at = timezone.now()
-    run.save(update_fields=["status", "findings_written", "entitlements_read", "finished_at"])
-    return run
+    claims.finish(ReconciliationRun, pk=run_id, worker=worker, findings_written=written, entitlements_read=read)
+    return ReconciliationRun.objects.get(pk=run_id)
 
 
-def _reconcile(run: ReconciliationRun) -> tuple[int, int]:
+def _reconcile(run: ReconciliationRun, worker: str) -> tuple[int, int]:
+    """Each entitlement in its own transaction, which starts by checkpointing the claim (and so holds
+    the run's row until it commits): a worker that lost the run writes nothing more. A finding this
+    run already wrote (an earlier claimant's, before it died) is counted, not written again."""
     ents = list(
         overlapping(Entitlement.objects.filter(revoked_at__isnull=True), run.window_start, run.window_end)
         .select_related("tenant", "project", "model", "region", "pool__accelerator", "traffic_class")
@@ -87,6 +90,7 @@ def _reconcile(run: ReconciliationRun) -> tuple[int, int]:
         f = figures.read(ent, run.window_start, run.window_end)
         found = {p.kind: p for rule in rules.RULES if (p := rule(f)) is not None}
         with transaction.atomic():
+            claims.hold(ReconciliationRun, pk=run.pk, worker=worker)
             for kind in Finding.Kind.values:
                 open_one = Finding.objects.select_for_update().filter(entitlement=ent, kind=kind, state="open").first()
                 p = found.get(kind)
@@ -94,7 +98,8 @@ def _reconcile(run: ReconciliationRun) -> tuple[int, int]:
                     if open_one is not None:
                         _close(open_one, None, "dismissed", f"no longer observed by run {run.pk}")
                     continue
-                _write(run, ent, p, open_one)
+                if open_one is None or open_one.run_id != run.pk:
+                    _write(run, ent, p, open_one)
                 written += 1
     return written, len(ents)
 
