@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
@@ -32,3 +33,9 @@ urlpatterns = [
     path("reconciliation/", include("reconciliation.urls")),
     path("", include("portal.urls")),
 ]
+
+# OIDC sign-in (accounts_oidc, docs/access.md): when configured, its routes and the sign-in page offering it.
+if settings.OIDC_ENABLED:
+    from accounts_oidc.urls import with_oidc
+
+    urlpatterns = with_oidc(urlpatterns)

@@ -1,0 +1,42 @@
+"""Plain helpers config/settings.py uses to read the OIDC settings (no Django import: settings load first)."""
+
+from __future__ import annotations
+
+TENANT_ROLES = ("viewer", "requester")
+PLATFORM_ROLES = ("approver", "operator")
+# `gateway` is a serving-path account that cannot sign in (entitlements.roles.is_person): never from a claim.
+CLAIMABLE_ROLES = frozenset(TENANT_ROLES + PLATFORM_ROLES)
+OIDC_BACKEND = "accounts_oidc.backends.HeadroomOIDCBackend"
+PASSWORD_BACKEND = "django.contrib.auth.backends.ModelBackend"
+
+
+def parse_map(raw: str) -> dict[str, str]:
+    """`a=b,c=d` → {"a": "b", "c": "d"}; blanks ignored. A value may hold `=` after the first one."""
+    out: dict[str, str] = {}
+    for part in (raw or "").split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ValueError(f"expected claim_value=headroom_value, got {part!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def parse_roles(raw: str) -> frozenset[str]:
+    roles = frozenset(r.strip() for r in (raw or "").split(",") if r.strip())
+    unknown = roles - CLAIMABLE_ROLES
+    if unknown:
+        raise ValueError(
+            f"claims may grant only {', '.join(sorted(CLAIMABLE_ROLES))}; not {', '.join(sorted(unknown))}"
+        )
+    return roles
+
+
+def backends(base: list[str], *, oidc_enabled: bool, local_login: bool) -> list[str]:
+    """The authentication backends: the OIDC one when configured; the password one only while local login is on
+    (so the admin's login refuses passwords too)."""
+    out = [b for b in base if local_login or b != PASSWORD_BACKEND]
+    if oidc_enabled and OIDC_BACKEND not in out:
+        out.append(OIDC_BACKEND)
+    return out
