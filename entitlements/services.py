@@ -23,6 +23,7 @@ from entitlements.history import history_context
 from entitlements.models import Entitlement, FailoverReserve, Pool, Region, ServedModel, TrafficClass
 from entitlements.models.grants import BORROWING_CLASS
 from entitlements.models.supply import as_cu
+from entitlements.pool_choice import choose_pool, headroom_rows
 from entitlements.selectors import Window, peak_sold, pool_sold_peak, scope_entitlements
 
 
@@ -126,9 +127,9 @@ def entitlement_grant(
     pool: Pool | None = None,
     overage: str = Entitlement.Overage.THROTTLE,
     borrowing_limit_cu: Decimal | float | str = 0,
-    **limit_values: Any,
     lending_limit_cu: Decimal | float | str | None = None,
     weight: float | None = None,
+    **limit_values: Any,
 ) -> Entitlement:
     """`limit_values`: any of entitlements.limits.LIMIT_FIELDS (budgets, max_rps, burst)."""
     unknown = set(limit_values) - set(limits.LIMIT_FIELDS)
@@ -156,30 +157,21 @@ def entitlement_grant(
         raise ScopePoolConflict(
             {"pool": f"{label} lives in pool {locked[home].slug}, not {pool.slug}: move the whole scope instead"}
         )
-    if home is not None:
-        candidates = [locked[home]]
-    else:
-        candidates = [locked[pool.pk]] if pool is not None else [locked[p.pk] for p in serving]
     window = Window(starts_at, ends_at)
-    chosen: Pool | None = None
-    last_error: OversellError | None = None
-    for p in candidates:
-        if not tc.counts_as_sold:
-            chosen = p
-            break
+    # The one pool rule (entitlements.pool_choice, issue 34.2): the home pool, else the most headroom
+    # after the grant; the launch sizing panel and the approval's default call the same function.
+    candidates = [locked[pool.pk]] if pool is not None and home is None else [locked[p.pk] for p in serving]
+    choice = choose_pool(headroom_rows(candidates, window), cu=cu_d, home_pk=home, counts_as_sold=tc.counts_as_sold)
+    assert choice is not None  # `serving` is not empty
+    chosen = choice.pool
+    if tc.counts_as_sold:
         try:
-            _check_headroom(p, window, cu_d)
+            _check_headroom(chosen, window, cu_d)
         except OversellError as exc:
-            last_error = exc
-            continue
-        chosen = p
-        break
-    if chosen is None:
-        assert last_error is not None
-        if home is not None:
-            # The scope cannot go elsewhere: a conflict (409); the message names its pool and headroom.
-            raise ScopePoolConflict(last_error.message_dict)
-        raise last_error
+            if home is not None:
+                # The scope cannot go elsewhere: a conflict (409); the message names its pool and headroom.
+                raise ScopePoolConflict(exc.message_dict)
+            raise
     if envelope.max_concurrency == DERIVE:
         cap = derive_max_concurrency(pool=chosen, cu=float(cu_d), envelope=envelope).value
         envelope = dataclasses.replace(envelope, max_concurrency=cap)

@@ -16,7 +16,9 @@ from capacity.planning_workload import envelope_workload
 from capacity.units import TokenWeights
 from entitlements import roles
 from entitlements.models import Entitlement, Pool, Region
+from entitlements.pool_choice import choose_pool
 from entitlements.selectors import Window, overlapping, pool_sold_peak, sold_entitlements, sold_steps_in
+from entitlements.services import scope_pool_id
 from forecasting.peak_to_mean import target_for
 from portal.models import SCENARIOS, LaunchRequest, LaunchRequestEvent
 from portal.sizing_fit import PoolFit, committed_fit, launch_shape, replicas_for, scenario_cu
@@ -138,8 +140,9 @@ def _conversion(req: LaunchRequest, cu: dict[str, Decimal | None]) -> Conversion
 def size_request(req: LaunchRequest, regions: list[Region]) -> Sizing:
     """CU per scenario, replicas per pool and headroom over the window, for a saved or unsaved request.
 
-    The pool marked `chosen` is the one `entitlement_grant` would pick: the first by pk with
-    room for the committed CU.
+    The pool marked `chosen` is the one the approval and `entitlement_grant` pick
+    (entitlements.pool_choice.choose_pool: the scope's home pool, else the most headroom after the
+    grant), when it has room for the committed CU.
     """
     labels = {"model": "model", "prompt_p50": "prompt tokens p50", "output_p50": "output tokens p50"}
     missing = [label for name, label in labels.items() if getattr(req, name) is None]
@@ -194,9 +197,18 @@ def size_request(req: LaunchRequest, regions: list[Region]) -> Sizing:
             for ps in rs.pools:
                 if committed is not None and counts:
                     ps.gap_cu = max(Decimal(0), committed - max(ps.headroom_cu, Decimal(0)))
-            fits = [p for p in rs.pools if p.gap_cu == 0]
-            if fits and committed is not None:
-                fits[0].chosen = True
+            choice = (
+                choose_pool(
+                    [(ps.pool, ps.headroom_cu) for ps in rs.pools],
+                    cu=committed,
+                    home_pk=_home_pk(req, rs.region),
+                    counts_as_sold=counts,
+                )
+                if committed is not None
+                else None
+            )
+            for ps in rs.pools:
+                ps.chosen = choice is not None and choice.fits and ps.pool.pk == choice.pool.pk
             out.append(rs)
     how = _conversion(req, cu)
     return Sizing(
@@ -207,6 +219,15 @@ def size_request(req: LaunchRequest, regions: list[Region]) -> Sizing:
         missing=missing,
         how=how,
         planned=_planned(req, committed_rps),
+    )
+
+
+def _home_pk(req: LaunchRequest, region: Region) -> int | None:
+    """The pool the request's scope already lives in here (one scope, one pool), if any."""
+    if req.tenant_id is None or req.model is None:
+        return None
+    return scope_pool_id(
+        tenant=req.tenant, project=None, model=req.model, region=region, traffic_class=req.traffic_class
     )
 
 

@@ -24,7 +24,7 @@ from capacity.envelope import ENVELOPE_ORDER
 from capacity.ordering import ordering_errors, spaced
 from entitlements import roles
 from entitlements.models import Pool, Region
-from entitlements.selectors import pool_sold_peak
+from entitlements.pool_choice import choose_pool, headroom_rows
 from entitlements.services import (
     ENVELOPE_FIELDS,
     Envelope,
@@ -376,7 +376,7 @@ def pool_choices(req: LaunchRequest, region: Region, cu: Decimal, start: date) -
     the scope's home pool if it already lives in one (one scope one pool: grants must go there)."""
     window = window_of(start, req.end_date)
     serving = list(Pool.objects.filter(model=req.model, region=region).order_by("pk"))
-    rows = [(p, p.deliverable_cu - pool_sold_peak(p, window) - cu) for p in serving]
+    rows = [(p, headroom - cu) for p, headroom in headroom_rows(serving, window)]
     home_pk = scope_pool_id(
         tenant=req.tenant,
         project=None,
@@ -387,11 +387,17 @@ def pool_choices(req: LaunchRequest, region: Region, cu: Decimal, start: date) -
     return rows, next((p for p in serving if p.pk == home_pk), None)
 
 
-def default_pool(rows: list[Any], home: Pool | None) -> Pool | None:
-    """The scope's home pool, else the one with most headroom after the grant (first by pk on a tie)."""
-    if home is not None:
-        return home
-    return max(rows, key=lambda r: (r[1], -r[0].pk))[0] if rows else None
+def default_pool(req: LaunchRequest, rows: list[Any], home: Pool | None, cu: Decimal) -> Pool | None:
+    """The pool an approval grants to when the approver names none: entitlements.pool_choice's one
+    rule (the home pool, else the most headroom after the grant, ties to the lowest pk), the rule the
+    sizing panel's "would take it" and a plain entitlement_grant follow."""
+    choice = choose_pool(
+        [(p, after + cu) for p, after in rows],
+        cu=cu,
+        home_pk=home.pk if home is not None else None,
+        counts_as_sold=req.traffic_class != "best_effort",
+    )
+    return choice.pool if choice is not None else None
 
 
 def _placement(req: LaunchRequest, start_date: Any, pools: dict[str, Any] | None, cu: dict[str, Decimal]) -> Placement:
@@ -405,7 +411,7 @@ def _placement(req: LaunchRequest, start_date: Any, pools: dict[str, Any] | None
         rows, home = pool_choices(req, row.region, cu[slug], start)
         wanted = (pools or {}).get(slug) or ""
         if not wanted:
-            pick = default_pool(rows, home)
+            pick = default_pool(req, rows, home, cu[slug])
             if pick is not None:
                 chosen[slug] = pick
             continue

@@ -305,7 +305,8 @@ def _placement_rows(req: LaunchRequest, result: Any) -> list[dict[str, Any]]:
     out = []
     for region in _regions_of(req):
         choices, home = intake.pool_choices(req, region, committed, req.launch_date)
-        out.append({"region": region, "choices": choices, "home": home, "default": intake.default_pool(choices, home)})
+        default = intake.default_pool(req, choices, home, committed)
+        out.append({"region": region, "choices": choices, "home": home, "default": default})
     return out
 
 

@@ -68,11 +68,13 @@ def test_sizing_partial_shows_cu_replicas_and_headroom(fleet, people, draft):
     # 20 × 1800 wt/s = 36 CU; 70 CU per replica → 1 replica; pool-a 280 − 100 sold = 180 headroom.
     assert '<td class="num" data-scenario="committed">36.000</td>' in body
     assert re.search(
-        r'data-pool="pool-a">\s*<td>pool-a <small>\(would take it\)</small></td>\s*'
+        r'data-pool="pool-a">\s*<td>pool-a</td>\s*'
         r'<td class="num">70.00</td>\s*<td class="num">280.000</td>\s*<td class="num">100.000</td>\s*'
         r'<td class="num headroom">180.000</td>\s*<td class="num">1</td>',
         body,
     )
+    # pool-b has the most headroom after the grant: it would take it (entitlements.pool_choice).
+    assert re.search(r'data-pool="pool-b">\s*<td>pool-b <small>\(would take it\)</small></td>', body)
     draft.refresh_from_db()
     assert draft.committed_value == 10.0  # sizing previews, it does not save
 
