@@ -93,7 +93,8 @@ def access_from_claims(claims: dict[str, Any]) -> Access:
     allowed = grantable()
     granted, ignored = mapped & allowed, frozenset(mapped - allowed)
 
-    tenant, tenant_role = None, None
+    tenant: Tenant | None = None
+    tenant_role: str | None = None
     names = list(dict.fromkeys(_values(claims.get(settings.OIDC_TENANT_CLAIM), split=False)))
     if len(names) > 1:
         raise SignInRefused(

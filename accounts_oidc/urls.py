@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from django.urls import URLPattern, URLResolver, include, path
+from typing import Any
+
+from django.urls import include, path
 
 from accounts_oidc import views
 
@@ -12,7 +14,7 @@ app_urls = [
 ]
 
 
-def with_oidc(urlpatterns: list[URLPattern | URLResolver]) -> list[URLPattern | URLResolver]:
+def with_oidc(urlpatterns: list[Any]) -> list[Any]:
     """The sign-in page that offers the provider (ahead of the portal's own `login/`), and the flow's routes."""
     return [
         path("login/", views.LoginView.as_view(), name="login"),
