@@ -100,10 +100,10 @@ def build_plan(
     share = None
     if borrow is not None:  # lending limits and fair share (issue 36.3): what a borrowed admission also needs
         lend = None if pool.lend_rate is None else Bucket(keys.lend(t), pool.lend_rate, pool.lend_rate * depth_s)
-        # A refused borrower counts as waiting until it may retry (RECLAIMED's advice), so a greedy
-        # one cannot take the room back between its retries.
-        wait_s = float(RETRY_DEFAULTS[reasons.RECLAIMED])
-        share = Share(lend, keys.fair(t), sp.key, float(sp.weight), depth_s, wait_s)
+        # A borrower stays active for twice RECLAIMED's retry advice after its last borrowed attempt,
+        # so one that was refused keeps its share of the room until it retries.
+        active_s = 2.0 * RETRY_DEFAULTS[reasons.RECLAIMED]
+        share = Share(lend, keys.fair(t), sp.key, float(sp.weight), depth_s, active_s)
     scope = Scope(
         inflight_key=keys.inflight(t, sp.key), max_concurrency=sp.max_concurrency, traffic_class=sp.traffic_class,
         own=Bucket(keys.own(t, sp.key), sp.rate, sp.rate * depth_s), pool=Bucket(keys.pool(t), pool.rate, pool.depth),
@@ -255,10 +255,8 @@ def reserve(
         return Decision(d.status, d.body, headers)
     reason, ra = parts[1], parts[2]
     # Which limit a QUOTA_EXCEEDED hit: the token rate, or the request rate ("rps", CONTRACT §5).
-    # A RECLAIMED may name the lenders' limit ("lending") or the borrowers' fair share ("fair_share").
+    # A borrower's may name the lenders' limit ("lending") or its fair share of borrowing ("fair_share").
     limit = (parts[3] if len(parts) > 3 else "rate") if reason == reasons.QUOTA_EXCEEDED else None
-    if limit is None and len(parts) > 3 and parts[3]:
-        limit = parts[3]
     if not ans.replay or ans.retried:
         extra = {"limit": limit} if limit else {}
         emit(reserve_event(req, "throttle", cost, plan.event_head, reason=reason, **extra))

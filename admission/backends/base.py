@@ -82,10 +82,12 @@ class Share:
     tokens never pass the lenders' limits. None: no lender in the pool limits its lending.
     `fair`: the pool's fair-share table, one entry per borrowing scope (`member`): its borrowed
     tokens in the window (each token counts e^(−age / window_s)), its `weight`, and until when it
-    counts as waiting (a borrowed attempt refused for want of lendable room, for `wait_s`).
-    The rule (`fair_ok`): a borrowed admission goes through only while the scope's borrowed ÷ weight
-    is at most the least borrowed ÷ weight among the other waiting borrowers, plus its own cost ÷
-    weight. With no other borrower waiting, nothing is contended and it passes.
+    is active (`active_s` after its last borrowed attempt, admitted or refused).
+    The rule (`fair_ok`): the room borrowers contend for is what the active borrowers hold (their
+    borrowed tokens in the window) plus what is left to lend now (the pool above the reclaim margin,
+    within the lend bucket); a borrowed admission goes through only while the scope holds at most
+    its weight's share of it. Alone, a borrower may take all of it; while lendable room is plentiful
+    nobody is held back; when it is scarce, each active borrower gets room in proportion to its weight.
     """
 
     lend: Bucket | None
@@ -93,7 +95,7 @@ class Share:
     member: str
     weight: float
     window_s: float
-    wait_s: float
+    active_s: float
 
 
 def decayed(used: float, at: float, now: float, window_s: float) -> float:
@@ -102,15 +104,15 @@ def decayed(used: float, at: float, now: float, window_s: float) -> float:
     return used * math.exp(-(now - at) / window_s) if now > at else used
 
 
-# A fair-share entry no longer borrowing (decayed below this many wt) and not waiting is dropped.
+# A fair-share entry no longer active and whose borrowed tokens decayed below this (wt) is dropped.
 FAIR_FORGET_WT = 1e-3
 
 
-def fair_ok(mine: float, weight: float, others_min: float | None, cost: float) -> bool:
-    """The fair-share rule (issue 36.3): `mine` the scope's borrowed tokens in the window (decayed
-    to now), `others_min` the least borrowed ÷ weight among the other waiting borrowers (None:
-    none waits). Mirrored in lua/reserve.lua."""
-    return others_min is None or mine / weight <= others_min + cost / weight
+def fair_ok(mine: float, weight: float, pie: float, weights: float) -> bool:
+    """The fair-share rule (issue 36.3): `mine` the scope's borrowed tokens in the window (decayed to
+    now), `pie` what the active borrowers (this one included) hold plus the lendable room left now,
+    `weights` their weights together. Mirrored in lua/reserve.lua."""
+    return mine * weights <= pie * weight
 
 
 @dataclass(frozen=True, eq=False)

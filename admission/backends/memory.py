@@ -67,7 +67,7 @@ class _Store:
     inflight: dict[str, dict[str, float]] = field(default_factory=dict)  # scope → {rid: expires}
     res: dict[str, _Res] = field(default_factory=dict)
     periods: dict[str, tuple[float, float]] = field(default_factory=dict)  # period key → (used, period end)
-    # A pool's fair-share table (issue 36.3): member → [borrowed in window, written at, weight, waiting until]
+    # A pool's fair-share table (issue 36.3): member → [borrowed in window, written at, weight, active until]
     fair: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
 
@@ -161,23 +161,27 @@ class MemoryBackend:
             verdict, what, wait = decide(op, own_l, pool_l, bor_l)
             sh = s.share
             # Lending limits and fair share (issue 36.3, reserve.lua's twin): only where it borrows.
+            # Every borrowed attempt (admitted or refused) keeps the scope active for active_s.
             borrowing = sh is not None and b is not None and own_l < op.cost and bor_l >= op.cost
             if verdict == "throttle":
-                if borrowing and what in (reasons.RECLAIMED, reasons.PLATFORM_CAPACITY):
-                    self._fair_entry(op, now, waiting=True)  # refused for want of lendable room: waiting
+                if borrowing:
+                    self._fair_entry(op, now)
                 return self._throttle(op, what, wait, now, expired)
-            lend_l = 0.0
             if what == "borrowed" and sh is not None:
+                room = pool_l - s.margin  # what borrowers may take: the pool above the reclaim margin...
                 lend = sh.lend
-                if lend is not None:
+                lend_l = 0.0
+                if lend is not None:  # ...and within the lenders' limits
                     lend_l = self._level(lend.key, lend.rate, lend.depth, now)
                     if lend_l < op.cost:
-                        self._fair_entry(op, now, waiting=True)
-                        return self._throttle(op, self._borrow_reason(op), 0.0, now, expired, "lending")
-                mine, others = self._fair_read(op, now)
-                if not fair_ok(mine, sh.weight, others, op.cost):
-                    self._fair_entry(op, now, waiting=True)
-                    return self._throttle(op, self._borrow_reason(op), 0.0, now, expired, "fair_share")
+                        self._fair_entry(op, now)
+                        wait = _wait(op.cost - lend_l, lend.rate)  # until the lend bucket has room for it
+                        return self._throttle(op, reasons.QUOTA_EXCEEDED, wait, now, expired, "lending")
+                    room = min(room, lend_l)
+                mine, used, weights = self._fair_read(op, now)
+                if not fair_ok(mine, sh.weight, used + room, weights):
+                    self._fair_entry(op, now)
+                    return self._throttle(op, reasons.QUOTA_EXCEEDED, 0.0, now, expired, "fair_share")
                 if lend is not None:
                     self._s.buckets[lend.key] = (lend_l - op.cost, now)
                 self._fair_entry(op, now, add=op.cost)
@@ -208,44 +212,36 @@ class MemoryBackend:
                 raw=raw, replay=False, expired_metas=expired, in_flight=len(scope), quota=self._quota(op, now)
             )
 
-    @staticmethod
-    def _borrow_reason(op: ReserveOp) -> str:
-        return reasons.PLATFORM_CAPACITY if op.scope.degraded else reasons.RECLAIMED
-
-    def _fair_read(self, op: ReserveOp, now: float) -> tuple[float, float | None]:
-        """(this scope's borrowed tokens in the window, the least borrowed ÷ weight among the other
-        waiting borrowers or None); entries neither borrowing nor waiting are dropped."""
+    def _fair_read(self, op: ReserveOp, now: float) -> tuple[float, float, float]:
+        """(this scope's borrowed tokens in the window, the active borrowers' together, their weights
+        together), this scope counted as active; entries neither active nor borrowing are dropped."""
         sh = op.scope.share
         assert sh is not None
         table = self._s.fair.get(sh.fair, {})
-        mine, others = 0.0, None
+        mine, used, weights = 0.0, 0.0, sh.weight
         for member, (u, at, w, until) in list(table.items()):
-            used = decayed(u, at, now, sh.window_s)
+            got = decayed(u, at, now, sh.window_s)
             if member == sh.member:
-                mine = used
+                mine = got
+                used += got
             elif until > now:
-                n = used / w
-                others = n if others is None or n < others else others
-            elif used < FAIR_FORGET_WT:
+                used += got
+                weights += w
+            elif got < FAIR_FORGET_WT:
                 del table[member]
-        return mine, others
+        return mine, used, weights
 
-    def _fair_entry(self, op: ReserveOp, now: float, add: float = 0.0, waiting: bool = False) -> None:
-        """Write this scope's entry: its borrowed tokens decayed to now plus `add`; waiting for wait_s more."""
+    def _fair_entry(self, op: ReserveOp, now: float, add: float = 0.0) -> None:
+        """Write this scope's entry: its borrowed tokens decayed to now plus `add`, active for active_s more."""
         sh = op.scope.share
         if sh is None:
             return
         table = self._s.fair.setdefault(sh.fair, {})
-        u, at, _, until = table.get(sh.member, (0.0, now, sh.weight, 0.0))
-        table[sh.member] = [
-            decayed(u, at, now, sh.window_s) + add,
-            now,
-            sh.weight,
-            now + sh.wait_s if waiting else until,
-        ]
+        u, at, _, _ = table.get(sh.member, (0.0, now, sh.weight, 0.0))
+        table[sh.member] = [decayed(u, at, now, sh.window_s) + add, now, sh.weight, now + sh.active_s]
 
     def fair_state(self, fair_key: str, window_s: float) -> dict[str, tuple[float, float, bool]]:
-        """A pool's fair-share table now: member → (borrowed wt in the window, weight, waiting)."""
+        """A pool's fair-share table now: member → (borrowed wt in the window, weight, active)."""
         with self._lock:
             now = self.clock()
             return {m: (decayed(u, at, now, window_s), w, until > now)

@@ -277,7 +277,7 @@ class RedisBackend:
             else:
                 ln = sh.lend
                 vals += [repr(ln.rate) if ln else "0", repr(ln.depth) if ln else "0", repr(sh.weight), sh.member,
-                         repr(sh.window_s), repr(sh.wait_s)]  # fmt: skip
+                         repr(sh.window_s), repr(sh.active_s)]  # fmt: skip
             # Packed as RESP once (count, blob): each call packs only its own few values in front of it.
             packed = pack_command(tuple(str(v).encode() for v in vals))  # type: ignore[arg-type]  # stub: 1-tuple
             got = self._static[s] = (len(vals), packed.split(b"\r\n", 1)[1])
@@ -441,7 +441,7 @@ class RedisBackend:
 
     def fair_state(self, fair_key: str, window_s: float) -> dict[str, tuple[float, float, bool]]:
         """A pool's fair-share table now (issue 36.3): member → (borrowed wt in the window, weight,
-        waiting), decayed to Redis' clock."""
+        active), decayed to Redis' clock."""
         from admission.backends.base import decayed
 
         sec, us = self.client.time()

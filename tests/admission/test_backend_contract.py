@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import time
 import uuid
 
+import pytest
+
 from admission import keys
-from admission.backends.base import NO_OUTPUT_CAP, Bucket, CompleteOp, ReserveOp, Scope, Where
+from admission.backends import memory as memory_backend
+from admission.backends.base import NO_OUTPUT_CAP, Bucket, CompleteOp, ReserveOp, Scope, Share, Where
 
 
 def op(
@@ -29,6 +33,7 @@ def op(
     req=None,
     scope="s1",
     max_output=NO_OUTPUT_CAP,
+    share=None,
 ) -> ReserveOp:
     return ReserveOp(
         scope=Scope(
@@ -46,6 +51,7 @@ def op(
             w_out=4.0,
             w_cached=0.5,
             max_output=max_output,
+            share=share,
         ),
         reservation_id=req or uuid.uuid4().hex,  # the same request → the same id (services.reservation_id)
         cost=cost,
@@ -76,6 +82,10 @@ def prefixed(b, o: ReserveOp) -> ReserveOp:
         borrow=bor,
         tag=p,
     )
+    if s.share is not None:
+        ln = s.share.lend
+        lend = Bucket(p + ln.key, ln.rate, ln.depth) if ln else None
+        scope = dataclasses.replace(scope, share=dataclasses.replace(s.share, lend=lend, fair=p + s.share.fair))
     return ReserveOp(scope, o.reservation_id, o.cost, o.meta)
 
 
@@ -274,3 +284,197 @@ def test_debt_is_bounded_at_one_bucket_depth(store):
     assert store.level(_key(store, "p:1")) == -10_000.0
     # Another scope on the same pool: its lender still admits (the pool debt is bounded, not −10¹²).
     assert reserve(store, op(cost=100.0, own=(0.0, 1000.0), pool=(0.0, 10_000.0), scope="s2")).admitted
+
+
+# ---- lending limits and fair share (issue 36.3) ---------------------------------------------------
+
+
+def share(member, weight=1.0, lend=None, active_s=10.0):
+    """A borrowing scope's Share: `lend` (rate, depth) of the pool's lend bucket, None: unlimited."""
+    return Share(Bucket("ln:1", *lend) if lend else None, "fs:1", member, weight, 60.0, active_s)
+
+
+def borrower(member, weight=1.0, lend=None, cost=100.0, pool=(0.0, 10**9), borrow=(10**6, 10**9), **kw):
+    """A best_effort scope with no room of its own: every admission is borrowed."""
+    return op("best_effort", cost=cost, own=(0.0, 0.0), borrow=borrow, pool=pool, scope=member,
+              maxc=10**6, share=share(member, weight, lend), **kw)  # fmt: skip
+
+
+class Clock:
+    """The in-process store's injectable clock (MemoryBackend.clock); Redis keeps its own: there a
+    step lets real time pass (the scripts read Redis' TIME), and the test measures it."""
+
+    def __init__(self, store):
+        self.store, self.redis = store, hasattr(store, "client")
+        self.t = 1_800_000_000.0
+        if not self.redis:
+            store.clock = lambda: self.t
+        self.start = time.monotonic()
+
+    def step(self, dt):
+        if not self.redis:
+            self.t += dt
+
+    def elapsed(self):
+        return time.monotonic() - self.start if self.redis else self.t - 1_800_000_000.0
+
+
+def test_borrowed_admissions_never_pass_the_lending_limit(store):
+    # The lenders lend at most 500 wt/s (60 s depth: 30,000 wt) although the pool has far more room:
+    # a borrower asking 2,000 wt/s for a simulated minute gets the limit's worth, never more.
+    clock = Clock(store)
+    lend = (500.0, 30_000.0)
+    taken, over = 0.0, []
+    steps = 1200 if not clock.redis else 400
+    for i in range(steps):
+        got = reserve(store, borrower("be", lend=lend))
+        if got.admitted:
+            assert got.parts()[3] == "borrowed"
+            taken += 100.0
+        else:
+            assert got.raw.startswith("T|QUOTA_EXCEEDED|") and got.raw.endswith("|lending"), got.raw
+        bound = lend[1] + lend[0] * clock.elapsed() + 1e-6
+        if taken > bound:
+            over.append((i, taken, bound))
+        clock.step(0.05)
+    assert not over
+    # ...and the limit is what binds: it was lent up to it (within one request, plus refill).
+    assert taken >= lend[1] + lend[0] * (clock.elapsed() if not clock.redis else 0.0) - 100.0
+    assert store.level(_key(store, "ln:1")) < 100.0 + lend[0] * (clock.elapsed() if clock.redis else 0.0) + 1e-6
+
+
+def test_no_lending_limit_lends_all_idle_room(store):
+    # Without a lend bucket only the pool bucket (above the margin) and the borrowing limit hold borrowers.
+    kw = {"pool": (0.0, 1000.0), "margin": 200.0, "borrow": (0.0, 10**6)}
+    got = [reserve(store, borrower("be", **kw)).raw for _ in range(9)]
+    assert [g.split("|")[0] for g in got] == ["A"] * 8 + ["T"]
+    assert got[8] == "T|RECLAIMED|5"
+
+
+def test_two_borrowers_share_contended_lendable_room_by_weight(store):
+    # Weights 1 and 3 contending for the same lendable room (the lend bucket: 1,000 wt/s, 60 s deep),
+    # each asking far more than it (5,000 wt/s); over a simulated minute the weighted tokens admitted
+    # split 1:3 within 5 %.
+    clock = Clock(store)
+    lend = (1000.0, 60_000.0)
+    admitted = {"w1": 0.0, "w3": 0.0}
+    refused = {"w1": 0, "w3": 0}
+    steps = 3000 if not clock.redis else 1500
+    for i in range(steps):
+        order = ("w1", "w3") if i % 2 == 0 else ("w3", "w1")
+        for m in order:
+            got = reserve(store, borrower(m, weight=1.0 if m == "w1" else 3.0, lend=lend))
+            if got.admitted:
+                admitted[m] += 100.0
+            else:
+                refused[m] += 1
+                assert got.raw == "T|QUOTA_EXCEEDED|1|fair_share" or got.raw.endswith("|lending"), got.raw
+        clock.step(0.02)
+    total = admitted["w1"] + admitted["w3"]
+    assert total >= lend[1]  # the room was contended: at least the full bucket went out
+    assert refused["w1"] > 0 and refused["w3"] > 0
+    ratio = admitted["w3"] / admitted["w1"]
+    print(f"lend bucket, {clock.elapsed():.1f} s: admitted {admitted}, 1:{ratio:.3f}, refused {refused}")
+    assert 3 * 0.95 <= ratio <= 3 * 1.05, (admitted, ratio)
+    # The store's own account of borrowed tokens in the window agrees (decayed alike on both).
+    state = store.fair_state(_key(store, "fs:1"), 60.0)
+    assert state["w3"][0] / state["w1"][0] == pytest.approx(3.0, rel=0.05)
+    assert (state["w1"][1], state["w3"][1]) == (1.0, 3.0)
+
+
+def test_a_lone_borrower_takes_all_lendable_room(store):
+    # Fair share only binds among waiting borrowers: alone, a borrower of weight 1 gets everything.
+    lend = (0.0, 5000.0)
+    got = [reserve(store, borrower("solo", weight=1.0, lend=lend)).admitted for _ in range(60)]
+    assert sum(got) == 50
+    # Another borrower that stopped asking long ago does not hold it back either (only waiting ones count).
+
+
+def test_fair_share_follows_the_pool_bucket_when_lenders_use_their_room(store):
+    # No lending limit: the pool bucket (above its margin) is the contended room; weights still decide.
+    clock = Clock(store)
+    pool = (2000.0, 20_000.0)
+    admitted = {"w1": 0.0, "w3": 0.0}
+    steps = 2000 if not clock.redis else 1000
+    for i in range(steps):
+        for m in ("w1", "w3") if i % 2 == 0 else ("w3", "w1"):
+            got = reserve(store, borrower(m, weight=1.0 if m == "w1" else 3.0, pool=pool, margin=2000.0))
+            admitted[m] += 100.0 if got.admitted else 0.0
+        clock.step(0.02)
+    ratio = admitted["w3"] / admitted["w1"]
+    print(f"pool bucket, {clock.elapsed():.1f} s: admitted {admitted}, 1:{ratio:.3f}")
+    assert 3 * 0.95 <= ratio <= 3 * 1.05, (admitted, ratio)
+
+
+def _race(store, *, borrowers=4, n_lender=150, n_borrow=300):
+    """A shared lender admits on its own bucket while borrowers drain the pool below its margin,
+    from threads at once. → the lender's refusals (reason strings) and how many borrowed admits."""
+    pool = (0.0, 20_000.0)
+    lender_refused, borrowed = [], [0]
+    lock = threading.Lock()
+    start = threading.Barrier(borrowers + 1)
+
+    def lender():
+        start.wait()
+        for _ in range(n_lender):
+            got = reserve(
+                store, op("shared", cost=100.0, own=(0.0, 10**6), pool=pool, margin=4000.0, scope="lender", maxc=10**6)
+            )
+            if not got.admitted:
+                lender_refused.append(got.raw)
+
+    def borrow(k):
+        start.wait()
+        for _ in range(n_borrow):
+            got = reserve(store, borrower(f"b{k}", weight=1.0 + k, pool=pool, margin=4000.0))
+            if got.admitted:
+                with lock:
+                    borrowed[0] += 1
+
+    threads = [threading.Thread(target=lender)] + [threading.Thread(target=borrow, args=(k,)) for k in range(borrowers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return lender_refused, borrowed[0]
+
+
+def test_a_lender_is_never_refused_because_of_borrowed_traffic(store):
+    refused, borrowed = _race(store)
+    print(f"with the guard: lender refused {len(refused)} of 150, borrowed admits {borrowed}")
+    # Borrowers took pool room down to the margin while the lender ran (at most 16,000 of 20,000 wt).
+    assert 0 < borrowed <= 160
+    assert refused == []
+    # The pool ended below the margin borrowers must leave: the lender kept admitting past it.
+    assert store.level(_key(store, "p:1")) == 20_000.0 - 150 * 100.0 - borrowed * 100.0 < 4000.0
+
+
+def _unguarded_decide(o, own_l, pool_l, borrow_l):
+    """decide() with the reclaim guard taken out: a lender's own-bucket admission needs pool room above
+    the margin too, as a borrower's does (the mutation the race test must catch)."""
+    verdict, what, wait = _DECIDE(o, own_l, pool_l, borrow_l)
+    if verdict == "admit" and what == "entitlement" and pool_l - o.cost < o.scope.margin:
+        return "throttle", "RECLAIMED", 0.0
+    return verdict, what, wait
+
+
+_DECIDE = memory_backend.decide
+GUARD = "elseif own_l >= c then\n  if cls == 'shared' then"
+
+
+def test_negative_control_the_race_test_fails_without_the_reclaim_guard(store, monkeypatch):
+    """The race above with the guard removed (memory: decide() mutated; Redis: reserve.lua mutated the
+    same way) refuses the lender RECLAIMED: the race test can see the guard go."""
+    if hasattr(store, "client"):
+        from admission.backends import redis as rb
+
+        script = store._reserve
+        assert GUARD in script.source.decode()
+        mutated = script.source.decode().replace(GUARD, GUARD.replace("'shared' then", "'shared' and pool_ok then"))
+        script.source = mutated.encode()
+        script.sha = rb.hashlib.sha1(script.source).hexdigest().encode()  # noqa: S324
+    else:
+        monkeypatch.setattr(memory_backend, "decide", _unguarded_decide)
+    refused, borrowed = _race(store)
+    print(f"without the guard: lender refused {len(refused)} of 150, borrowed admits {borrowed}")
+    assert refused and set(refused) == {"T|RECLAIMED|5"}

@@ -11,9 +11,9 @@
 --       PLATFORM_CAPACITY, 21 / 22 the record's static middle (ik … mo, see lib.lua) when the own /
 --       borrow bucket pays.
 -- Lending and fair share (issue 36.3; base.Share): KEYS 7 the pool's lend bucket, 8 the pool's
---       fair-share table (a hash: member → 'borrowed|at|weight|waiting until'); ARGV 23-24 lend
+--       fair-share table (a hash: member → 'borrowed|at|weight|active until'); ARGV 23-24 lend
 --       rate/depth (depth 0: no lender limits lending), 25 weight (0: this scope does not borrow),
---       26 this scope's member name, 27 the window (s), 28 how long a refused borrower waits (s).
+--       26 this scope's member name, 27 the window (s), 28 how long a borrowed attempt keeps it active (s).
 -- With budgets or a request rate (issue 23; redis.py: _limit_args), KEYS 9 the request-rate
 --       bucket, then per period its previous, current and next key (the caller's candidates around
 --       its own clock: this script's clock picks one); ARGV 29 unit, 30 the estimate in that unit,
@@ -145,36 +145,38 @@ local function decayed(u, at, now)
   return u
 end
 
--- The pool's fair-share table: → this scope's borrowed tokens in the window and the least
--- borrowed ÷ weight among the other waiting borrowers (nil: none); entries neither borrowing nor
--- waiting are dropped (memory.py: _fair_read).
+-- The pool's fair-share table: → this scope's borrowed tokens in the window, the active
+-- borrowers' together and their weights together (this scope counted as active); entries neither
+-- active nor borrowing are dropped (memory.py: _fair_read).
 local function fair_read(now)
   local all = redis.call('HGETALL', KEYS[8])
-  local mine, others = 0, nil
+  local mine, used, weights = 0, 0, tonumber(ARGV[25])
   for i = 1, #all, 2 do
     local f = {}
     for v in string.gmatch(all[i + 1], '[^|]+') do f[#f + 1] = tonumber(v) end
-    local used = decayed(f[1], f[2], now)
-    if all[i] == ARGV[26] then mine = used
+    local got = decayed(f[1], f[2], now)
+    if all[i] == ARGV[26] then
+      mine = got
+      used = used + got
     elseif f[4] > now then
-      local n = used / f[3]
-      if (not others) or n < others then others = n end
-    elseif used < 1e-3 then redis.call('HDEL', KEYS[8], all[i]) end
+      used = used + got
+      weights = weights + f[3]
+    elseif got < 1e-3 then redis.call('HDEL', KEYS[8], all[i]) end
   end
-  return mine, others
+  return mine, used, weights
 end
 
--- This scope's entry: its borrowed tokens decayed to now plus `add`; waiting for ARGV[28] s more.
-local function fair_put(now, now_str, add, waiting)
-  local u, until_ = 0, 0
+-- This scope's entry: its borrowed tokens decayed to now plus `add`, active for ARGV[28] s more.
+local function fair_put(now, now_str, add)
+  local u = 0
   local got = redis.call('HGET', KEYS[8], ARGV[26])
   if got then
     local f = {}
     for v in string.gmatch(got, '[^|]+') do f[#f + 1] = tonumber(v) end
-    u, until_ = decayed(f[1], f[2], now), f[4]
+    u = decayed(f[1], f[2], now)
   end
-  if waiting then until_ = now + tonumber(ARGV[28]) end
-  redis.call('HSET', KEYS[8], ARGV[26], num(u + add) .. '|' .. now_str .. '|' .. ARGV[25] .. '|' .. num(until_))
+  redis.call('HSET', KEYS[8], ARGV[26], num(u + add) .. '|' .. now_str .. '|' .. ARGV[25] .. '|' ..
+    num(now + tonumber(ARGV[28])))
 end
 
 local source, bor_l, lend_l
@@ -194,29 +196,31 @@ else
   if bor_d <= 0 then return quota_exceeded(c - own_l, own_r) end
   bor_l = level(KEYS[4], bor_r, bor_d, now)  -- read only now: decide() needs it only here
   if bor_l < c then return quota_exceeded(c - math.max(own_l, bor_l), own_r + bor_r) end
-  -- Lending limits and fair share (issue 36.3, mirrored by memory.py): a borrowed attempt refused
-  -- for want of lendable room marks the scope waiting; the fair-share rule is base.fair_ok.
+  -- Lending limits and fair share (issue 36.3, mirrored by memory.py): every borrowed attempt
+  -- keeps the scope active; the fair-share rule is base.fair_ok.
   local fw = tonumber(ARGV[25])
   if not pool_ok then
-    if fw > 0 then fair_put(now, now_str, 0, true) end
+    if fw > 0 then fair_put(now, now_str, 0) end
     return throttle(bor_reason, bor_retry)
   end
   if fw > 0 then
+    local room = pool_l - tonumber(ARGV[13])
     local lr, ld = tonumber(ARGV[23]), tonumber(ARGV[24])
     if ld > 0 then
       lend_l = level(KEYS[7], lr, ld, now)
       if lend_l < c then
-        fair_put(now, now_str, 0, true)
-        return throttle(bor_reason, bor_retry, 'lending')
+        fair_put(now, now_str, 0)
+        return quota_exceeded(c - lend_l, lr, 'lending')  -- borrowing used up: the lenders' limits
       end
+      if lend_l < room then room = lend_l end
     end
-    local mine, others = fair_read(now)
-    if others and mine / fw > others + c / fw then
-      fair_put(now, now_str, 0, true)
-      return throttle(bor_reason, bor_retry, 'fair_share')
+    local mine, used, weights = fair_read(now)
+    if mine * weights > (used + room) * fw then
+      fair_put(now, now_str, 0)
+      return quota_exceeded(0, 1, 'fair_share')  -- its share of the contended room used up: retry in 1 s
     end
     if ld > 0 then put(KEYS[7], lend_l - c, now_str) end
-    fair_put(now, now_str, c, false)
+    fair_put(now, now_str, c)
   end
   source = 'borrowed'
 end
