@@ -8,8 +8,9 @@ import re
 from typing import Any
 
 import jwt
+import requests
 from django.contrib.auth import get_user_model
-from django.core.exceptions import SuspiciousOperation
+from django.core.exceptions import ImproperlyConfigured, SuspiciousOperation
 from django.db import transaction
 from django.utils import timezone
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
@@ -87,6 +88,17 @@ class HeadroomOIDCBackend(OIDCAuthenticationBackend):
             return super().authenticate(request, **kwargs)
         except claim_rules.SignInRefused as refusal:
             setattr(request, REFUSAL_ATTR, refusal)
+        except (requests.RequestException, ImproperlyConfigured, ValueError) as exc:  # the provider's side
+            log.error("OIDC sign-in failed talking to the provider: %s", exc)
+            setattr(
+                request,
+                REFUSAL_ATTR,
+                claim_rules.SignInRefused(
+                    "The identity provider did not complete the sign-in; try again in a minute.",
+                    title="Sign-in unavailable",
+                    status=502,
+                ),
+            )
         except SuspiciousOperation as exc:
             log.warning("OIDC sign-in refused: %s", exc)
             setattr(

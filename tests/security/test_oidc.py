@@ -14,6 +14,7 @@ import base64
 import json
 import time
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 import jwt
 import pytest
@@ -165,6 +166,22 @@ def test_with_local_login_off_the_password_form_is_gone_and_its_post_refused(oid
 def test_with_local_login_on_the_page_offers_both(oidc):
     page = Client().get("/login/").content.decode()
     assert "Sign in with Test IdP" in page and 'name="password"' in page
+
+
+@pytest.mark.django_db
+def test_the_flow_starts_at_the_discovered_endpoint_and_a_code_the_provider_refuses_gets_a_page(oidc):
+    c = Client()
+    start = c.get("/oidc/authenticate/?next=/planning/")
+    assert start.status_code == 302
+    url = urlparse(start["Location"])
+    query = parse_qs(url.query)
+    assert f"{url.scheme}://{url.netloc}{url.path}" == f"{oidc.issuer}/authorize/"
+    assert (query["client_id"], query["code_challenge_method"]) == ([CLIENT_ID], ["S256"])
+    assert query["redirect_uri"] == ["http://testserver/oidc/callback/"] and query["nonce"]
+
+    back = c.get("/oidc/callback/", {"code": "not-a-code", "state": query["state"][0]})
+    assert back.status_code == 502 and b"did not complete the sign-in" in back.content
+    assert "_auth_user_id" not in c.session
 
 
 # --- the ID token: unit level, signed with the provider's key ------------------------------------------
