@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 
@@ -60,12 +62,21 @@ def reclaimed(pool_id: int, now: float) -> None:
         back, p.lender_back = p.lender_back, None
     if back is None:
         return
-    from admission.services import record_reclaim
-
     try:
         record_reclaim(pool_id=pool_id, latency_ms=max(0.0, (now - back) * 1000), borrowers_cut=1)
     except Exception:  # a measurement must never fail an admission
         log.warning("admission: could not record a reclaim on pool %s", pool_id, exc_info=True)
+
+
+def record_reclaim(*, pool_id: int, latency_ms: float, borrowers_cut: int, at: datetime | None = None) -> Any:
+    """One ReclaimEvent (lived in admission.services, which imports this module: the cycle is gone)."""
+    from django.utils import timezone
+
+    from admission.models import ReclaimEvent  # models need the app registry; this module does not
+
+    return ReclaimEvent.objects.create(
+        pool_id=pool_id, at=at or timezone.now(), latency_ms=latency_ms, borrowers_cut=borrowers_cut
+    )
 
 
 def reset() -> None:

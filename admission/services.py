@@ -8,7 +8,6 @@ buffer (admission.events). Nothing here touches the database per request.
 from __future__ import annotations
 
 import time
-from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -165,9 +164,8 @@ def complete(req: CompleteRequest, epoch: str | None = None) -> tuple[int, dict[
                          plan_for=plans.plan_for, emit=events.emit, idem_ttl_s=plans.idem_ttl_s(), epoch=epoch)  # fmt: skip
 
 
-def sweep(limit: int = 1000) -> int:
-    """Settle reservations past their TTL at their full estimate (Celery beat + lazily on access)."""
-    return core.sweep(get_backend(), events.emit, limit)
+# Settle reservations past their TTL (Celery beat, the in-process sweeper): admission.sweeper.sweep.
+sweep = sweeper.sweep
 
 
 # ---- operator: pool health, reclaim measurements ---------------------------------------------
@@ -193,13 +191,3 @@ def clear_pool_health(*, pool: Any) -> None:
 
     PoolHealthOverride.objects.filter(pool=pool).delete()
     params.invalidate()
-
-
-def record_reclaim(*, pool_id: int, latency_ms: float, borrowers_cut: int, at: datetime | None = None) -> Any:
-    from django.utils import timezone
-
-    from admission.models import ReclaimEvent
-
-    return ReclaimEvent.objects.create(
-        pool_id=pool_id, at=at or timezone.now(), latency_ms=latency_ms, borrowers_cut=borrowers_cut
-    )

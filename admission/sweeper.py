@@ -15,6 +15,10 @@ import os
 import threading
 
 from django.conf import settings
+from django.db import close_old_connections
+
+from admission import core, events
+from admission.backends import StoreUnavailable, get_backend
 
 log = logging.getLogger(__name__)
 THREAD_NAME = "admission-sweep"
@@ -50,17 +54,18 @@ def ensure_started() -> None:
         threading.Thread(target=_run, args=(_stop,), name=THREAD_NAME, daemon=True).start()
 
 
+def sweep(limit: int = 1000) -> int:
+    """Settle reservations past their TTL at their full estimate (Celery beat + lazily on access).
+    Here, not in admission.services (which starts this thread): no import back into the services."""
+    return core.sweep(get_backend(), events.emit, limit)
+
+
 def _run(stop: threading.Event) -> None:
-    from django.db import close_old_connections
-
-    from admission import services
-    from admission.backends import StoreUnavailable
-
     while not stop.wait(every_s()):
         if not wanted():
             continue  # switched off since (tests, settings): idle until switched on again
         try:
-            n = services.sweep()
+            n = sweep()
             if n:
                 log.info("admission sweep: %d reservations settled at their estimate", n)
         except StoreUnavailable:

@@ -15,7 +15,7 @@ from entitlements.models import Tenant
 from telemetry.atlas_map import KeyOwner, parse_atlas_map
 from telemetry.models import GatewayUsageSample, PrometheusSource
 from telemetry.prom_presets import ATLAS_COUNTERS, atlas_queries
-from telemetry.prometheus import PrometheusError, PullResult, query_range
+from telemetry.prometheus_http import PrometheusError, PullResult, query_range
 
 FIELDS = list(ATLAS_COUNTERS)
 

@@ -17,6 +17,9 @@ from django.db.models import Q
 from entitlements.models import Pool, Tenant
 from telemetry.histogram import bin_fields
 
+# default_queries stays importable here: migration 0001 names telemetry.models.default_queries.
+from telemetry.prom_presets import default_queries, queries_of
+
 
 class Decision(models.TextChoices):
     ADMIT = "admit", "Admitted"
@@ -273,18 +276,6 @@ class DayRollup(RollupBase):
         indexes = _rollup_meta("day")["indexes"]
 
 
-def default_queries() -> dict[str, str]:
-    """field → PromQL; each result series must carry the pool label. Old vLLM names are OR-ed in."""
-    return {
-        "requests_running": "sum by (pool) (vllm:num_requests_running)",
-        "requests_waiting": "sum by (pool) (vllm:num_requests_waiting)",
-        "kv_cache_usage": "avg by (pool) (vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc)",
-        "accelerator_util": "avg by (pool) (DCGM_FI_DEV_GPU_UTIL) / 100",
-        "replicas_healthy": 'sum by (pool) (up{job=~".*vllm.*"})',
-        "replicas_total": 'count by (pool) (up{job=~".*vllm.*"})',
-    }
-
-
 class PrometheusSource(models.Model):
     """A Prometheus server to pull fleet samples from, one query per FleetSample field."""
 
@@ -330,8 +321,6 @@ class PrometheusSource(models.Model):
     def clean(self) -> None:
         """The admin's check of a preset's job and rate window (telemetry.prom_presets)."""
         from django.core.exceptions import ValidationError
-
-        from telemetry.prom_presets import queries_of
 
         try:
             queries_of(self)

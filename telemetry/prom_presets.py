@@ -27,6 +27,18 @@ from typing import Any
 RANGE = re.compile(r"^[0-9]+(ms|s|m|h)$")
 
 
+def default_queries() -> dict[str, str]:
+    """field → PromQL; each result series must carry the pool label. Old vLLM names are OR-ed in."""
+    return {
+        "requests_running": "sum by (pool) (vllm:num_requests_running)",
+        "requests_waiting": "sum by (pool) (vllm:num_requests_waiting)",
+        "kv_cache_usage": "avg by (pool) (vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc)",
+        "accelerator_util": "avg by (pool) (DCGM_FI_DEV_GPU_UTIL) / 100",
+        "replicas_healthy": 'sum by (pool) (up{job=~".*vllm.*"})',
+        "replicas_total": 'count by (pool) (up{job=~".*vllm.*"})',
+    }
+
+
 def _mean(metric: str, sel: str, by: str, window: str) -> str:
     return (
         f"sum by ({by}) (rate({metric}_sum{{{sel}}}[{window}]))"
@@ -113,7 +125,5 @@ def queries_of(source: Any) -> dict[str, str]:
     if source.preset == "atlas":
         return atlas_queries(source.job, source.rate_window or "1m")
     if source.preset == "vllm":
-        from telemetry.models import default_queries
-
         return default_queries()
     return dict(source.queries)

@@ -10,55 +10,20 @@ and the unique (pool, ts, source) key makes a re-read overwrite itself instead o
 
 from __future__ import annotations
 
-import json
 import math
-import urllib.parse
-import urllib.request
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
 
 from entitlements.models import Pool
+from telemetry.atlas_pull import pull_atlas
 from telemetry.models import PrometheusSource
 from telemetry.prom_presets import fixed_pool, queries_of
+from telemetry.prometheus_http import PrometheusError, PullResult, query_range
 from telemetry.services import FLEET_COLUMNS, fleet_samples_ingest
 
-TIMEOUT_S = 10
-
-
-class PrometheusError(Exception):
-    """Prometheus answered, but not with a usable result (bad query, error status)."""
-
-
-@dataclass
-class PullResult:
-    samples: int = 0
-    unknown_pools: set[str] = field(default_factory=set)
-    unmapped_keys: set[str] = field(default_factory=set)  # the Atlas preset's api_keys not in its map
-    dropped_series: int = 0  # series with no pool label: nothing to store them under
-    errors: list[dict[str, Any]] = field(default_factory=list)
-    start: datetime | None = None
-    end: datetime | None = None
-
-
-def _get(url: str) -> dict[str, Any]:
-    with urllib.request.urlopen(url, timeout=TIMEOUT_S) as resp:  # noqa: S310 - operator-configured http(s) URL
-        body = json.loads(resp.read())
-    if body.get("status") != "success":
-        raise PrometheusError(f"{body.get('errorType', 'error')}: {body.get('error', 'unknown')}")
-    return body["data"]
-
-
-def query_range(base_url: str, query: str, start: datetime, end: datetime, step_s: int) -> list[dict[str, Any]]:
-    params = urllib.parse.urlencode(
-        {"query": query, "start": f"{start.timestamp():.3f}", "end": f"{end.timestamp():.3f}", "step": f"{step_s}s"}
-    )
-    data = _get(f"{base_url.rstrip('/')}/api/v1/query_range?{params}")
-    if data.get("resultType") != "matrix":
-        raise PrometheusError(f"expected a matrix, got {data.get('resultType')}")
-    return data["result"]
+__all__ = ["PrometheusError", "PullResult", "collect", "pull_source", "pull_window", "query_range"]
 
 
 def pull_window(source: PrometheusSource, now: datetime) -> tuple[datetime, datetime]:
@@ -108,8 +73,6 @@ def pull_source(source: PrometheusSource, *, now: datetime | None = None) -> Pul
     now = now or timezone.now()
     start, end = pull_window(source, now)
     if source.preset == "atlas":
-        from telemetry.atlas_pull import pull_atlas  # it reads Prometheus through this module
-
         result = pull_atlas(source, start, end)
         unmapped = ", ".join(sorted(result.unmapped_keys)[:10])
         PrometheusSource.objects.filter(pk=source.pk).update(
