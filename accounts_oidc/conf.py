@@ -10,8 +10,8 @@ OIDC_BACKEND = "accounts_oidc.backends.HeadroomOIDCBackend"
 PASSWORD_BACKEND = "django.contrib.auth.backends.ModelBackend"
 
 
-def parse_map(raw: str) -> dict[str, str]:
-    """`a=b,c=d` → {"a": "b", "c": "d"}; blanks ignored. A value may hold `=` after the first one."""
+def parse_map(raw: str, *, values: frozenset[str] | None = None) -> dict[str, str]:
+    """`a=b,c=d` → {"a": "b", "c": "d"}; blanks ignored. With `values`, each value must be one of them."""
     out: dict[str, str] = {}
     for part in (raw or "").split(","):
         if not part.strip():
@@ -19,6 +19,8 @@ def parse_map(raw: str) -> dict[str, str]:
         key, sep, value = part.partition("=")
         if not sep or not key.strip() or not value.strip():
             raise ValueError(f"expected claim_value=headroom_value, got {part!r}")
+        if values is not None and value.strip() not in values:
+            raise ValueError(f"{value.strip()!r} is none of {', '.join(sorted(values))}")
         out[key.strip()] = value.strip()
     return out
 

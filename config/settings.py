@@ -343,7 +343,7 @@ OIDC_USERNAME_CLAIM = os.environ.get("OIDC_USERNAME_CLAIM", "preferred_username"
 OIDC_TENANT_CLAIM = os.environ.get("OIDC_TENANT_CLAIM", "headroom_tenant")
 OIDC_TENANT_MAP = oidc_conf.parse_map(os.environ.get("OIDC_TENANT_MAP", ""))
 OIDC_ROLES_CLAIM = os.environ.get("OIDC_ROLES_CLAIM", "headroom_roles")
-OIDC_ROLE_MAP = oidc_conf.parse_map(os.environ.get("OIDC_ROLE_MAP", ""))
+OIDC_ROLE_MAP = oidc_conf.parse_map(os.environ.get("OIDC_ROLE_MAP", ""), values=oidc_conf.CLAIMABLE_ROLES)
 OIDC_CLAIM_GRANTABLE_ROLES = oidc_conf.parse_roles(os.environ.get("OIDC_CLAIM_GRANTABLE_ROLES", "viewer,requester"))
 OIDC_DEFAULT_TENANT_ROLE = os.environ.get("OIDC_DEFAULT_TENANT_ROLE", "viewer")
 OIDC_CREATE_USER = True

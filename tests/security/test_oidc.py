@@ -251,3 +251,5 @@ def test_claims_grant_only_the_grantable_roles_and_one_known_tenant(settings):
         access_from_claims({"headroom_tenant": ["acme", "globex"]})
     with pytest.raises(ValueError, match="gateway"):
         conf.parse_roles("viewer,gateway")
+    with pytest.raises(ValueError, match="'aprover' is none of"):
+        conf.parse_map("cap-approvers=aprover", values=conf.CLAIMABLE_ROLES)
