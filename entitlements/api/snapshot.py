@@ -28,7 +28,7 @@ ENVELOPE = [f for f in ENVELOPE_FIELDS if f != "max_concurrency"]
 
 
 def _entitlements(at: datetime) -> list[dict[str, Any]]:
-    rows = snapshot_entitlement_rows(at, *ENVELOPE, *LIMIT_FIELDS)
+    rows = snapshot_entitlement_rows(at, *ENVELOPE, *LIMIT_FIELDS, "lending_limit_cu", "weight")
     out = []
     for r in rows:
         r_wt = r["model__r_wt_per_s"]
@@ -58,6 +58,12 @@ def _entitlements(at: datetime) -> list[dict[str, Any]]:
                 "borrowing_limit_wt_per_s": cu_to_wt_per_s(borrow_cu, r_wt),
                 # Period budgets and the request rate (issue 23): null = no such limit.
                 **{k: r[k] for k in LIMIT_FIELDS},
+                # Lending and fair share (issue 36.3): null lending limit = lends all idle room
+                # (lenders only); weight 1 unless set (best_effort only, else null).
+                "lending_limit_cu": None if r["lending_limit_cu"] is None else float(r["lending_limit_cu"]),
+                "weight": (1.0 if r["weight"] is None else r["weight"])
+                if r["traffic_class_id"] == "best_effort"
+                else None,
                 "version": r["version"],
             }
         )

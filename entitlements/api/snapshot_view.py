@@ -44,6 +44,10 @@ class SnapshotEntitlementSerializer(serializers.Serializer):
     overage = serializers.CharField()
     borrowing_limit_cu = serializers.FloatField()
     borrowing_limit_wt_per_s = serializers.FloatField()
+    lending_limit_cu = serializers.FloatField(
+        allow_null=True, help_text="reserved/shared: CU lent at most; null: all idle"
+    )
+    weight = serializers.FloatField(allow_null=True, help_text="best_effort: fair-share weight (default 1); else null")
     version = serializers.IntegerField(help_text="the entitlement's own version")
 
 
