@@ -1,6 +1,11 @@
-"""Plain helpers config/settings.py uses to read the OIDC settings (no Django import: settings load first)."""
+"""Plain helpers config/settings.py uses to read the OIDC settings (no Django settings here: they load first).
+A bad value stops the start with ImproperlyConfigured naming the variable."""
 
 from __future__ import annotations
+
+import os
+
+from django.core.exceptions import ImproperlyConfigured
 
 TENANT_ROLES = ("viewer", "requester")
 PLATFORM_ROLES = ("approver", "operator")
@@ -8,6 +13,20 @@ PLATFORM_ROLES = ("approver", "operator")
 CLAIMABLE_ROLES = frozenset(TENANT_ROLES + PLATFORM_ROLES)
 OIDC_BACKEND = "accounts_oidc.backends.HeadroomOIDCBackend"
 PASSWORD_BACKEND = "django.contrib.auth.backends.ModelBackend"
+
+
+def env_map(name: str, *, values: frozenset[str] | None = None) -> dict[str, str]:
+    try:
+        return parse_map(os.environ.get(name, ""), values=values)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}")
+
+
+def env_roles(name: str, default: str) -> frozenset[str]:
+    try:
+        return parse_roles(os.environ.get(name, default))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}")
 
 
 def parse_map(raw: str, *, values: frozenset[str] | None = None) -> dict[str, str]:

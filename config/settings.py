@@ -341,10 +341,10 @@ OIDC_VERIFY_SSL = env_bool("OIDC_VERIFY_SSL", True)
 OIDC_CLOCK_SKEW_S = int(os.environ.get("OIDC_CLOCK_SKEW_S", "60"))
 OIDC_USERNAME_CLAIM = os.environ.get("OIDC_USERNAME_CLAIM", "preferred_username")
 OIDC_TENANT_CLAIM = os.environ.get("OIDC_TENANT_CLAIM", "headroom_tenant")
-OIDC_TENANT_MAP = oidc_conf.parse_map(os.environ.get("OIDC_TENANT_MAP", ""))
+OIDC_TENANT_MAP = oidc_conf.env_map("OIDC_TENANT_MAP")
 OIDC_ROLES_CLAIM = os.environ.get("OIDC_ROLES_CLAIM", "headroom_roles")
-OIDC_ROLE_MAP = oidc_conf.parse_map(os.environ.get("OIDC_ROLE_MAP", ""), values=oidc_conf.CLAIMABLE_ROLES)
-OIDC_CLAIM_GRANTABLE_ROLES = oidc_conf.parse_roles(os.environ.get("OIDC_CLAIM_GRANTABLE_ROLES", "viewer,requester"))
+OIDC_ROLE_MAP = oidc_conf.env_map("OIDC_ROLE_MAP", values=oidc_conf.CLAIMABLE_ROLES)
+OIDC_CLAIM_GRANTABLE_ROLES = oidc_conf.env_roles("OIDC_CLAIM_GRANTABLE_ROLES", "viewer,requester")
 OIDC_DEFAULT_TENANT_ROLE = os.environ.get("OIDC_DEFAULT_TENANT_ROLE", "viewer")
 OIDC_CREATE_USER = True
 OIDC_STORE_ID_TOKEN = False
