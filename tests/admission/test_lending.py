@@ -18,11 +18,18 @@ from django.utils import timezone
 from admission import keys, params, plans, snapshot_export
 from entitlements.models import Entitlement
 from entitlements.services import entitlement_amend, entitlement_grant
-from tests.api_people import client_for, people  # noqa: F401 - fixtures
+from tests import api_people
+from tests.clients import api_client
 from tests.factories import grant_kwargs
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/entitlements"
+people = api_people.people  # the API tests' people (a fixture)
+
+
+@pytest.fixture
+def operator_api(people):
+    return api_client(people["operator"])
 
 
 def _grant(fleet, cu, cls="reserved", tenant=None, **kw):
@@ -56,8 +63,8 @@ def _body(**over):
         ({"traffic_class": "shared", "weight": 1}, "weight", "only best_effort"),
     ],
 )
-def test_grant_with_a_bad_lending_limit_or_weight_is_a_400_naming_the_field(client_for, fleet, over, field, words):
-    response = client_for("operator").post(URL, _body(**over), format="json")
+def test_grant_with_a_bad_lending_limit_or_weight_is_a_400_naming_the_field(operator_api, over, field, words):
+    response = operator_api.post(URL, _body(**over), format="json")
     assert response.status_code == 400, response.json()
     err = response.json()["error"]["fields"]
     assert list(err) == [field]
@@ -65,8 +72,8 @@ def test_grant_with_a_bad_lending_limit_or_weight_is_a_400_naming_the_field(clie
     assert Entitlement.objects.count() == 0
 
 
-def test_grant_and_amend_lending_limit_and_weight_over_the_api(client_for, fleet):
-    client = client_for("operator")
+def test_grant_and_amend_lending_limit_and_weight_over_the_api(operator_api):
+    client = operator_api
     lender = client.post(URL, _body(cu="100", lending_limit_cu="40"), format="json")
     assert lender.status_code == 201, lender.json()
     assert (lender.json()["lending_limit_cu"], lender.json()["weight"]) == (40.0, None)
