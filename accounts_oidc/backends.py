@@ -106,6 +106,11 @@ class HeadroomOIDCBackend(OIDCAuthenticationBackend):
             )
         return None
 
+    def get_user(self, user_id: Any) -> Any:
+        """As Django's ModelBackend: a deactivated account's sessions end (the library's own skips is_active)."""
+        user = super().get_user(user_id)
+        return user if user is not None and self.user_can_authenticate(user) else None
+
     def get_userinfo(self, access_token: str, id_token: str, payload: dict[str, Any]) -> dict[str, Any]:
         """The ID token's claims, completed by the userinfo endpoint when there is one (same `sub` only)."""
         merged = dict(payload)

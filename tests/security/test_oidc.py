@@ -184,6 +184,16 @@ def test_the_flow_starts_at_the_discovered_endpoint_and_a_code_the_provider_refu
     assert "_auth_user_id" not in c.session
 
 
+@pytest.mark.django_db
+def test_a_deactivated_accounts_oidc_session_ends(oidc):
+    user = get_user_model().objects.create_user("dora")
+    backend = HeadroomOIDCBackend()
+    assert backend.get_user(user.pk) == user
+    user.is_active = False
+    user.save()
+    assert backend.get_user(user.pk) is None
+
+
 # --- the ID token: unit level, signed with the provider's key ------------------------------------------
 
 
