@@ -3,9 +3,9 @@ A bad value stops the start with ImproperlyConfigured naming the variable."""
 
 from __future__ import annotations
 
-import os
-
 from django.core.exceptions import ImproperlyConfigured
+
+from config.env import env_str
 
 TENANT_ROLES = ("viewer", "requester")
 PLATFORM_ROLES = ("approver", "operator")
@@ -17,14 +17,14 @@ PASSWORD_BACKEND = "django.contrib.auth.backends.ModelBackend"
 
 def env_map(name: str, *, values: frozenset[str] | None = None) -> dict[str, str]:
     try:
-        return parse_map(os.environ.get(name, ""), values=values)
+        return parse_map(env_str(name, ""), values=values)
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name}: {exc}")
 
 
 def env_roles(name: str, default: str) -> frozenset[str]:
     try:
-        return parse_roles(os.environ.get(name, default))
+        return parse_roles(env_str(name, default))
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name}: {exc}")
 
