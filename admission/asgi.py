@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from admission.client import QUOTA_KEY
+from capacity.input_errors import FieldError
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -48,10 +49,8 @@ HEADER = "x-headroom-"
 MAX_BODY = 8 * 1024 * 1024  # a request body larger than this is refused (413) before any reserve
 
 
-class BadRequest(ValueError):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
+class BadRequest(FieldError):
+    named_in_str = True
 
 
 def count_prompt(body: dict[str, Any]) -> int:

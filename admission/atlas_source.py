@@ -29,18 +29,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from capacity.input_errors import FieldError
 from telemetry.atlas_map import MapError, MapRow, decode_lines, read_map
 
 PRIORITIES = ("low", "normal", "high", "critical")
 NORMAL = "normal"  # what Atlas reads an unknown or missing priority as
 
 
-class AtlasInputError(ValueError):
+class AtlasInputError(FieldError):
     """A row or key that cannot be imported: `where` names it, `field` the field at fault."""
 
     def __init__(self, where: str, field: str, message: str) -> None:
-        super().__init__(f"{where}: {field}: {message}")
-        self.where, self.field, self.message = where, field, message
+        super().__init__(field, message, text=f"{where}: {field}: {message}")
+        self.where = where
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from admission.client import QUOTA_KEY
 from admission.core import CompleteRequest, ReserveRequest
 from admission.events import EventBuffer
 from admission.snapshot_types import PoolParams, ScopeParams, Snapshot
+from capacity.input_errors import FieldError
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +51,10 @@ MAX_TOKENS = 1_000_000_000
 MAX_MS = 86_400_000.0
 
 
-class InvalidRequest(ValueError):
+class InvalidRequest(FieldError):
     """A reserve or complete argument out of range; `field` names it."""
 
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
+    named_in_str = True
 
 
 class SnapshotUnavailable(RuntimeError):

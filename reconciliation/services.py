@@ -18,6 +18,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from capacity.input_errors import FieldError
 from entitlements import roles
 from entitlements.models import Entitlement
 from entitlements.selectors import overlapping
@@ -29,10 +30,8 @@ from reconciliation.models import Finding, FindingAct, ForecastAccuracy, PoolRev
 from runs import claims
 
 
-class FindingError(ValueError):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field, self.message = field, message
+class FindingError(FieldError):
+    """Accepting or dismissing a finding: the field at fault (reason, state) and why."""
 
 
 def _window(now: Any = None) -> tuple[Any, Any]:

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from capacity.input_errors import FieldError  # one event field at fault: the project's one input error
 from entitlements.api_guards import SURROGATE_MESSAGE
 from entitlements.models import Project, Region, ServedModel, Tenant, TrafficClass
 from entitlements.reasons import REASONS
@@ -60,13 +61,6 @@ def ts_window(now: datetime) -> tuple[datetime, datetime]:
         now - timedelta(seconds=settings.TELEMETRY_TS_MAX_AGE_S),
         now + timedelta(seconds=settings.TELEMETRY_TS_MAX_AHEAD_S),
     )
-
-
-class FieldError(Exception):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,7 @@ def test_a_killed_reconciliation_run_is_taken_over_and_finished_once(transaction
         first = ReconciliationRun.objects.get(pk=run.pk)
         assert FindingAct.objects.exists(), first.status
         kept = list(Finding.objects.values_list("pk", flat=True))
-        assert first.status == "running" and first.attempts == 1 and len(kept) < len(ents)
+        assert first.status == "running" and 0 < len(kept) < len(ents)
         # and its message comes back to another worker
         w2 = _worker("w2", logs[1], broker.url)
         _wait_for("the run to finish", lambda: ReconciliationRun.objects.get(pk=run.pk).is_done, logs, deadline_s=240)
