@@ -19,6 +19,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from admission import lending
 from capacity.input_errors import SizingInputError
 from entitlements import roles
 from entitlements.models import Pool
@@ -135,6 +136,7 @@ def pool(request: HttpRequest, slug: str) -> HttpResponse:
         "cost": cost,
         "cost_error": cost_error,
         "cost_window_days": 7,
+        "lending": lending.pool_lending(pool_obj.pk),  # issue 36.3: lenders' limits, borrowers' weights
     }
     if row is not None:
         ctx["fig"] = charts_planning.pool_fan(row)

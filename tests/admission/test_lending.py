@@ -154,3 +154,42 @@ def test_the_snapshot_and_the_plans_carry_what_is_stored(fleet):
     params.invalidate()
     assert params.current().pools[fleet.pool_a.pk].lend_rate is None
     assert light.weight is None and heavy.weight == 3.0
+
+
+def test_the_pool_page_shows_lenders_limits_and_borrowers_weights_and_tokens(fleet, store, sink, client):
+    """The operator's pool page: per lender its lending limit and lent tokens, per borrower its weight
+    and borrowed tokens in the window, read from the store (both backends)."""
+    from admission import services
+    from tests.admission.world import body, build_world
+
+    w = build_world(fleet)  # pool 280 wt/s; acme reserved 200 wt/s; globex best_effort 50 + 50 borrowing
+    entitlement_amend(actor=fleet.operator, reason="t", entitlement=w.lender, lending_limit_cu="0.1")
+    entitlement_amend(actor=fleet.operator, reason="t", entitlement=w.borrower, weight=2.5)
+    params.invalidate()
+    sources = []
+    for i in range(5):  # 1,000 wt each: three from its own 3,000-wt bucket, then borrowed
+        d = services.reserve(services.parse_reserve(body("globex", "best_effort", f"g{i}")))
+        sources.append(d.body.get("source") or d.body["reason"])
+    assert sources == ["entitlement"] * 3 + ["borrowed"] * 2
+    got = lending_of(w.pool.pk)
+    assert [(x.scope, x.lending_limit_cu) for x in got.lenders] == [("acme", pytest.approx(0.1))]
+    (b,) = got.borrowers
+    assert (b.scope, b.weight, b.active) == ("globex", 2.5, True)
+    assert 1990.0 < b.borrowed_wt <= 2000.0  # two borrowed admissions, decayed over the test's seconds
+    lend_rate = params.current().pools[w.pool.pk].lend_rate  # 280 − (200 − 0.1 CU) wt/s: the unsold 80 + 0.1 CU
+    assert got.lend_room_wt is not None and got.lend_room_wt <= lend_rate * 60 - 2000 + lend_rate * 10  # 2 borrowed
+    client.force_login(fleet.operator)
+    page = client.get(f"/planning/pools/{w.pool.slug}/").content.decode()
+    assert 'id="lending"' in page and "<caption>Lenders</caption>" in page
+    assert "0.10 CU" in page and "globex" in page and "2.5" in page
+    assert f"{b.borrowed_wt:.0f}"[:2] in page
+    # A tenant member does not reach the page at all.
+    member = api_people.member("ann", fleet.acme, "viewer")
+    client.force_login(member)
+    assert client.get(f"/planning/pools/{w.pool.slug}/").status_code in (403, 404)
+
+
+def lending_of(pool_id):
+    from admission.lending import pool_lending
+
+    return pool_lending(pool_id)
