@@ -27,8 +27,10 @@ def _hcm(listener: dict[str, Any]) -> dict[str, Any]:
 
 
 def render(*, upstream: tuple[str, int], ext_proc: tuple[str, int], listen: tuple[str, int],
-           admin: tuple[str, int], without: tuple[str, int] | None = None) -> dict[str, Any]:  # fmt: skip
-    """The example configuration with these addresses; `without`: a second listener lacking the filter."""
+           admin: tuple[str, int], without: tuple[str, int] | None = None,
+           message_timeout: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """The example configuration with these addresses; `without`: a second listener lacking the filter;
+    `message_timeout`: the ext_proc's wait for one answer (the tests' hang guard on a loaded machine)."""
     conf = yaml.safe_load(EXAMPLE.read_text())
     res = conf["static_resources"]
     clusters = {c["name"]: c for c in res["clusters"]}
@@ -38,6 +40,9 @@ def render(*, upstream: tuple[str, int], ext_proc: tuple[str, int], listen: tupl
         c["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"] = _addr(host, port)
     (listener,) = res["listeners"]
     listener["address"] = _addr(*listen)
+    if message_timeout is not None:
+        (ext,) = [f for f in _hcm(listener)["http_filters"] if f["name"] == EXT_PROC]
+        ext["typed_config"]["message_timeout"] = message_timeout
     if without is not None:
         bare = copy.deepcopy(listener)
         bare["name"], bare["address"] = "llm_without_headroom", _addr(*without)

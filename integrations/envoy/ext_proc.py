@@ -52,11 +52,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
-
 from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 from envoy.type.v3 import http_status_pb2
+
 from integrations import headroom_admission as ha
 
 log = logging.getLogger("headroom.envoy")
@@ -232,6 +232,17 @@ class Processor(pb_grpc.ExternalProcessorServicer):
         self.lazy = ha.LazyAdmission("envoy", admission)
         self.enabled = ha.enabled()
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="headroom")
+        # Library mode's calls are one Redis script each (sub-millisecond): made on the event loop,
+        # a hop to a worker thread costs more than they do. HTTP mode's wait for the portal: threads.
+        self.inline = bool(os.environ.get("HEADROOM_REDIS_URL"))
+
+    def warm(self) -> None:
+        """Build the admission now (library mode reads the portal's snapshot); on failure the first
+        request tries again (and meanwhile the fail mode answers)."""
+        try:
+            self.lazy.get()
+        except Exception as exc:  # noqa: BLE001 - the portal may be starting: the first request retries
+            log.warning("Headroom: admission not ready yet (%s)", exc)
 
     async def Process(self, request_iterator: Any, context: Any) -> Any:  # noqa: N802 - the gRPC method's name
         x = Exchange()
@@ -253,7 +264,10 @@ class Processor(pb_grpc.ExternalProcessorServicer):
                     if not req.request_body.end_of_stream:  # BUFFERED sends one message; be safe with more
                         yield CONTINUE_REQ_BODY
                         continue
-                    answer = await loop.run_in_executor(self.pool, self.on_request, x)
+                    if self.inline and self.lazy._admission is not None:
+                        answer = self.on_request(x)
+                    else:
+                        answer = await loop.run_in_executor(self.pool, self.on_request, x)
                     yield answer
                     if answer.HasField("immediate_response"):
                         return
@@ -354,7 +368,10 @@ class Processor(pb_grpc.ExternalProcessorServicer):
         ttft = (x.first_byte - x.started) * 1000 if x.first_byte is not None else None
         args = {"prompt_tokens": prompt, "output_tokens": output, "status": status, "cached_prompt_tokens": cached,
                 "ttft_ms": ttft, "e2e_ms": (now - x.started) * 1000}  # fmt: skip
-        self.pool.submit(self._complete, x.adm, x.reservation, args)
+        if self.inline:
+            self._complete(x.adm, x.reservation, args)
+        else:
+            self.pool.submit(self._complete, x.adm, x.reservation, args)
 
     @staticmethod
     def _complete(adm: Any, reservation_id: str, args: dict[str, Any]) -> None:
@@ -388,6 +405,7 @@ async def serve(host: str, port: int, config: Config, *, health_port: int | None
     pb_grpc.add_ExternalProcessorServicer_to_server(processor, server)
     if server.add_insecure_port(f"{host}:{port}") == 0:
         raise SystemExit(f"cannot listen on {host}:{port}")
+    await asyncio.get_running_loop().run_in_executor(None, processor.warm)
     await server.start()
     health = await health_server(host, health_port) if health_port else None
     log.warning("Headroom ext_proc listening on %s:%s (%s mode)", host, port,

@@ -87,7 +87,7 @@ def gateway(tmp_path_factory):
         ports = {k: stack.free_port() for k in ("with", "without", "admin")}
         conf = envoy_config.render(upstream=("127.0.0.1", up.port), ext_proc=("127.0.0.1", ext_port),
                                    listen=("127.0.0.1", ports["with"]), admin=("127.0.0.1", ports["admin"]),
-                                   without=("127.0.0.1", ports["without"]))  # fmt: skip
+                                   without=("127.0.0.1", ports["without"]), message_timeout="30s")  # fmt: skip
         (work / "envoy.yaml").write_text(envoy_config.dump(conf))
         envoy = stack.Proc([str(ENVOY), "-c", str(work / "envoy.yaml"), "--disable-hot-restart", "--concurrency", "1",
                             "-l", "warning"], env=stack.child_env(), port=ports["admin"], probe="/ready",
