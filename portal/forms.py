@@ -10,10 +10,12 @@ from typing import Any, cast
 
 import django_filters
 from django import forms
+from django.conf import settings
 from django.core.validators import MaxValueValidator
 
 from capacity.envelope import ENVELOPE_ORDER
 from capacity.ordering import ordering_errors, spaced
+from capacity.planning import TARGET_RANGE
 from entitlements.models import Region, ServedModel, Tenant
 from portal.models import SCENARIO_MAX, SCENARIOS, Basis, LaunchRequest, State
 
@@ -35,8 +37,23 @@ SECTIONS = (
             "streaming",
         ),
     ),
-    ("Scenarios (peak, per region)", tuple(f"{s}_{k}" for s in SCENARIOS for k in ("value", "basis"))),
+    (
+        "Scenarios (peak, per region)",
+        (*(f"{s}_{k}" for s in SCENARIOS for k in ("value", "basis")), "target_throttled_share"),
+    ),
     ("Justification", ("justification",)),
+)
+
+
+TARGET_ERROR = (
+    f"target throttled share: a share of requests from {TARGET_RANGE[0]:g} to {TARGET_RANGE[1]:g} "
+    "(0.001: one request in a thousand throttled)"
+)
+TARGET_HELP = (
+    "the share of requests the token bucket may throttle at the CU to buy (0.001 = 0.1 %); empty: the class "
+    "default ("
+    + ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in settings.PLANNING_TARGET_THROTTLED_SHARE.items())
+    + ")"
 )
 
 
@@ -89,6 +106,15 @@ class LaunchRequestForm(forms.Form):
     upside_basis = forms.ChoiceField(label="unit", choices=Basis.choices, required=False)
     stress_value = _scenario("stress_value", "Stress")
     stress_basis = forms.ChoiceField(label="unit", choices=Basis.choices, required=False)
+    target_throttled_share = forms.FloatField(
+        label="Target throttled share",
+        min_value=TARGET_RANGE[0],
+        max_value=TARGET_RANGE[1],
+        required=False,
+        help_text=TARGET_HELP,
+        error_messages={"min_value": TARGET_ERROR, "max_value": TARGET_ERROR, "invalid": TARGET_ERROR},
+        widget=forms.NumberInput(attrs={"step": "any", "placeholder": "class default"}),
+    )
     justification = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), required=False)
 
     @classmethod

@@ -21,6 +21,7 @@ from django.db import models
 from django.db.models import F, Q
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
+from capacity.planning import TARGET_RANGE
 from entitlements import roles
 from entitlements.models import Entitlement, Region, ServedModel, Tenant
 from entitlements.models.supply import CU
@@ -115,6 +116,14 @@ class LaunchRequest(ConcurrentTransitionMixin, models.Model):
     upside_value = models.FloatField(null=True, blank=True, validators=SCENARIO_VALIDATORS)
     stress_basis = models.CharField(max_length=12, choices=Basis.choices, default=Basis.RPS)
     stress_value = models.FloatField(null=True, blank=True, validators=SCENARIO_VALIDATORS)
+    # The planning answer's target (CONTRACT §3): the share of requests the bucket may throttle at the
+    # CU to buy. Empty: the class's default (settings.PLANNING_TARGET_THROTTLED_SHARE), as the calculator.
+    target_throttled_share = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(TARGET_RANGE[0]), MaxValueValidator(TARGET_RANGE[1])],
+        help_text="share of requests the token bucket may throttle at the CU to buy; empty: the class default",
+    )
     criticality = models.CharField(max_length=12, choices=Criticality.choices, default=Criticality.MEDIUM)
     justification = models.TextField(blank=True)
     state = FSMField(default=State.DRAFT, choices=State.choices, protected=True, db_index=True)

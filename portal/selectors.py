@@ -6,12 +6,14 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import ROUND_CEILING, Decimal
+from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
 from django.db.models import QuerySet
 
-from capacity.planning import PlanningAnswer, plan
+from capacity.envelope import EnvelopeShape
+from capacity.planning import PlanningAnswer, percent, plan
 from capacity.planning_workload import envelope_workload
 from capacity.units import TokenWeights
 from entitlements import roles
@@ -67,10 +69,10 @@ class PoolSizing:
     fit: PoolFit | None = None  # the committed load against this pool's operating point (capacity.sizing)
 
 
-def _committed_rps(req: LaunchRequest) -> float | None:
-    """Requests per second of the committed scenario; a wt/min figure is turned back into requests
-    with the envelope's typical request, as the CU conversion does."""
-    basis, value = req.scenario("committed")
+def scenario_rps(req: LaunchRequest, name: str) -> float | None:
+    """Requests per second of a scenario; a wt/min figure is turned back into requests with the
+    envelope's typical request, as the CU conversion does."""
+    basis, value = req.scenario(name)
     shape = launch_shape(req)
     if value is None or req.model is None or shape is None:
         return None
@@ -78,6 +80,50 @@ def _committed_rps(req: LaunchRequest) -> float | None:
         return float(value)
     per_request = shape.wt_per_request(TokenWeights(req.model.w_out, req.model.w_cached))
     return float(value) / 60.0 / per_request if per_request else None
+
+
+def _committed_rps(req: LaunchRequest) -> float | None:
+    # portal.templatetags.latency_charts reads the committed rate through this name.
+    return scenario_rps(req, "committed")
+
+
+def target_of(req: LaunchRequest) -> float:
+    """The request's target throttled share: its own, else its class's default (settings.
+    PLANNING_TARGET_THROTTLED_SHARE, the calculator's and reconciliation's default too)."""
+    own = getattr(req, "target_throttled_share", None)
+    return float(own) if own is not None else target_for(req.traffic_class)
+
+
+@lru_cache(maxsize=256)
+def _envelope_answer(
+    rps: float, shape: EnvelopeShape, w_out: float, w_cached: float, r: float, target: float, depth: float, cv: float
+) -> PlanningAnswer:
+    # Deterministic (seeded): the same request sizes the same on every keystroke, page and API read.
+    w = envelope_workload(
+        rate_rps=rps, prompt=shape.prompt, output=shape.output, w_out=w_out, w_cached=w_cached, minute_rate_cv=cv
+    )
+    return plan(w, r_wt_per_s=r, target_throttled_share=target, depth_s=depth)
+
+
+def planning_answer(req: LaunchRequest, rps: float | None) -> PlanningAnswer | None:
+    """The planning answer (docs/planning.md) for `rps` requests/s of this request's envelope: the
+    calculator's envelope replay (capacity.planning_workload.envelope_workload: over-dispersed minutes
+    at PLANNING_MINUTE_RATE_CV, lengths through the envelope's quantiles, prompts uncached as the
+    conversion counts them) through one bucket of ADMISSION_BUCKET_DEPTH_S, at the request's target."""
+    shape = launch_shape(req)
+    if rps is None or rps < 0 or shape is None or req.model is None:
+        return None
+    m = req.model
+    return _envelope_answer(
+        float(rps),
+        shape,
+        float(m.w_out),
+        float(m.w_cached),
+        float(m.r_wt_per_s),
+        target_of(req),
+        float(settings.ADMISSION_BUCKET_DEPTH_S),
+        float(settings.PLANNING_MINUTE_RATE_CV),
+    )
 
 
 @dataclass
@@ -99,8 +145,27 @@ class Sizing:
     counts_as_sold: bool
     missing: list[str]  # labels of the fields the figures still need
     how: ConversionShown | None = None  # the conversion with this request's numbers (None: no model yet)
-    # The committed rate's CU to buy, checked by replay (docs/planning.md); None until rate and envelope.
-    planned: PlanningAnswer | None = None
+    # Per scenario, the planning answer its CU is (docs/planning.md); None until rate and envelope.
+    planning: dict[str, PlanningAnswer | None] = field(default_factory=dict)
+    target_throttled_share: float | None = None
+    target_is_default: bool = True
+    traffic_class: str = ""
+
+    @property
+    def target_text(self) -> str:
+        """The target as people read it and as the field takes it: "0.1 % of requests (0.001)"."""
+        t = self.target_throttled_share
+        return "" if t is None else f"{percent(t)} of requests throttled ({t:g})"
+
+    @property
+    def planned(self) -> PlanningAnswer | None:
+        """The committed scenario's answer: what an approval grants per region."""
+        return self.planning.get("committed")
+
+    @property
+    def scenarios(self) -> list[tuple[str, Decimal | None, PlanningAnswer | None]]:
+        """(scenario, CU per region, its planning answer) rows for the panel."""
+        return [(name, self.cu.get(name), self.planning.get(name)) for name in SCENARIOS]
 
 
 @dataclass
@@ -113,10 +178,30 @@ class ConversionShown:
     prompt_mean: float | None = None  # lognormal means through p50 and p95, capped at the max
     output_mean: float | None = None
     wt_per_request: float | None = None
-    lines: dict[str, str] = field(default_factory=dict)  # scenario → "value × wt ÷ R = CU"
+    lines: dict[str, str] = field(default_factory=dict)  # scenario → "value × wt ÷ R = CU at the mean rate"
 
 
-def _conversion(req: LaunchRequest, cu: dict[str, Decimal | None]) -> ConversionShown | None:
+def _mean_cu(req: LaunchRequest, name: str) -> Decimal | None:
+    """The scenario's mean-rate conversion (portal.sizing_fit.scenario_cu): the CU its average load
+    takes, shown beside the planning answer (busier minutes need more)."""
+    basis, value = req.scenario(name)
+    if value is None or req.model is None or (basis == "rps" and launch_shape(req) is None):
+        return None
+    m = req.model
+    return cu_decimal(
+        scenario_cu(
+            basis=basis,
+            value=value,
+            shape=launch_shape(req),
+            w_out=m.w_out,
+            w_cached=m.w_cached,
+            r_wt_per_s=m.r_wt_per_s,
+        )
+    )
+
+
+def _conversion(req: LaunchRequest) -> ConversionShown | None:
+    cu = {name: _mean_cu(req, name) for name in SCENARIOS}
     if req.model is None:
         return None
     m = req.model
@@ -131,14 +216,20 @@ def _conversion(req: LaunchRequest, cu: dict[str, Decimal | None]) -> Conversion
         if cu.get(name) is None or value is None:
             continue
         if basis == "rps" and how.wt_per_request is not None:
-            how.lines[name] = f"{value:,.4g} req/s × {how.wt_per_request:,.1f} wt ÷ {r} = {cu[name]:,.3f} CU"
+            how.lines[name] = (
+                f"{value:,.4g} req/s × {how.wt_per_request:,.1f} wt ÷ {r} = {cu[name]:,.3f} CU at the mean rate"
+            )
         elif basis == "wt_per_min":
-            how.lines[name] = f"{value:,.0f} wt/min ÷ 60 ÷ {r} = {cu[name]:,.3f} CU"
+            how.lines[name] = f"{value:,.0f} wt/min ÷ 60 ÷ {r} = {cu[name]:,.3f} CU at the mean rate"
     return how
 
 
 def size_request(req: LaunchRequest, regions: list[Region]) -> Sizing:
     """CU per scenario, replicas per pool and headroom over the window, for a saved or unsaved request.
+
+    A scenario's CU is the planning answer for its rate and the request's envelope (planning_answer:
+    the least CU on a 0.1 CU step whose replay is throttled on at most the target share), the CU an
+    approval grants; the mean-rate conversion is shown beside it (ConversionShown).
 
     The pool marked `chosen` is the one the approval and `entitlement_grant` pick
     (entitlements.pool_choice.choose_pool: the scope's home pool, else the most headroom after the
@@ -146,24 +237,11 @@ def size_request(req: LaunchRequest, regions: list[Region]) -> Sizing:
     """
     labels = {"model": "model", "prompt_p50": "prompt tokens p50", "output_p50": "output tokens p50"}
     missing = [label for name, label in labels.items() if getattr(req, name) is None]
-    cu: dict[str, Decimal | None] = {}
-    for name in SCENARIOS:
-        basis, value = req.scenario(name)
-        needs_shape = basis == "rps" and launch_shape(req) is None
-        if value is None or req.model is None or needs_shape:
-            cu[name] = None
-            continue
-        cu[name] = cu_decimal(
-            scenario_cu(
-                basis=basis,
-                value=value,
-                shape=launch_shape(req),
-                w_out=req.model.w_out,
-                w_cached=req.model.w_cached,
-                r_wt_per_s=req.model.r_wt_per_s,
-            )
-        )
-    committed_rps = _committed_rps(req)
+    planning = {name: planning_answer(req, scenario_rps(req, name)) for name in SCENARIOS}
+    cu: dict[str, Decimal | None] = {
+        name: None if a is None else cu_decimal(a.cu_to_buy) for name, a in planning.items()
+    }
+    committed_rps = scenario_rps(req, "committed")
     window = window_of(req.launch_date, req.end_date) if req.launch_date else None
     if window is not None and window.end is not None and window.end <= window.start:
         window = None
@@ -210,15 +288,17 @@ def size_request(req: LaunchRequest, regions: list[Region]) -> Sizing:
             for ps in rs.pools:
                 ps.chosen = choice is not None and choice.fits and ps.pool.pk == choice.pool.pk
             out.append(rs)
-    how = _conversion(req, cu)
     return Sizing(
         cu=cu,
         regions=out,
         window=window,
         counts_as_sold=counts,
         missing=missing,
-        how=how,
-        planned=_planned(req, committed_rps),
+        how=_conversion(req),
+        planning=planning,
+        target_throttled_share=target_of(req),
+        target_is_default=getattr(req, "target_throttled_share", None) is None,
+        traffic_class=req.traffic_class,
     )
 
 
@@ -228,30 +308,6 @@ def _home_pk(req: LaunchRequest, region: Region) -> int | None:
         return None
     return scope_pool_id(
         tenant=req.tenant, project=None, model=req.model, region=region, traffic_class=req.traffic_class
-    )
-
-
-def _planned(req: LaunchRequest, rps: float | None) -> PlanningAnswer | None:
-    """The planning answer for the committed rate and envelope: the calculator's envelope replay
-    (over-dispersed minutes at PLANNING_MINUTE_RATE_CV, lengths through the envelope's quantiles,
-    prompts uncached as the conversion counts them) at the class's target."""
-    shape = launch_shape(req)
-    if rps is None or rps <= 0 or shape is None or req.model is None:
-        return None
-    m = req.model
-    w = envelope_workload(
-        rate_rps=rps,
-        prompt=shape.prompt,
-        output=shape.output,
-        w_out=m.w_out,
-        w_cached=m.w_cached,
-        minute_rate_cv=settings.PLANNING_MINUTE_RATE_CV,
-    )
-    return plan(
-        w,
-        r_wt_per_s=m.r_wt_per_s,
-        target_throttled_share=target_for(req.traffic_class),
-        depth_s=float(settings.ADMISSION_BUCKET_DEPTH_S),
     )
 
 

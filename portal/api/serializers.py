@@ -6,9 +6,10 @@ from typing import Any
 
 from rest_framework import serializers
 
+from capacity.planning import TARGET_RANGE
 from entitlements.models import Region, ServedModel
 from portal.models import Basis, LaunchRequest, LaunchRequestEvent
-from portal.selectors import size_request
+from portal.selectors import Sizing, size_request
 from portal.services.intake import EDITABLE_FIELDS
 
 
@@ -26,6 +27,7 @@ class LaunchRequestOut(serializers.ModelSerializer):
     model: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     regions = serializers.SerializerMethodField()
     scenario_cu = serializers.SerializerMethodField()
+    scenario_planning = serializers.SerializerMethodField()
     events = serializers.SerializerMethodField()
 
     class Meta:
@@ -38,6 +40,7 @@ class LaunchRequestOut(serializers.ModelSerializer):
             *EDITABLE_FIELDS,
             "regions",
             "scenario_cu",
+            "scenario_planning",
             "submitted_at",
             "decided_at",
             "decision_comment",
@@ -56,8 +59,21 @@ class LaunchRequestOut(serializers.ModelSerializer):
             for row in obj.region_rows.select_related("region", "entitlement")
         ]
 
+    def _sizing(self, obj: LaunchRequest) -> Sizing:
+        # Both scenario fields read one sizing per request (its replays are the costly part).
+        cache: dict[Any, Sizing] = self.__dict__.setdefault("_sized", {})
+        if obj.pk not in cache:
+            cache[obj.pk] = size_request(obj, [])
+        return cache[obj.pk]
+
     def get_scenario_cu(self, obj: LaunchRequest) -> dict[str, str | None]:
-        return {k: None if v is None else str(v) for k, v in size_request(obj, []).cu.items()}
+        """Per scenario, the CU to buy (the planning answer an approval grants), as a decimal string."""
+        return {k: None if v is None else str(v) for k, v in self._sizing(obj).cu.items()}
+
+    def get_scenario_planning(self, obj: LaunchRequest) -> dict[str, dict[str, Any] | None]:
+        """Per scenario, the planning answer with its check (CONTRACT §3: cu_to_buy, target_throttled_share,
+        replay, replay_one_step_less, planning_basis)."""
+        return {k: None if a is None else a.to_dict() for k, a in self._sizing(obj).planning.items()}
 
     def get_events(self, obj: LaunchRequest) -> list[dict[str, Any]]:
         if not self.context.get("with_events"):
@@ -77,6 +93,13 @@ class LaunchRequestIn(serializers.Serializer):
     criticality = serializers.ChoiceField(choices=LaunchRequest.Criticality.choices, required=False)
     justification = serializers.CharField(required=False, allow_blank=True)
     streaming = serializers.BooleanField(required=False)
+    target_throttled_share = serializers.FloatField(
+        min_value=TARGET_RANGE[0],
+        max_value=TARGET_RANGE[1],
+        required=False,
+        allow_null=True,
+        help_text="share of requests the bucket may throttle at the CU to buy; null: the class default",
+    )
 
     def get_fields(self) -> dict[str, serializers.Field]:
         fields = super().get_fields()

@@ -62,6 +62,7 @@ EDITABLE_FIELDS = (
     "traffic_class",
     *ENVELOPE_FIELDS,
     *[f"{s}_{k}" for s in SCENARIOS for k in ("basis", "value")],
+    "target_throttled_share",
     "criticality",
     "justification",
 )

@@ -57,8 +57,9 @@ def test_replicas_are_whole_and_ceil():
 
 
 def test_intake_review_and_sizing_give_one_cu_for_one_class(fleet, people, submitted):
-    """The launch request's committed CU (intake, review and approval all read size_request) equals
-    what POST /api/v1/sizing answers for the same class with the same lengths."""
+    """The launch request's committed CU (intake, review and approval all read size_request) is the
+    planning answer POST /api/v1/sizing gives for the same class with the same lengths (its cu_to_buy),
+    and its mean-rate conversion is the calculator's capacity_units."""
     intake_cu = size_request(submitted, []).cu["committed"]
     # Sizing also prices the class; CU does not depend on the price.
     Accelerator.objects.filter(pk=fleet.pool_a.accelerator_id).update(cloud_on_demand_per_hour=2.0)
@@ -71,8 +72,12 @@ def test_intake_review_and_sizing_give_one_cu_for_one_class(fleet, people, submi
         "slo": {"ttft_p99_s": 2, "tpot_p99_s": 0.2},
     }
     sized = api_client(people.requester).post("/api/v1/sizing", body, format="json").json()
-    # The same float, rounded up to the intake's 0.001 CU.
-    assert intake_cu == cu_decimal(sized["capacity_units"]) == Decimal("25.175")
+    # One answer: the calculator's CU to buy, checked by the same replay, is what the intake grants.
+    assert intake_cu == cu_decimal(sized["cu_to_buy"]) == Decimal("26.600")
+    planned = size_request(submitted, []).planned
+    assert sized["replay"] == planned.replay.to_dict() and sized["check"] == planned.check
+    # The mean-rate conversion is the same float, rounded up to the intake's 0.001 CU.
     assert sized["capacity_units"] == pytest.approx(25.17413562985812, rel=1e-12)
+    assert cu_decimal(sized["capacity_units"]) == Decimal("25.175")
     fields = complete_fields(fleet)
     assert shape.prompt == envelope_lengths(fields["prompt_p50"], fields["prompt_p95"], fields["max_prompt_tokens"])

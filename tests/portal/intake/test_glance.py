@@ -90,8 +90,8 @@ def test_after_a_partial_approval_the_page_shows_cu_and_requests_per_second(peop
     row = html.split('data-region="us-test"')[1].split("</tr>")[0]
     assert '<td class="num">5.000</td>' in row
     rps = float(re.search(r'class="num approved-rps">([\d.,]+) req/s<', row).group(1))
-    # The request's committed 10 req/s sized to 25.175 CU at its mix (tests/portal/intake/conftest.py):
-    # 5 CU of it is 10 × 5 ÷ 25.175 = 1.99 req/s.
+    # The request's committed 10 req/s is 25.175 CU at its mix's mean rate (tests/portal/intake/conftest.py):
+    # 5 CU carries 10 × 5 ÷ 25.175 = 1.99 req/s on average.
     assert rps == 1.99
 
 

@@ -42,6 +42,10 @@ def test_the_sizing_panel_shows_the_cu_to_buy_with_its_check(fleet, people, draf
     w = envelope_workload(rate_rps=20, prompt=shape.prompt, output=shape.output, w_out=4.0, w_cached=0.0)
     t, c = w.arrival_s, w.cost_wt
     assert independent_share(t, c, cu) <= 0.001 < independent_share(t, c, round(cu - 0.1, 1))
-    # 20 req/s × 1,800 wt is 36 CU at the mean; busier minutes ask more.
-    assert cu > 36
-    assert '<td class="num" data-scenario="committed">36.000</td>' in body
+    # 20 req/s × 1,800 wt is 36 CU at the mean; busier minutes ask more. The scenario's CU (what an
+    # approval grants) is this answer, with the same check beside it.
+    assert cu == 37.8
+    assert '<td class="num" data-scenario="committed">37.800</td>' in body
+    assert "= 36.000 CU at the mean rate" in body
+    check = body.split('data-check="committed">')[1].split("</td>")[0]
+    assert "37.8 CU: replayed 73,943 requests, 0.092 % throttled (target 0.1 %); at 37.7 CU 0.165 %" in check

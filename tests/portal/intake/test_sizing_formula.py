@@ -40,11 +40,22 @@ def test_the_formula_is_the_one_computed_with_r_and_the_means(people, draft):
     # conftest: R 1000 wt/s, w_out 4; capped-lognormal means 1,384.69 and 283.18 tokens.
     assert "R = 1,000 weighted tokens/s per CU for llama-test" in text
     assert "= 1,384.7 + 4.00 × 283.2 = 2,517.4" in text
-    assert "committed: 10 req/s × 2,517.4 wt ÷ 1,000 = 25.175 CU" in text
-    assert "expected: 600,000 wt/min ÷ 60 ÷ 1,000 = 10.000 CU" in text
+    assert "committed: 10 req/s × 2,517.4 wt ÷ 1,000 = 25.175 CU at the mean rate" in text
+    assert "expected: 600,000 wt/min ÷ 60 ÷ 1,000 = 10.000 CU at the mean rate" in text
     # The p50s alone would say 1,000 + 4 × 200 = 1,800 wt, 18 CU: not what is shown.
     assert "1,800" not in text and "18.000" not in text
-    assert "25.175" in text.split("Scenario CU per region")[1]
+    # The scenario's CU is the planning answer with its check beside it (600,000 wt/min is 3.97 req/s of
+    # the envelope's 2,517.4 wt requests).
+    table = text.split("Scenario CU per region Check (replayed through the bucket)")[1]
+    assert (
+        "committed 26.600 26.6 CU: replayed 36,967 requests, 0.0812 % throttled (target 0.1 %); at 26.5 CU 0.146 %"
+        in table
+    )
+    assert (
+        "expected 10.500 10.5 CU: replayed 14,687 requests, 0.0681 % throttled (target 0.1 %); at 10.4 CU 0.197 %"
+        in table
+    )
+    assert "target 0.1 % of requests throttled (0.001), the reserved class default" in text
 
 
 def test_one_replicas_figure_per_scenario(people, draft):
