@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q, Sum
+from django.db.models import Q
 
 from alerts.models import AlertRule
 from capacity.planning import percent, replay
@@ -27,7 +27,7 @@ from forecasting.models import ForecastRun
 from forecasting.peak_to_mean import planning_answer, recorded_workload
 from forecasting.shortfalls import shortfalls
 from telemetry.budgets import budget_usage
-from telemetry.models import MinuteRollup
+from telemetry.usage import sums as rollup_sums
 
 Kind = AlertRule.Kind
 
@@ -76,6 +76,10 @@ class Context:
         return self.cache["gap"]
 
 
+# What a telemetry rule sums per key, decision and reason over its window (telemetry.usage.FIELDS).
+RULE_FIELDS = ("n", "act", "prompt", "out", "slo", "slo_n")
+
+
 def _scope_q(rule: AlertRule) -> Q:
     if rule.scope == AlertRule.Scope.TENANT:
         return Q(tenant=rule.tenant.slug)  # type: ignore[union-attr]
@@ -86,19 +90,7 @@ def _scope_q(rule: AlertRule) -> Q:
 
 def _rows(rule: AlertRule, now: datetime, *keys: str) -> list[dict[str, Any]]:
     since = now - timedelta(minutes=rule.window_minutes)
-    return list(
-        MinuteRollup.objects.filter(_scope_q(rule), bucket__gte=since, bucket__lt=now)
-        .values(*keys, "decision", "reason")
-        .annotate(
-            n=Sum("requests"),
-            act=Sum("actual_wt"),
-            prompt=Sum("prompt_tokens"),
-            out=Sum("output_tokens"),
-            slo=Sum("slo_met"),
-            slo_n=Sum("slo_total"),
-        )
-        .order_by()
-    )
+    return rollup_sums("minute", _scope_q(rule), since, now, by=(*keys, "decision", "reason"), fields=RULE_FIELDS)
 
 
 def _entitlements(rule: AlertRule, now: datetime) -> list[Entitlement]:

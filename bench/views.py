@@ -46,32 +46,23 @@ REASONS = ["QUOTA_EXCEEDED", "PLATFORM_CAPACITY", "RECLAIMED", "CONCURRENCY_LIMI
 
 
 def json_view(request, uuid):  # the baseline: the partial's query and sums, no series, figures or template
-    from django.db.models import Q, Sum
     from django.http import Http404, JsonResponse
 
     from entitlements.selectors import entitlements_visible_to
-    from telemetry.models import DayRollup
+    from telemetry import usage
+    from telemetry.selectors import SERIES_FIELDS
 
     ent = entitlements_visible_to(request.user).filter(uuid=uuid).first()
     if ent is None:
         raise Http404
     end = _now()
-    scope = Q(entitlement=str(ent.uuid)) | Q(
-        entitlement="", tenant=ent.tenant.slug, project=ent.project.slug if ent.project_id else "",
-        model=ent.model.slug, region=ent.region.slug, traffic_class=ent.traffic_class_id,
-    )  # fmt: skip
-    rows = list(
-        DayRollup.objects.filter(scope, bucket__gte=end - timedelta(days=DAYS), bucket__lt=end)
-        .values("bucket", "decision", "reason")
-        .annotate(
-            n=Sum("requests"),
-            est=Sum("estimated_wt"),
-            act=Sum("actual_wt"),
-            out=Sum("output_tokens"),
-            slo=Sum("slo_met"),
-            slo_n=Sum("slo_total"),
-        )  # fmt: skip
-        .order_by()
+    rows = usage.sums(
+        "day",
+        usage.scope(ent),
+        end - timedelta(days=DAYS),
+        end,
+        by=("bucket", "decision", "reason"),
+        fields=SERIES_FIELDS,
     )
     return JsonResponse({"rows": rows})
 

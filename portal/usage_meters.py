@@ -12,29 +12,30 @@ telemetry.budgets.budget_usage.
 
 The per-model total is Σ used CU-hours ÷ Σ bought CU-hours over the same period.
 
-`usages_of` computes these figures for many entitlements at once, in a fixed number of grouped queries
-(their history in one, each window's rollups in one per rollup level, grouped by scope), so the tenant
-home's query count does not grow with its entitlements (docs/pages.md). The sums and the figures from
-them are the statement's own functions (bought_steps, _minute_figures, _ratio, budget_usage), fed with
-rows read once; tests/portal/test_usage_meters.py checks each meter equals telemetry.statement.
+`usages_of` computes these figures for many entitlements at once in two queries (their history in one,
+and every window's rollup sums in ONE grouped query, telemetry.usage.Scopes.read), so the tenant home's
+query count does not grow with its entitlements (docs/pages.md); `tenant_usages` caches them per tenant
+for at most 30 s within the minute. The figures are the statement's own functions
+(entitlements.bought.bought_steps, telemetry.statement.minute_figures, telemetry.usage.ratio,
+telemetry.budgets.budget_usage), fed with rows read once; tests/portal/test_usage_meters.py and
+tests/portal/test_meters_one_query.py check each meter equals telemetry.statement.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import hashlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Q, Sum
+from django.core.cache import cache
 
-from capacity.periods import DAILY, MONTHLY, REQUESTS, TOKENS, next_start, period_start
-from entitlements.models import Entitlement, EntitlementHistory
-from telemetry.budgets import budget_usage
-from telemetry.models import MinuteRollup
-
-# The statement's own pieces, read here for many entitlements at once (one rule, one module).
-from telemetry.statement import _minute_figures, _pieces, _ratio, _when, bought_steps, resolve_period
+from capacity.periods import DAILY, MONTHLY, REQUESTS, next_start, period_start
+from entitlements.bought import bought_steps, cu_hours, histories
+from entitlements.models import Entitlement
+from telemetry import usage
+from telemetry.budgets import BUDGET_FIELDS, budget_usage, spent
+from telemetry.statement import minute_figures, resolve_period
 
 WINDOWS = (("now", "last hour", timedelta(hours=1)), ("peak", "24 h peak minute", timedelta(hours=24)))
 
@@ -93,143 +94,18 @@ class ModelTotal:
         return max(1.0, self.share or 0.0)
 
 
-Key = tuple[str, str, str, str, str]  # (tenant, project, model, region, traffic class) of a rollup row
-_COLUMNS = ("entitlement", "tenant", "project", "model", "region", "traffic_class")
-
-
-def _key(ent: Entitlement) -> Key:
-    project = ent.project.slug if ent.project is not None else ""
-    return (ent.tenant.slug, project, ent.model.slug, ent.region.slug, ent.traffic_class_id)
-
-
-class _Scopes:
-    """Which entitlements a rollup row counts for, as telemetry.statement._scope decides for one: its own
-    rows, plus the unattributed rows of its exact scope (shared by every entitlement of that scope)."""
-
-    def __init__(self, ents: list[Entitlement]) -> None:
-        self.by_uuid = {str(e.uuid): e.pk for e in ents}
-        self.by_key: dict[Key, list[int]] = defaultdict(list)
-        for e in ents:
-            self.by_key[_key(e)].append(e.pk)
-        self.q = Q(entitlement__in=list(self.by_uuid)) | Q(entitlement="", tenant__in={e.tenant.slug for e in ents})
-
-    def owners(self, row: dict[str, Any]) -> list[int]:
-        if row["entitlement"]:
-            pk = self.by_uuid.get(row["entitlement"])
-            return [pk] if pk is not None else []
-        return self.by_key.get((row["tenant"], row["project"], row["model"], row["region"], row["traffic_class"]), [])
-
-
-def _summed(scopes: _Scopes, start: datetime, end: datetime) -> dict[int, dict[str, dict[str, float]]]:
-    """pk → decision → {n, wt, p, o} over [start, end): one grouped query per rollup level."""
-    out: dict[int, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(float)))
-    for model, a, b in _pieces(start, end):
-        if b <= a:
-            continue
-        rows = (
-            model.objects.filter(  # type: ignore[attr-defined]  # _pieces yields the concrete rollup models
-                scopes.q, decision__in=("admit", "complete"), bucket__gte=a, bucket__lt=b
-            )
-            .values(*_COLUMNS, "decision")
-            .annotate(n=Sum("requests"), wt=Sum("actual_wt"), p=Sum("prompt_tokens"), o=Sum("output_tokens"))
-            .order_by()
-        )
-        for r in rows:
-            for pk in scopes.owners(r):
-                acc = out[pk][r["decision"]]
-                for k in ("n", "wt", "p", "o"):
-                    acc[k] += r[k] or 0
-    return out
-
-
-def _per_minute(scopes: _Scopes, start: datetime, end: datetime) -> dict[int, dict[datetime, float]]:
-    """pk → minute → settled wt over [start, end), minutes with none left out (as the statement's peak)."""
-    rows = (
-        MinuteRollup.objects.filter(scopes.q, decision="complete", bucket__gte=start, bucket__lt=end)
-        .values(*_COLUMNS, "bucket")
-        .annotate(wt=Sum("actual_wt"))
-        .order_by()
-    )
-    out: dict[int, dict[datetime, float]] = defaultdict(lambda: defaultdict(float))
-    for r in rows:
-        for pk in scopes.owners(r):
-            out[pk][_when(r["bucket"])] += float(r["wt"] or 0)  # type: ignore[index]  # buckets are never NULL
-    return {pk: {t: wt for t, wt in m.items() if wt} for pk, m in out.items()}
-
-
-def _history(ents: list[Entitlement]) -> dict[int, list[Any]]:
-    rows: dict[int, list[Any]] = defaultdict(list)
-    qs = EntitlementHistory.objects.filter(entitlement_id__in=[e.pk for e in ents]).exclude(op="delete")
-    for pk, at, snap in qs.order_by("entitlement_id", "pk").values_list("entitlement_id", "at", "snapshot"):
-        rows[pk].append((at, snap))
-    return rows
-
-
-def _cu_hours(steps: list[Any]) -> float:
-    return sum(float(s.cu) * (s.end - s.start).total_seconds() / 3600 for s in steps)
+DECISIONS = ("admit", "complete")
+CACHE_S = 30  # the tenant home's meters are cached this long (at most), per minute they were read in
 
 
 def _used_cu_h(summed: dict[int, dict[str, dict[str, float]]], ent: Entitlement) -> float:
     r_wt = ent.model.r_wt_per_s
-    return summed[ent.pk]["complete"]["wt"] / r_wt / 3600 if r_wt else 0.0
+    return summed[ent.pk]["complete"]["act"] / r_wt / 3600 if r_wt else 0.0
 
 
-def usages_of(ents: list[Entitlement], now: datetime) -> dict[int, Usage]:
-    """Entitlement pk → its meters, for entitlements read with tenant, project, model and region."""
-    if not ents:
-        return {}
-    scopes = _Scopes(ents)
-    history = _history(ents)
-    spans = {key: resolve_period(now - span, now, now) for key, _, span in WINDOWS}
-    spans["period"] = resolve_period(None, None, now)
-    summed = {key: _summed(scopes, *spans[key]) for key in ("now", "period")}
-    minutes = _per_minute(scopes, *spans["peak"])
-    budgets = _budget_sums(ents, scopes, now)
-    out = {}
-    for ent in ents:
-        # No history rows: bought_steps falls back to the row as it is now, without a query.
-        steps = {key: bought_steps(ent, *span, history=history.get(ent.pk, [])) for key, span in spans.items()}
-        now_bought, period_bought = _cu_hours(steps["now"]), _cu_hours(steps["period"])
-        peak_steps = steps["peak"]
-        period_used = _used_cu_h(summed["period"], ent)
-        peak = _minute_figures(peak_steps, minutes.get(ent.pk, {}), ent.model.r_wt_per_s)["peak"]
-        meters = [
-            Meter(
-                "now", WINDOWS[0][1], *spans["now"], _ratio(_used_cu_h(summed["now"], ent), now_bought), "used.share"
-            ),
-            Meter("peak", WINDOWS[1][1], *spans["peak"], peak, "used.peak_share_1m"),
-            Meter(
-                "period",
-                "last 30 days",
-                *spans["period"],
-                _ratio(period_used, period_bought),
-                "used.share",
-                used_cu_h=round(period_used, 6),
-                bought_cu_h=round(period_bought, 6),
-            ),
-        ]
-        out[ent.pk] = Usage(meters, budget=budget_usage(ent, now, used_fn=budgets.used))
-    return out
-
-
-class _BudgetSums:
-    """Budget use for every entitlement with a budget: one grouped read per distinct budget period
-    (entitlements sharing a time zone share their day and month), answered in used_between's terms."""
-
-    def __init__(self) -> None:
-        self.sums: dict[tuple[datetime, datetime], dict[int, dict[str, dict[str, float]]]] = {}
-
-    def used(self, ent: Entitlement, unit: str, start: datetime, end: datetime) -> float:
-        got = self.sums[(start, end)][ent.pk]
-        if unit == REQUESTS:
-            return got["admit"]["n"]
-        if unit == TOKENS:
-            return got["complete"]["p"] + got["complete"]["o"]
-        return got["complete"]["wt"]
-
-
-def _budget_sums(ents: list[Entitlement], scopes: _Scopes, now: datetime) -> _BudgetSums:
-    sums = _BudgetSums()
+def _budget_windows(ents: list[Entitlement], now: datetime) -> set[tuple[datetime, datetime]]:
+    """Every distinct budget period the entitlements are in (those sharing a time zone share their day and
+    month), as budget_usage asks for it."""
     windows: set[tuple[datetime, datetime]] = set()
     for ent in ents:
         for kind, limit in ((DAILY, ent.daily_budget), (MONTHLY, ent.monthly_budget)):
@@ -237,9 +113,79 @@ def _budget_sums(ents: list[Entitlement], scopes: _Scopes, now: datetime) -> _Bu
                 start = period_start(kind, now.timestamp(), ent.budget_tz)
                 end = min(next_start(kind, start), now)
                 windows.add((start.astimezone(UTC), end.astimezone(UTC)))
-    for w in windows:
-        sums.sums[w] = _summed(scopes, *w)
-    return sums
+    return windows
+
+
+def usages_of(ents: list[Entitlement], now: datetime) -> dict[int, Usage]:
+    """Entitlement pk → its meters, for entitlements read with tenant, project, model and region: their
+    history in one query, every window's rollup sums in one more (telemetry.usage.Scopes.read)."""
+    if not ents:
+        return {}
+    history = histories(ents)
+    spans = {key: resolve_period(now - span, now, now) for key, _, span in WINDOWS}
+    spans["period"] = resolve_period(None, None, now)
+    windows: dict[Any, tuple[datetime, datetime]] = {"now": spans["now"], "period": spans["period"]}
+    windows |= {w: w for w in _budget_windows(ents, now)}
+    summed, minutes = usage.Scopes(ents).read(
+        windows, {"peak": spans["peak"]}, fields=BUDGET_FIELDS, decisions=DECISIONS
+    )
+
+    def budget_used(ent: Entitlement, unit: str, start: datetime, end: datetime) -> float:
+        """used_between's answer, from the sums read above."""
+        got = summed[(start, end)][ent.pk]
+        return spent(unit, got["admit"] if unit == REQUESTS else got["complete"])
+
+    out = {}
+    for ent in ents:
+        # No history rows: bought_steps falls back to the row as it is now, without a query.
+        steps = {key: bought_steps(ent, *span, history=history.get(ent.pk, [])) for key, span in spans.items()}
+        now_bought, period_bought = cu_hours(steps["now"]), cu_hours(steps["period"])
+        period_used = _used_cu_h(summed["period"], ent)
+        peak = minute_figures(steps["peak"], minutes["peak"].get(ent.pk, {}), ent.model.r_wt_per_s)["peak"]
+        meters = [
+            Meter(
+                "now",
+                WINDOWS[0][1],
+                *spans["now"],
+                usage.ratio(_used_cu_h(summed["now"], ent), now_bought),
+                "used.share",
+            ),
+            Meter("peak", WINDOWS[1][1], *spans["peak"], peak, "used.peak_share_1m"),
+            Meter(
+                "period",
+                "last 30 days",
+                *spans["period"],
+                usage.ratio(period_used, period_bought),
+                "used.share",
+                used_cu_h=round(period_used, 6),
+                bought_cu_h=round(period_bought, 6),
+            ),
+        ]
+        out[ent.pk] = Usage(meters, budget=budget_usage(ent, now, used_fn=budget_used))
+    return out
+
+
+def _cache_key(tenant_pk: int, ents: list[Entitlement], now: datetime) -> str:
+    """The tenant, the minute (every meter's period is floored to it) and what of each entitlement the
+    meters read (a grant, an amendment, a revocation or a new budget changes the key)."""
+    seen = [
+        (e.uuid, e.version, e.cu, e.starts_at, e.ends_at, e.revoked_at, e.daily_budget, e.monthly_budget,
+         e.budget_unit, e.budget_tz)
+        for e in ents
+    ]  # fmt: skip
+    digest = hashlib.sha256(repr(seen).encode()).hexdigest()[:32]
+    return f"usage-meters:{tenant_pk}:{now.replace(second=0, microsecond=0).isoformat()}:{digest}"
+
+
+def tenant_usages(tenant_pk: int, ents: list[Entitlement], now: datetime) -> dict[int, Usage]:
+    """usages_of for one tenant's entitlements, cached for at most CACHE_S within the minute they were
+    read in: a page polled by many people reads the rollups once."""
+    key = _cache_key(tenant_pk, ents, now)
+    got = cache.get(key)
+    if got is None:
+        got = usages_of(ents, now)
+        cache.set(key, got, CACHE_S)
+    return got
 
 
 def usage_of(ent: Entitlement, now: datetime) -> Usage:

@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Max, Sum
-
 from capacity.planning import Workload
+from entitlements.bought import bought_steps, cu_at, seconds_bought
 from entitlements.models import Entitlement
 from entitlements.reasons import REASONS
 from forecasting.peak_to_mean import TENANT_GROW_REASONS, recorded_workload
-from telemetry.models import HourRollup
-from telemetry.statement import _cu_at, _scope, bought_steps, statement
+from telemetry.statement import statement
+from telemetry.usage import scope, step_of, sums
 
 HOUR = timedelta(hours=1)
 
@@ -59,21 +58,24 @@ def p95(values: list[float]) -> float:
 def read(ent: Entitlement, start: datetime, end: datetime) -> Figures:
     r_wt = ent.model.r_wt_per_s or 1.0
     steps = bought_steps(ent, start, end)
-    bought_s = sum((s.end - s.start).total_seconds() for s in steps)
+    bought_s = seconds_bought(steps)
     n = int((end - start) / HOUR)
     f = Figures(ent, start, end, statement(ent, start, end), bought_s >= (end - start).total_seconds(), n)
     settled = [0.0] * n
     throttled = [0.0] * n
     served = [0] * n
-    rows = (
-        HourRollup.objects.filter(_scope(ent), bucket__gte=start, bucket__lt=end)
-        .values("bucket", "decision", "reason")
-        .annotate(n=Sum("requests"), est=Sum("estimated_wt"), act=Sum("actual_wt"), pmax=Max("prompt_max"))
-        .order_by()
+    rows = sums(
+        "hour",
+        scope(ent),
+        start,
+        end,
+        by=("bucket", "decision", "reason"),
+        fields=("n", "est", "act"),
+        maxima=("prompt_max",),
     )
     for row in rows:
         b = row["bucket"]
-        i = int((b - start) / HOUR)
+        i = step_of(b, start, 3600)
         if not 0 <= i < n:
             continue
         if row["decision"] == "complete":
@@ -85,11 +87,11 @@ def read(ent: Entitlement, start: datetime, end: datetime) -> Figures:
             key = b.replace(minute=0, second=0, microsecond=0).isoformat()
             f.platform_throttle_hours[key] = f.platform_throttle_hours.get(key, 0) + int(row["n"] or 0)
         if row["reason"] == "OUTSIDE_ENVELOPE":
-            f.refused_prompt_max = max(f.refused_prompt_max, int(row["pmax"] or 0))
+            f.refused_prompt_max = max(f.refused_prompt_max, int(row["prompt_max"] or 0))
     borrowed_days: set[int] = set()
     for i in range(n):
         t = start + i * HOUR
-        cu = float(_cu_at(steps, t))
+        cu = float(cu_at(steps, t))
         use = settled[i] / 3600 / r_wt
         f.use_cu.append(use)
         f.demand_cu.append((settled[i] + throttled[i]) / 3600 / r_wt)

@@ -11,54 +11,32 @@ settled account of it, so it lags the store by the reservations still in flight 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import Q, Sum
 from django.utils import timezone
 
 from capacity.periods import DAILY, MONTHLY, REQUESTS, TOKENS, next_start, period_id, period_start
 from entitlements.models import Entitlement
-from telemetry.models import HourRollup, MinuteRollup
+from telemetry.usage import period_sums, scope
 
-HOUR = timedelta(hours=1)
-
-
-def _scope(ent: Entitlement) -> Q:
-    """Its own events and the unattributed events of its exact scope (as the statement counts them)."""
-    return Q(entitlement=str(ent.uuid)) | Q(
-        entitlement="", tenant=ent.tenant.slug, project=ent.project.slug if ent.project is not None else "",
-        model=ent.model.slug, region=ent.region.slug, traffic_class=ent.traffic_class_id,
-    )  # fmt: skip
+BUDGET_FIELDS = ("n", "act", "prompt", "out")
 
 
-def _pieces(start: datetime, end: datetime) -> list[tuple[Any, datetime, datetime]]:
-    first = start.replace(minute=0, second=0, microsecond=0)
-    first = first if first == start else first + HOUR
-    last = end.replace(minute=0, second=0, microsecond=0)
-    if last <= first:
-        return [(MinuteRollup, start, end)]
-    return [(MinuteRollup, start, first), (HourRollup, first, last), (MinuteRollup, last, end)]
+def spent(unit: str, got: dict[str, Any]) -> float:
+    """A budget's use in `unit` from rollup sums of BUDGET_FIELDS (admits for requests, completions else)."""
+    if unit == REQUESTS:
+        return float(got["n"] or 0)
+    if unit == TOKENS:
+        return float((got["prompt"] or 0) + (got["out"] or 0))
+    return float(got["act"] or 0.0)
 
 
 def used_between(ent: Entitlement, unit: str, start: datetime, end: datetime) -> float:
     """What the entitlement spent of a budget counted in `unit` over [start, end)."""
     decision = "admit" if unit == REQUESTS else "complete"
-    total = 0.0
-    for model, a, b in _pieces(start, end):
-        if b <= a:
-            continue
-        got = (
-            model.objects.filter(_scope(ent), decision=decision, bucket__gte=a, bucket__lt=b)
-            .aggregate(n=Sum("requests"), wt=Sum("actual_wt"), p=Sum("prompt_tokens"), o=Sum("output_tokens"))
-        )  # fmt: skip
-        if unit == REQUESTS:
-            total += got["n"] or 0
-        elif unit == TOKENS:
-            total += (got["p"] or 0) + (got["o"] or 0)
-        else:
-            total += got["wt"] or 0.0
-    return total
+    rows = period_sums(scope(ent), start, end, by=(), fields=BUDGET_FIELDS, decision=decision)
+    return sum((spent(unit, got) for got in rows), 0.0)
 
 
 def budget_usage(

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from django.db.models import Avg, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import Avg, Max, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import TruncDay, TruncHour, TruncMinute
 
 from entitlements import roles
@@ -19,8 +19,9 @@ from entitlements.activity import is_active
 from entitlements.models import Entitlement, Pool, Tenant
 from entitlements.reasons import REASONS
 from entitlements.selectors import entitlements_visible_to, overlapping
+from telemetry import usage
 from telemetry.histogram import N_BINS, percentile
-from telemetry.models import E2E_BINS, TTFT_BINS, DayRollup, FleetSample, HourRollup, MinuteRollup, PoolAlert, Trace
+from telemetry.models import E2E_BINS, TTFT_BINS, FleetSample, PoolAlert, Trace
 
 
 def latest_pool_health(pool_id: int) -> tuple[int, int] | None:
@@ -35,7 +36,9 @@ def latest_pool_health(pool_id: int) -> tuple[int, int] | None:
 
 
 LEVELS = (("minute", 60), ("hour", 3600), ("day", 86400))
-ROLLUPS = {"minute": MinuteRollup, "hour": HourRollup, "day": DayRollup}
+ROLLUPS = usage.ROLLUPS
+# What a live series sums per bucket, decision and reason (bench/views.py's baseline reads the same).
+SERIES_FIELDS = ("n", "est", "act", "out", "slo", "slo_n")
 MAX_POINTS = 2000
 
 
@@ -91,22 +94,9 @@ def _floor(t: datetime, grain: int) -> datetime:
 
 
 def _rollup_rows(span: Span, scope: Q, latency: bool) -> list[dict[str, Any]]:
-    model = ROLLUPS[span.level]
-    return list(
-        model.objects.filter(scope, bucket__gte=span.start, bucket__lt=span.end)  # type: ignore[attr-defined]
-        .values("bucket", "decision", "reason")
-        .annotate(
-            n=Sum("requests"),
-            est=Sum("estimated_wt"),
-            act=Sum("actual_wt"),
-            out=Sum("output_tokens"),
-            slo=Sum("slo_met"),
-            slo_n=Sum("slo_total"),
-            # 64 histogram sums dominate the read: only callers that show percentiles pay for them
-            **({f: Sum(f) for f in TTFT_BINS + E2E_BINS} if latency else {}),
-        )
-        .order_by()
-    )
+    # 64 histogram sums dominate the read: only callers that show percentiles pay for them
+    fields = SERIES_FIELDS + (TTFT_BINS + E2E_BINS if latency else ())
+    return usage.sums(span.level, scope, span.start, span.end, by=("bucket", "decision", "reason"), fields=fields)
 
 
 def _entitled(span: Span, ents: list[tuple[datetime, datetime | None, datetime | None, float]]) -> list[float]:
@@ -139,7 +129,7 @@ def build_series(span: Span, scope: Q, ents: list[tuple], *, latency: bool = Tru
     throttled_wt: dict[str, list[float]] = {}
     throttled_n: dict[str, list[int]] = {}
     for r in _rollup_rows(span, scope, latency):
-        i = int((r["bucket"] - span.start).total_seconds() // span.step_s)
+        i = usage.step_of(r["bucket"], span.start, span.step_s)
         if not 0 <= i < n:
             continue
         d = r["decision"]
@@ -263,16 +253,8 @@ def entitlement_series(
 ) -> dict[str, Any]:
     """One entitlement: its own events, plus unattributed events of its exact scope (e.g. platform throttles)."""
     span = resolve_span(start, end, step)
-    scope = Q(entitlement=str(ent.uuid)) | Q(
-        entitlement="",
-        tenant=ent.tenant.slug,
-        project=ent.project.slug if ent.project is not None else "",
-        model=ent.model.slug,
-        region=ent.region.slug,
-        traffic_class=ent.traffic_class_id,
-    )
     rate = float(ent.cu) * ent.model.r_wt_per_s if ent.traffic_class.guaranteed else 0.0
-    return build_series(span, scope, [(ent.starts_at, ent.ends_at, ent.revoked_at, rate)], latency=latency)
+    return build_series(span, usage.scope(ent), [(ent.starts_at, ent.ends_at, ent.revoked_at, rate)], latency=latency)
 
 
 _TRUNC = {"minute": TruncMinute, "hour": TruncHour, "day": TruncDay}

@@ -26,7 +26,7 @@ from entitlements.models import Entitlement
 from entitlements.models.supply import as_cu
 from entitlements.selectors import entitlements_visible_to, failover_reserves, pools_with_totals
 from portal.charts.home import SEGMENT_COLOURS, PoolBar, capacity_breakdown_figure, pool_segments
-from portal.usage_meters import model_totals, usages_of
+from portal.usage_meters import model_totals, tenant_usages, usages_of
 
 GOODPUT_IN_WORDS = (
     "CU per replica = output tokens/s at the latency SLO × (w_out + mean prompt ÷ mean output of the reference mix) ÷ R"
@@ -160,7 +160,13 @@ def entitlement_rows(user: Any, now: datetime | None = None, *, with_usage: bool
     now = now or timezone.now()
     out = []
     ents = list(entitlements_visible_to(user).order_by("model__slug", "region__slug", "starts_at", "pk"))
-    usages = usages_of(ents, now) if with_usage else {}
+    tenant = roles.tenant_of(user)
+    if not with_usage:
+        usages = {}
+    elif tenant is not None:  # a tenant's people share its meters for a moment (portal.usage_meters)
+        usages = tenant_usages(tenant.pk, ents, now)
+    else:
+        usages = usages_of(ents, now)
     for e in ents:
         out.append(
             {
