@@ -70,8 +70,10 @@ def complete(rid: str, output: int = 50) -> tuple[int, dict]:
 def test_every_path_touches_only_the_keys_it_was_given(audited, sink, settings):
     w, store = audited
     # The lender has period budgets and a request rate: their keys go through KEYS on every path below.
+    # It also lends at most 0.1 of its 0.2 CU (issue 36.3): borrowers go through the pool's lend bucket
+    # and its fair-share table.
     entitlement_amend(actor=w.fleet.operator, reason="audit", entitlement=w.lender, daily_budget=10**9,
-                      monthly_budget=10**9, max_rps=1000, burst=1000)  # fmt: skip
+                      monthly_budget=10**9, max_rps=1000, burst=1000, lending_limit_cu="0.1")  # fmt: skip
     params.invalidate()
     # Expiry: on access (a reserve hands its scope's due ids to expire.lua) and by the pool's sweep.
     settings.ADMISSION_RESERVATION_TTL_S = 0.05
@@ -91,6 +93,8 @@ def test_every_path_touches_only_the_keys_it_was_given(audited, sink, settings):
     got = [reserve(body("globex", "best_effort", f"b{i}")) for i in range(4)]
     borrowed = [d for d in got if d.body["source"] == "borrowed"]
     assert borrowed and complete(borrowed[0].body["reservation_id"])[1]["status"] == "ok"
+    tag = keys.tag(store.prefix, w.pool.pk)
+    assert store.level(keys.lend(tag)) is not None and store.client.hlen(keys.fair(tag)) == 1
     ok = [reserve(body("acme", "reserved", f"a{i}")) for i in range(12)]  # own bucket 12,000: 12 × 1,000
     assert {d.status for d in ok} == {200}
     assert reserve(body("acme", "reserved", "a-over")).body["reason"] == "QUOTA_EXCEEDED"
