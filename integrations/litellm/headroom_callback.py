@@ -62,6 +62,8 @@ import litellm
 from fastapi import HTTPException
 from litellm.integrations.custom_logger import CustomLogger
 
+from integrations import headroom_admission as ha
+
 log = logging.getLogger("headroom.litellm")
 
 CALL_TYPES = ("completion", "acompletion", "text_completion", "atext_completion")  # the proxy passes the async names
@@ -127,37 +129,18 @@ def count_prompt(tokenizer: str, data: dict[str, Any]) -> int:
 
 
 def make_admission() -> Any:
-    """Library mode when HEADROOM_REDIS_URL is set, else the HTTP client (see the module docstring)."""
-    env = os.environ
-    url, token = env["HEADROOM_URL"], env["HEADROOM_GATEWAY_TOKEN"]
-    if env.get("HEADROOM_REDIS_URL"):
-        from admission.library import Library
-
-        return Library(
-            url, token, signing_key=env["HEADROOM_SIGNING_KEY"], redis_url=env["HEADROOM_REDIS_URL"],
-            record_secret=env.get("HEADROOM_RECORD_SECRET") or None, prefix=env.get("HEADROOM_KEY_PREFIX", "adm:"),
-            source=env.get("HEADROOM_EVENT_SOURCE", "litellm"),
-            redis_timeout_s=float(env.get("HEADROOM_REDIS_TIMEOUT_S", "0.3")),
-            http_timeout_s=float(env.get("HEADROOM_HTTP_TIMEOUT_S", "5")),
-        )  # fmt: skip
-    from admission.client import AdmissionClient
-
-    return AdmissionClient(url, token, timeout_s=float(env.get("HEADROOM_TIMEOUT_S", "0.25")))
+    """Library mode when HEADROOM_REDIS_URL is set, else the HTTP client (see the module docstring):
+    integrations/headroom_admission.py, shared with the Envoy ext_proc; events sourced `litellm`."""
+    return ha.make_admission("litellm")
 
 
 def rate_limit_error(d: dict[str, Any], model: str) -> litellm.RateLimitError:
     """LiteLLM's own 429, carrying Headroom's throttle answer: the message names the reason, the
     headers say it again with Retry-After and the remaining-quota headers."""
-    reason, responsible, wait = d.get("reason") or "THROTTLED", d.get("responsible") or "", d.get("retry_after_s")
-    msg = f"Headroom: {reason} ({responsible})" + (f", retry after {wait} s" if wait is not None else "")
+    msg = ha.throttle_message(d)
     e = litellm.RateLimitError(message=msg, llm_provider="headroom", model=model)
     e.message = msg  # LiteLLM prefixes its own name; the client reads Headroom's words
-    headers = {"x-headroom-reason": reason, "x-headroom-responsible": responsible}
-    if wait is not None:
-        headers["retry-after"] = str(wait)
-    for k, v in (d.get("quota_headers") or {}).items():  # remaining quota (x-ratelimit-*), as Headroom answered it
-        headers[str(k).lower()] = str(v)
-    e.headers = headers
+    e.headers = ha.throttle_headers(d)  # Retry-After, x-headroom-*, the remaining quota (x-ratelimit-*)
     return e
 
 
