@@ -94,7 +94,7 @@ def target_of(req: LaunchRequest) -> float:
     return float(own) if own is not None else target_for(req.traffic_class)
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=1024)
 def _envelope_answer(
     rps: float, shape: EnvelopeShape, w_out: float, w_cached: float, r: float, target: float, depth: float, cv: float
 ) -> PlanningAnswer:

@@ -59,21 +59,27 @@ class LaunchRequestOut(serializers.ModelSerializer):
             for row in obj.region_rows.select_related("region", "entitlement")
         ]
 
-    def _sizing(self, obj: LaunchRequest) -> Sizing:
-        # Both scenario fields read one sizing per request (its replays are the costly part).
+    def _sizing(self, obj: LaunchRequest) -> Sizing | None:
+        """One sizing per request for both scenario fields, on a single request's answers only: each
+        scenario is a replay (~0.1 s), so a list of 200 rows leaves them null (read the request)."""
+        if not self.context.get("with_sizing"):
+            return None
         cache: dict[Any, Sizing] = self.__dict__.setdefault("_sized", {})
         if obj.pk not in cache:
             cache[obj.pk] = size_request(obj, [])
         return cache[obj.pk]
 
-    def get_scenario_cu(self, obj: LaunchRequest) -> dict[str, str | None]:
-        """Per scenario, the CU to buy (the planning answer an approval grants), as a decimal string."""
-        return {k: None if v is None else str(v) for k, v in self._sizing(obj).cu.items()}
+    def get_scenario_cu(self, obj: LaunchRequest) -> dict[str, str | None] | None:
+        """Per scenario, the CU to buy (the planning answer an approval grants), as a decimal string;
+        null in lists."""
+        sized = self._sizing(obj)
+        return None if sized is None else {k: None if v is None else str(v) for k, v in sized.cu.items()}
 
-    def get_scenario_planning(self, obj: LaunchRequest) -> dict[str, dict[str, Any] | None]:
+    def get_scenario_planning(self, obj: LaunchRequest) -> dict[str, dict[str, Any] | None] | None:
         """Per scenario, the planning answer with its check (CONTRACT §3: cu_to_buy, target_throttled_share,
-        replay, replay_one_step_less, planning_basis)."""
-        return {k: None if a is None else a.to_dict() for k, a in self._sizing(obj).planning.items()}
+        replay, replay_one_step_less, planning_basis); null in lists."""
+        sized = self._sizing(obj)
+        return None if sized is None else {k: None if a is None else a.to_dict() for k, a in sized.planning.items()}
 
     def get_events(self, obj: LaunchRequest) -> list[dict[str, Any]]:
         if not self.context.get("with_events"):

@@ -40,7 +40,7 @@ def call(fn: Callable[..., LaunchRequest], **kwargs: Any) -> LaunchRequest:
 
 def render(request: Request, req: LaunchRequest, code: int = status.HTTP_200_OK) -> Response:
     req = intake.launch_request_get(actor=request.user, request=req.uuid)
-    return Response(LaunchRequestOut(req, context={"with_events": True}).data, status=code)
+    return Response(LaunchRequestOut(req, context={"with_events": True, "with_sizing": True}).data, status=code)
 
 
 class LaunchRequestList(generics.ListAPIView):
@@ -65,7 +65,7 @@ class LaunchRequestDetail(APIView):
     @extend_schema(responses=LaunchRequestOut)
     def get(self, request: Request, uuid: str) -> Response:
         req = call(intake.launch_request_get, actor=request.user, request=uuid)
-        return Response(LaunchRequestOut(req, context={"with_events": True}).data)
+        return Response(LaunchRequestOut(req, context={"with_events": True, "with_sizing": True}).data)
 
     @extend_schema(request=LaunchRequestIn, responses=LaunchRequestOut)
     def patch(self, request: Request, uuid: str) -> Response:

@@ -80,3 +80,9 @@ def test_the_api_takes_the_target_and_answers_with_the_planning_fields(people, d
     assert "coefficient of variation 0.21" in committed["planning_basis"]
     r = c.patch(f"{API}/{draft.uuid}", {"target_throttled_share": None}, format="json")
     assert r.status_code == 200 and r.json()["scenario_cu"]["committed"] == "26.600"
+
+
+def test_a_list_leaves_the_replays_to_each_request(people, draft):
+    """Each scenario is a replay: a list of 200 rows would run 800; its rows say null, the request says all."""
+    rows = api_client(people.requester).get(API).json()["results"]
+    assert [(r["uuid"], r["scenario_cu"], r["scenario_planning"]) for r in rows] == [(str(draft.uuid), None, None)]
