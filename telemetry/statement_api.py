@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import Http404
-from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.exceptions import ValidationError
@@ -14,21 +13,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from telemetry.statement import PeriodError, resolve_period, statement, statement_entitlement
-from telemetry.validation import FieldError, parse_ts
+from telemetry.statement import PeriodError, statement, statement_entitlement
+from telemetry.statement_period import period_from_query
 
 
 def period_from(query: Any) -> tuple[Any, Any]:
-    """`start` / `end` (ISO 8601 with zone) → a resolved period; a bad one is a 400 naming the field."""
-    when = {}
-    for name in ("start", "end"):
-        if query.get(name):
-            try:
-                when[name] = parse_ts(query[name])
-            except FieldError as exc:
-                raise ValidationError({name: [exc.message]})
+    """`start` / `end` (telemetry.statement_period) → a resolved period; a bad one is a 400 naming the field."""
     try:
-        return resolve_period(when.get("start"), when.get("end"), timezone.now())
+        return period_from_query(query)
     except PeriodError as exc:
         raise ValidationError({exc.field: [exc.message]})
 

@@ -6,7 +6,6 @@ Anyone who may not see a page gets 404, never 403, so a page's existence does no
 
 from __future__ import annotations
 
-import csv
 from datetime import timedelta
 from typing import Any
 
@@ -22,6 +21,7 @@ from entitlements.models import Tenant
 from entitlements.reasons import REASONS
 from entitlements.selectors import entitlement_history, entitlements_visible_to, pools_with_totals
 from portal.charts import live as charts_live
+from portal.csv_echo import csv_echo_writer
 from portal.usage_meters import usage_of
 from portal.usage_range import default_range
 from telemetry.deadletter import quarantined_by_stage
@@ -199,11 +199,6 @@ def usage(request: HttpRequest) -> HttpResponse:
     return _page(request, "portal/live/usage.html", ctx)
 
 
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
 @login_required
 def usage_export(request: HttpRequest) -> StreamingHttpResponse:
     """The same series as /usage/, one row per time step; throttles split by who caused them."""
@@ -238,7 +233,7 @@ def usage_export(request: HttpRequest) -> StreamingHttpResponse:
     ]
 
     def rows() -> Any:
-        w = csv.writer(_Echo())
+        w = csv_echo_writer()
         yield w.writerow(header)
         zero = [0] * len(data["t"])
         by = {r: s["throttled_requests"].get(r, zero) for r in reasons}

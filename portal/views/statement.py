@@ -6,51 +6,25 @@ statement gets 404, never 403; a bad period is a 400 naming the field.
 
 from __future__ import annotations
 
-import csv
-import re
-from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.utils import timezone
 
 from entitlements.reasons import REASONS
-from telemetry.statement import PeriodError, resolve_period, statement, statement_entitlement
-from telemetry.validation import FieldError, parse_ts
-
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-
-
-class BadPeriod(ValueError):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field, self.message = field, message
-
-
-def _period(request: HttpRequest) -> tuple[datetime, datetime]:
-    """`start` / `end`: a date (midnight UTC, as the page's date inputs send) or an ISO 8601 timestamp."""
-    when: dict[str, datetime] = {}
-    for name in ("start", "end"):
-        raw = request.GET.get(name, "").strip()
-        if not raw:
-            continue
-        try:
-            when[name] = parse_ts(f"{raw}T00:00:00+00:00" if _DATE.match(raw) else raw)
-        except FieldError as exc:
-            raise BadPeriod(name, exc.message) from None
-    try:
-        return resolve_period(when.get("start"), when.get("end"), timezone.now())
-    except PeriodError as exc:
-        raise BadPeriod(exc.field, exc.message) from None
+from portal.csv_echo import csv_echo_writer
+from telemetry.statement import PeriodError, statement, statement_entitlement
+from telemetry.statement_period import period_from_query
 
 
 def _load(request: HttpRequest, uuid: Any) -> tuple[Any, dict[str, Any]]:
+    """The entitlement (404 unless the user may read its statement) and its statement; a bad period
+    raises PeriodError (telemetry.statement_period) naming the field."""
     ent = statement_entitlement(request.user, uuid)
     if ent is None:
         raise Http404
-    start, end = _period(request)
+    start, end = period_from_query(request.GET)
     return ent, statement(ent, start, end)
 
 
@@ -77,7 +51,7 @@ def rows(s: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 def page(request: HttpRequest, uuid: Any) -> HttpResponse:
     try:
         ent, s = _load(request, uuid)
-    except BadPeriod as exc:
+    except PeriodError as exc:
         return _bad(exc.field, exc.message)
     throttles = [
         {"code": code, "n": n, "responsible": REASONS[code].responsible if code in REASONS else ""}
@@ -96,19 +70,14 @@ def page(request: HttpRequest, uuid: Any) -> HttpResponse:
     return render(request, "portal/statement.html", ctx)
 
 
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
 @login_required
 def export(request: HttpRequest, uuid: Any) -> HttpResponse:
     """One row per figure (`figure,value`), the same figures as the page and the API."""
     try:
         ent, s = _load(request, uuid)
-    except BadPeriod as exc:
+    except PeriodError as exc:
         return _bad(exc.field, exc.message)
-    w = csv.writer(_Echo())
+    w = csv_echo_writer()
     body = w.writerow(["figure", "value"]) + "".join(w.writerow(["" if v is None else v for v in r]) for r in rows(s))
     resp = HttpResponse(body, content_type="text/csv; charset=utf-8")
     resp["Content-Disposition"] = f'attachment; filename="statement-{ent.uuid}-{s["period"]["start"][:10]}.csv"'
