@@ -184,6 +184,10 @@ def test_the_pool_page_shows_lenders_limits_and_borrowers_weights_and_tokens(fle
     section = page[page.index('id="lending"') :]
     assert "0.1 CU" in section and "globex" in section and "<td>2.50</td>" in section, section
     assert "100 %" in section or "100.0 %" in section  # globex holds all borrowed tokens, and all active weight
+    from tests.portal.test_page_numbers import long_numbers, machine_text
+
+    html = section[: section.index("</section>")]
+    assert not machine_text(html) and not long_numbers(html)  # the pages' rules (issue 22, 28.8)
     # A tenant member does not reach the page at all.
     member = api_people.member("ann", fleet.acme, "viewer")
     client.force_login(member)
