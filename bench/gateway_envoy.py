@@ -52,9 +52,9 @@ def ext_proc(work: Path, name: str, port: int, env: dict[str, str]) -> stack.Pro
                        str(health)], env=e, port=health, probe="/health", log=work / f"{name}.out")  # fmt: skip
 
 
-def envoy(work: Path, name: str, upstream_port: int, ext_port: int, *, without: bool) -> tuple[stack.Proc, dict]:
+def envoy(work: Path, name: str, upstream_port: int, ext_ports: list[int], *, without: bool) -> tuple[stack.Proc, dict]:
     ports = {k: stack.free_port() for k in ("with", "without", "admin")}
-    conf = envoy_config.render(upstream=("127.0.0.1", upstream_port), ext_proc=("127.0.0.1", ext_port),
+    conf = envoy_config.render(upstream=("127.0.0.1", upstream_port), ext_proc=[("127.0.0.1", p) for p in ext_ports],
                                listen=("127.0.0.1", ports["with"]), admin=("127.0.0.1", ports["admin"]),
                                without=("127.0.0.1", ports["without"]) if without else None)  # fmt: skip
     (work / f"{name}.yaml").write_text(envoy_config.dump(conf))
@@ -88,6 +88,7 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--round-s", type=float, default=3.0)
+    ap.add_argument("--ext-procs", type=int, default=1, help="library-mode ext_proc processes (Envoy balances)")
     ap.add_argument("--alone", type=int, default=200, help="requests sent alone per listener for the latency")
     args = ap.parse_args()
     if not ENVOY.exists():
@@ -104,14 +105,15 @@ def main() -> int:
             gun = ab.start_gunicorn(port)
             portal = {"HEADROOM_URL": f"http://127.0.0.1:{port}", "HEADROOM_GATEWAY_TOKEN": token}
             up = stop.enter_context(stack.upstream(work))
-            lib_port, http_port = stack.free_port(), stack.free_port()
+            lib_ports, http_port = [stack.free_port() for _ in range(args.ext_procs)], stack.free_port()
             lib_env = {"HEADROOM_REDIS_URL": ab.ENV["REDIS_URL"], "HEADROOM_KEY_PREFIX": prefix,
                        "HEADROOM_SIGNING_KEY": "bench-envoy-key"}  # fmt: skip
-            for name, p, env in (("ext_lib", lib_port, lib_env), ("ext_http", http_port, {"HEADROOM_TIMEOUT_S": "2"})):
+            procs = [(f"ext_lib{i}", p, lib_env) for i, p in enumerate(lib_ports)]
+            for name, p, env in [*procs, ("ext_http", http_port, {"HEADROOM_TIMEOUT_S": "2"})]:
                 stop.callback(ext_proc(work, name, p, {**portal, **env}).stop)
-            env_a, ports_a = envoy(work, "envoy_a", up.port, lib_port, without=True)
+            env_a, ports_a = envoy(work, "envoy_a", up.port, lib_ports, without=True)
             stop.callback(env_a.stop)
-            env_b, ports_b = envoy(work, "envoy_b", up.port, http_port, without=False)
+            env_b, ports_b = envoy(work, "envoy_b", up.port, [http_port], without=False)
             stop.callback(env_b.stop)
             targets = {"without Headroom": ports_a["without"], "Headroom, library mode": ports_a["with"],
                        "Headroom, HTTP mode": ports_b["with"]}  # fmt: skip
@@ -128,7 +130,7 @@ def main() -> int:
                     return 1
             names = list(targets)
             totals = dict.fromkeys(names, 0)
-            print(f"Envoy 1.40 (1 worker) before the test upstream, {args.clients} clients, {args.rounds} rounds of "
+            print(f"Envoy 1.40 (1 worker) before the test upstream, {args.ext_procs} library-mode ext_proc(s), {args.clients} clients, {args.rounds} rounds of "
                   f"{args.round_s:.0f} s per listener, order reversed every round")  # fmt: skip
             for r in range(args.rounds):
                 order = names if r % 2 == 0 else names[::-1]

@@ -26,18 +26,20 @@ def _hcm(listener: dict[str, Any]) -> dict[str, Any]:
     return listener["filter_chains"][0]["filters"][0]["typed_config"]
 
 
-def render(*, upstream: tuple[str, int], ext_proc: tuple[str, int], listen: tuple[str, int],
+def render(*, upstream: tuple[str, int], ext_proc: tuple[str, int] | list[tuple[str, int]], listen: tuple[str, int],
            admin: tuple[str, int], without: tuple[str, int] | None = None,
            message_timeout: str | None = None) -> dict[str, Any]:  # fmt: skip
-    """The example configuration with these addresses; `without`: a second listener lacking the filter;
+    """The example configuration with these addresses (`ext_proc`: one, or a list of several processes);
+    `without`: a second listener lacking the filter;
     `message_timeout`: the ext_proc's wait for one answer (the tests' hang guard on a loaded machine)."""
     conf = yaml.safe_load(EXAMPLE.read_text())
     res = conf["static_resources"]
     clusters = {c["name"]: c for c in res["clusters"]}
-    for name, (host, port) in (("model_server", upstream), ("headroom_ext_proc", ext_proc)):
+    for name, addrs in (("model_server", [upstream]), ("headroom_ext_proc", ext_proc)):
         c = clusters[name]
         c["type"] = "STATIC"
-        c["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"] = _addr(host, port)
+        addrs = addrs if isinstance(addrs, list) else [addrs]  # several ext_procs: one endpoint each (one per core)
+        c["load_assignment"]["endpoints"][0]["lb_endpoints"] = [{"endpoint": {"address": _addr(*a)}} for a in addrs]
     (listener,) = res["listeners"]
     listener["address"] = _addr(*listen)
     if message_timeout is not None:
