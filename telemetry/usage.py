@@ -107,7 +107,7 @@ class Scopes:
         are added up per owner in piece order, so a window's figure is the one `period_sums(scope(ent),
         …)` gives."""
         labels: list[tuple[str, Hashable]] = []
-        branches = []
+        branches: list[Any] = []
         for label, (start, end) in windows.items():
             for model, a, b in pieces(start, end):
                 piece = self._branch(model, a, b, len(labels), len(branches), False, fields, decision__in=decisions)
@@ -135,7 +135,7 @@ class Scopes:
                     for f in fields:
                         acc[f] += r[f] or 0
                 else:
-                    per_minute[label][pk][when(r["t"])] += float(r["act"] or 0)
+                    per_minute[label][pk][when(r["t"])] += float(r["act"] or 0)  # type: ignore[index]  # never NULL here
         got_minutes: MinuteSums = {
             label: {pk: {t: wt for t, wt in m.items() if wt} for pk, m in by_pk.items()}
             for label, by_pk in per_minute.items()
@@ -174,6 +174,7 @@ def pieces(start: datetime, end: datetime) -> list[tuple[Any, datetime, datetime
     first = start.replace(minute=0, second=0, microsecond=0)
     first = first if first == start else first + HOUR
     last = end.replace(minute=0, second=0, microsecond=0)
+    split: list[tuple[Any, datetime, datetime]]
     if last <= first:
         split = [(MinuteRollup, start, end)]
     else:
@@ -188,8 +189,8 @@ def sums(
     end: datetime,
     *,
     by: Sequence[str],
-    fields: Iterable[str] = (),
-    maxima: Iterable[str] = (),
+    fields: Sequence[str] = (),
+    maxima: Sequence[str] = (),
     **filters: Any,
 ) -> list[dict[str, Any]]:
     """Rollup rows of one level ("minute" | "hour" | "day", or the model) in [start, end), matching
@@ -203,22 +204,13 @@ def sums(
     return list(qs.values(*by).annotate(**named).order_by())
 
 
-def period_sums(
-    where: Q,
-    start: datetime,
-    end: datetime,
-    *,
-    by: Sequence[str],
-    fields: Iterable[str] = (),
-    maxima: Iterable[str] = (),
-    **filters: Any,
-) -> list[dict[str, Any]]:
-    """`sums` over a period split into hour and minute rollups (`pieces`): the rows of every piece in
-    order (early edge, whole hours, late edge); the caller adds them up by its own key."""
-    fields, maxima = tuple(fields), tuple(maxima)
+def period_sums(where: Q, start: datetime, end: datetime, **how: Any) -> list[dict[str, Any]]:
+    """`sums` (`how`: its by, fields, maxima and filters) over a period split into hour and minute
+    rollups (`pieces`): the rows of every piece in order (early edge, whole hours, late edge); the caller
+    adds them up by its own key."""
     rows: list[dict[str, Any]] = []
     for model, a, b in pieces(start, end):
-        rows += sums(model, where, a, b, by=by, fields=fields, maxima=maxima, **filters)
+        rows += sums(model, where, a, b, **how)
     return rows
 
 
