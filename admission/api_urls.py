@@ -4,7 +4,7 @@ from django.urls import path
 
 from admission import api
 from admission.schema import GatewayTokenScheme  # noqa: F401  (registers the gateway token scheme)
-from entitlements.url_converters import DottedSlugConverter  # noqa: F401  (registers <dotslug:…>)
+from http_plumbing.url_converters import DottedSlugConverter  # noqa: F401  (registers <dotslug:…>)
 
 urlpatterns = [
     path("admission/reserve", api.ReserveView.as_view(), name="admission-reserve"),

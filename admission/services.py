@@ -17,7 +17,7 @@ from admission.backends import get_backend
 from admission.backends.base import BEST_EFFORT
 from admission.core import NEVER_PASSES, CompleteRequest, Decision, ReserveRequest, throttle
 from admission.idcodec import record_name
-from entitlements.api_guards import SURROGATE_MESSAGE
+from http_plumbing.api_guards import SURROGATE_MESSAGE
 
 __all__ = ["NEVER_PASSES", "CompleteRequest", "Decision", "ReserveRequest", "throttle"]
 

@@ -64,8 +64,8 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "entitlements.api_guards.NulQueryMiddleware",
-    "entitlements.api_guards.BodyLimitMiddleware",
+    "http_plumbing.api_guards.NulQueryMiddleware",
+    "http_plumbing.api_guards.BodyLimitMiddleware",
     "portal.views.errors.ErrorPageMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -165,7 +165,7 @@ TELEMETRY_MAX_BATCH = env_int("TELEMETRY_MAX_BATCH", 20000)
 # A JSON body's limit (Django reads it into memory): room for a full TELEMETRY_MAX_BATCH of events at
 # up to 512 bytes each (a complete event with every field is about 400), so the documented batch is
 # reachable (tests/telemetry/test_body_limit.py) and one request stays near 10 MB of JSON; over it the API
-# answers a JSON 400 naming the limit (entitlements.api_guards.BodyLimitMiddleware).
+# answers a JSON 400 naming the limit (http_plumbing.api_guards.BodyLimitMiddleware).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", TELEMETRY_MAX_BATCH * 512)
 # Alertmanager webhook (telemetry.alertmanager, issue 24): the label naming the pool an alert is about,
 # and the alert names that mean supply is gone (each firing one takes one replica, by `instance`, out of
@@ -285,14 +285,14 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 # Brute force (README, "Access and audit"): django-axes locks sign-in per account and per address after
 # AXES_FAILURE_LIMIT failures for AXES_COOLOFF_TIME hours; invalid API tokens are throttled per address
-# (entitlements.throttles). Behind a proxy, set HEADROOM_NUM_PROXIES so the address is the client's.
+# (http_plumbing.throttles). Behind a proxy, set HEADROOM_NUM_PROXIES so the address is the client's.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 NUM_PROXIES = env_int("HEADROOM_NUM_PROXIES", 0)
 AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_TIME", 0.25)
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one locks: per account and per address
 AXES_RESET_ON_SUCCESS = True
-AXES_CLIENT_IP_CALLABLE = "entitlements.throttles.client_address"
+AXES_CLIENT_IP_CALLABLE = "http_plumbing.throttles.client_address"
 INVALID_TOKEN_RATE = env_str("INVALID_TOKEN_RATE", "20/min")
 # /metrics without a token: these addresses or CIDR blocks only (telemetry/metrics_view.py).
 METRICS_ALLOWED_IPS = env_str("METRICS_ALLOWED_IPS", "127.0.0.1,::1")
@@ -378,14 +378,14 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_PAGINATION_CLASS": "entitlements.api_guards.BoundedLimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "http_plumbing.api_guards.BoundedLimitOffsetPagination",
     "DEFAULT_PARSER_CLASSES": [
-        "entitlements.api_guards.GuardedJSONParser",
+        "http_plumbing.api_guards.GuardedJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
     "PAGE_SIZE": 200,
-    "EXCEPTION_HANDLER": "entitlements.api_errors.exception_handler",
+    "EXCEPTION_HANDLER": "http_plumbing.api_errors.exception_handler",
     "NUM_PROXIES": NUM_PROXIES,
 }
 # config/csp.py: scripts only from this site's files (no inline script, no eval); styles also inline

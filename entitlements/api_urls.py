@@ -12,7 +12,7 @@ from entitlements.api.entitlements import EntitlementViewSet
 from entitlements.api.pools import PoolViewSet
 from entitlements.api.schema import ApiTokenScheme  # noqa: F401  (registers the token scheme)
 from entitlements.api.snapshot_view import SnapshotView
-from entitlements.url_converters import DottedSlugConverter  # noqa: F401  (registers <dotslug:…>)
+from http_plumbing.url_converters import DottedSlugConverter  # noqa: F401  (registers <dotslug:…>)
 
 router = SimpleRouter(trailing_slash="", use_regex_path=False)  # type: ignore[arg-type]  # DRF takes the string
 router.register("catalogue/models", ServedModelViewSet, basename="catalogue-model")

@@ -19,7 +19,7 @@ from rest_framework.permissions import SAFE_METHODS
 
 from entitlements import roles
 from entitlements.models.tenancy import ApiToken, hash_key
-from entitlements.throttles import InvalidTokenThrottle, known_good, remember_good
+from http_plumbing.throttles import InvalidTokenThrottle, known_good, remember_good
 
 KEYWORDS = (b"token", b"bearer")
 TOUCH_EVERY_S = 60.0

@@ -34,9 +34,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from entitlements.api_guards import NUL_MESSAGE, BatchJSONParser, unstorable
 from entitlements.models import Pool
 from entitlements.permissions import IsGateway
+from http_plumbing.api_guards import NUL_MESSAGE, BatchJSONParser, unstorable
 from telemetry.alert_rules import is_supply
 from telemetry.models import PoolAlert, PrometheusSource
 from telemetry.prom_presets import fixed_pool, job_of

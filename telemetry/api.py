@@ -16,9 +16,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from entitlements.api_guards import BatchJSONParser
 from entitlements.models import Tenant
 from entitlements.permissions import IsGateway, MemberReadOperatorWrite
+from http_plumbing.api_guards import BatchJSONParser
 from telemetry.selectors import RangeError, usage_series
 from telemetry.services import check_source, fleet_samples_ingest, ingest_events
 from telemetry.validation import FieldError, parse_ts

@@ -18,7 +18,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.db.models import Count, F
 
-from entitlements.api_guards import escape_unstorable
+from http_plumbing.api_guards import escape_unstorable
 from telemetry.metrics import DEAD_LETTERS
 from telemetry.models import DeadLetter
 

@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 
 from entitlements import roles
 from entitlements.auth import ApiTokenAuthentication
-from entitlements.throttles import client_address
+from http_plumbing.throttles import client_address
 from telemetry.exposition import exposition
 
 

@@ -16,9 +16,9 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from capacity.input_errors import FieldError  # one event field at fault: the project's one input error
-from entitlements.api_guards import SURROGATE_MESSAGE
 from entitlements.models import Project, Region, ServedModel, Tenant, TrafficClass
 from entitlements.reasons import REASONS
+from http_plumbing.api_guards import SURROGATE_MESSAGE
 
 DECISIONS = frozenset({"admit", "throttle", "complete"})
 SOURCE_KINDS = frozenset({"entitlement", "borrowed", "fail_open"})

@@ -86,7 +86,7 @@ class OperatingPointFilter(filters.FilterSet):
 class _Catalogue(viewsets.ReadOnlyModelViewSet):
     permission_classes = [IsPerson]
     lookup_field = "slug"
-    lookup_value_converter = "dotslug"  # entitlements.url_converters: dots too
+    lookup_value_converter = "dotslug"  # http_plumbing.url_converters: dots too
 
 
 class ServedModelViewSet(_Catalogue):

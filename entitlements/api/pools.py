@@ -193,7 +193,7 @@ class PoolViewSet(viewsets.GenericViewSet):
     permission_classes = [StaffReadOperatorWrite]
     serializer_class = PoolSerializer
     lookup_field = "slug"
-    lookup_value_converter = "dotslug"  # entitlements.url_converters: dots too
+    lookup_value_converter = "dotslug"  # http_plumbing.url_converters: dots too
     queryset = Pool.objects.all()
     filter_backends: list[type] = []
 

@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 
 from admission import events, sinks, tasks
-from entitlements.api_guards import SURROGATE_MESSAGE
+from http_plumbing.api_guards import SURROGATE_MESSAGE
 from telemetry import columns, validation
 from telemetry.models import AdmissionEvent, DeadLetter
 from tests.admission.world import body, build_world

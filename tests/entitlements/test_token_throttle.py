@@ -1,4 +1,4 @@
-"""The invalid-token counter (entitlements.throttles): one atomic increment per failure, a cache
+"""The invalid-token counter (http_plumbing.throttles): one atomic increment per failure, a cache
 outage blocks nothing, and an exhausted address still reaches with a key verified before, by this
 process or another (a guess still gets a 429 without a lookup)."""
 
@@ -13,9 +13,9 @@ from django.test import RequestFactory
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from entitlements import throttles
 from entitlements.models import ApiToken
-from entitlements.throttles import InvalidTokenThrottle
+from http_plumbing import throttles
+from http_plumbing.throttles import InvalidTokenThrottle
 from tests import factories as f
 from tests.servers.redis import RedisServer
 

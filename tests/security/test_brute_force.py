@@ -10,7 +10,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from entitlements.models import ApiToken
-from entitlements.throttles import InvalidTokenThrottle
+from http_plumbing.throttles import InvalidTokenThrottle
 from tests import factories as f
 
 LIMIT = settings.AXES_FAILURE_LIMIT  # the real setting, not a test value

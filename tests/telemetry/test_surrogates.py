@@ -12,7 +12,7 @@ import json
 import pytest
 from django.utils import timezone
 
-from entitlements.api_guards import SURROGATE_MESSAGE
+from http_plumbing.api_guards import SURROGATE_MESSAGE
 from telemetry.deadletter import dead_letter
 from telemetry.models import AdmissionEvent, DeadLetter, PoolAlert
 from telemetry.services import ingest_events

@@ -1,4 +1,4 @@
-"""Input guards in front of every API view (entitlements.api_guards): a 400 naming the place, never a 500."""
+"""Input guards in front of every API view (http_plumbing.api_guards): a 400 naming the place, never a 500."""
 
 from __future__ import annotations
 

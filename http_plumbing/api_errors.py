@@ -27,7 +27,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     conflict = getattr(exc, "http_status", None) == status.HTTP_409_CONFLICT
     if isinstance(exc, DataError | OverflowError):
         # A value the database (or SQLite's driver) cannot hold: bad input, not a fault of ours. The
-        # guards (entitlements.api_guards) and serializers name the field first; this is the net.
+        # guards (http_plumbing.api_guards) and serializers name the field first; this is the net.
         exc = exceptions.ValidationError({"non_field_errors": ["a value is out of range for its field"]})
     if isinstance(exc, DjangoValidationError):
         fields = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
