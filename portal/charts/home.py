@@ -7,17 +7,19 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from portal.charts import style
+
 Q3 = Decimal("0.001")
 
 # One colour per term of the deliverable formula; the page's legend reads the same table.
 SEGMENT_COLOURS: dict[str, str] = {
-    "sold": "#2563eb",
-    "headroom": "#16a34a",
-    "oversold": "#dc2626",
-    "failover reserve": "#f59e0b",
-    "maintenance": "#a855f7",
-    "safety margin": "#64748b",
-    "fragmentation": "#cbd5e1",
+    "sold": style.BLUE,
+    "headroom": style.GREEN,
+    "oversold": style.RED,
+    "failover reserve": style.AMBER,
+    "maintenance": style.VIOLET,
+    "safety margin": style.SLATE,
+    "fragmentation": style.LIGHT_SLATE,
 }
 
 
@@ -107,8 +109,6 @@ def capacity_breakdown_figure(bars: Sequence[PoolBar]) -> dict[str, Any]:
         "yaxis": {"autorange": "reversed"},
         # The page draws the legend (same colours) above the chart, in formula order.
         "showlegend": False,
-        "paper_bgcolor": "rgba(0,0,0,0)",
-        "plot_bgcolor": "rgba(0,0,0,0)",
-        "font": {"size": 12},
+        **style.bare(),
     }
     return {"data": data, "layout": layout}

@@ -11,9 +11,11 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-SOLD = "#8c8c8c"
-REQUEST = "#1f77b4"
-LIMIT = "#d62728"
+from portal.charts import style
+
+SOLD = style.PLOTLY_GREY
+REQUEST = style.PLOTLY_BLUE
+LIMIT = style.PLOTLY_RED
 
 
 def pool_headroom_figure(

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-P99_COLOUR = "#dc2626"
-P50_COLOUR = "#2563eb"
-SLO_COLOUR = "#0f172a"
-PLAN_COLOUR = "#16a34a"
-BREAK_COLOUR = "#f59e0b"
+from portal.charts import style
+
+P99_COLOUR = style.RED
+P50_COLOUR = style.BLUE
+SLO_COLOUR = style.INK
+PLAN_COLOUR = style.GREEN
+BREAK_COLOUR = style.AMBER
 
 
 def _hline(y: float, axis: str) -> dict[str, Any]:
@@ -23,31 +25,6 @@ def _hline(y: float, axis: str) -> dict[str, Any]:
         "y1": y,
         "line": {"color": SLO_COLOUR, "width": 1.5, "dash": "dot"},
     }
-
-
-def _vline(x: float, colour: str, text: str, y: float) -> tuple[dict[str, Any], dict[str, Any]]:
-    shape = {
-        "type": "line",
-        "xref": "x",
-        "yref": "paper",
-        "x0": x,
-        "x1": x,
-        "y0": 0,
-        "y1": 1,
-        "line": {"color": colour, "width": 2, "dash": "dash"},
-    }
-    note = {
-        "x": x,
-        "y": y,
-        "xref": "x",
-        "yref": "paper",
-        "text": text,
-        "showarrow": False,
-        "xanchor": "left",
-        "font": {"color": colour},
-        "bgcolor": "rgba(255,255,255,0.8)",
-    }
-    return shape, note
 
 
 def _ms(values: list[float | None]) -> list[float | None]:
@@ -89,16 +66,14 @@ def latency_figure(lu: dict[str, Any]) -> dict[str, Any]:
                     "hovertemplate": f"%{{x:,.1f}} req/s: {label} {q} %{{y:,.1f}} ms (simulated)<extra></extra>",
                 }
             )
-    plan_shape, plan_note = _vline(lu["planning_rate_rps"], PLAN_COLOUR, "planning rate", 1.0)
+    plan_shape, plan_note = style.vline(lu["planning_rate_rps"], PLAN_COLOUR, "planning rate", 1.0, anchor="left")
     brk = lu["breaking_rate_rps"]
-    brk_shape, brk_note = _vline(brk, BREAK_COLOUR, f"SLO breaks {brk:,.1f} req/s", 0.9)
+    brk_shape, brk_note = style.vline(brk, BREAK_COLOUR, f"SLO breaks {brk:,.1f} req/s", 0.9, anchor="left")
     ttft_top = slo["ttft_p99_s"] * 1000 * 2
     tpot_top = slo["tpot_p99_s"] * 1000 * 2
     layout = {
-        "paper_bgcolor": "rgba(0,0,0,0)",
-        "plot_bgcolor": "rgba(0,0,0,0)",
-        "font": {"size": 12},
-        "legend": {"orientation": "h", "y": -0.2},
+        **style.bare(),
+        "legend": style.legend_below(),
         "margin": {"t": 30, "r": 20, "b": 50, "l": 60},
         "height": 520,
         "xaxis": {"title": {"text": "arrival rate (req/s)"}, "range": [0, rates[-1] if rates else 1]},

@@ -9,21 +9,22 @@ from __future__ import annotations
 from typing import Any
 
 from entitlements.reasons import REASONS
+from portal.charts import style
 
-ENTITLED = "#2563eb"
-ARRIVED = "#64748b"
-ADMITTED = "#16a34a"
-ACTUAL = "#9333ea"
+ENTITLED = style.BLUE
+ARRIVED = style.SLATE
+ADMITTED = style.GREEN
+ACTUAL = style.PURPLE
 REASON_COLOURS = {
-    "NOT_ENTITLED": "#fbbf24",
-    "OUTSIDE_ENVELOPE": "#f59e0b",
-    "CONCURRENCY_LIMIT": "#d97706",
-    "QUOTA_EXCEEDED": "#b45309",
-    "BUDGET_EXHAUSTED": "#92400e",
-    "RECLAIMED": "#f472b6",
-    "PLATFORM_CAPACITY": "#dc2626",
-    "PLACEMENT": "#991b1b",
-    "ADMISSION_UNAVAILABLE": "#7f1d1d",
+    "NOT_ENTITLED": style.AMBER_LIGHT,
+    "OUTSIDE_ENVELOPE": style.AMBER,
+    "CONCURRENCY_LIMIT": style.AMBER_DARK,
+    "QUOTA_EXCEEDED": style.AMBER_DARKER,
+    "BUDGET_EXHAUSTED": style.AMBER_DARKEST,
+    "RECLAIMED": style.PINK,
+    "PLATFORM_CAPACITY": style.RED,
+    "PLACEMENT": style.RED_DARK,
+    "ADMISSION_UNAVAILABLE": style.RED_DARKEST,
 }
 
 
@@ -32,15 +33,8 @@ def is_tenant_caused(reason: str) -> bool:
 
 
 def _layout(title: str, y: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "title": {"text": title, "font": {"size": 14}},
-        "margin": {"l": 55, "r": 10, "t": 35, "b": 35},
-        "height": 260,
-        "yaxis": {"title": {"text": y}, "rangemode": "tozero"},
-        "xaxis": {"type": "date"},
-        "legend": {"orientation": "h", "y": -0.2},
-        **extra,
-    }
+    margin = {"l": 55, "r": 10, "t": 35, "b": 35}
+    return style.titled(title, y, margin=margin, height=extra.pop("height", 260), xaxis={"type": "date"}, **extra)
 
 
 def _line(name: str, x: list, y: list, colour: str, **extra: Any) -> dict[str, Any]:
@@ -70,7 +64,7 @@ def _reason_bars(usage: dict[str, Any], reasons: list[str]) -> list[dict[str, An
             "name": f"{r} ({REASONS[r].responsible if r in REASONS else '?'})",
             "x": t,
             "y": s["throttled_requests"][r],
-            "marker": {"color": REASON_COLOURS.get(r, "#475569")},
+            "marker": {"color": REASON_COLOURS.get(r, style.DARK_SLATE)},
         }
         for r in reasons
     ]
@@ -123,9 +117,6 @@ def tokens_figure(usage: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-POOL_COLOURS = ["#2563eb", "#16a34a", "#ea580c", "#9333ea", "#0891b2", "#db2777", "#65a30d", "#ca8a04", "#475569"]
-
-
 def fleet_figures(series: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
     """Three figures with one line per pool, so pools compare on one axis: accelerator utilisation,
     KV-cache use, and the healthy share of replicas (a zone failure shows as a step down)."""
@@ -138,8 +129,8 @@ def fleet_figures(series: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str
     figs = {}
     for key, (title, unit, value) in panels.items():
         data = [
-            _line(slug, [p["t"] for p in points], [value(p) for p in points], POOL_COLOURS[i % len(POOL_COLOURS)],
-                  line={"color": POOL_COLOURS[i % len(POOL_COLOURS)], "shape": "hv" if key == "healthy" else "linear"})
+            _line(slug, [p["t"] for p in points], [value(p) for p in points], style.series_colour(i),
+                  line={"color": style.series_colour(i), "shape": "hv" if key == "healthy" else "linear"})
             for i, (slug, points) in enumerate(sorted(series.items()))
         ]  # fmt: skip
         layout = _layout(title, unit, yaxis={"title": {"text": unit}, "range": [0, 1.05]}, height=300)
@@ -156,7 +147,7 @@ def with_range(fig: dict[str, Any], usage: dict[str, Any], empty_note: str) -> d
     if not any(any(v for v in trace.get("y", [])) for trace in fig["data"]):
         fig["layout"]["annotations"] = [
             {"text": empty_note, "showarrow": False, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5,
-             "font": {"size": 13, "color": "#64748b"}}
+             "font": {"size": 13, "color": style.SLATE}}
         ]  # fmt: skip
         fig["layout"]["yaxis"] = {"visible": False}
     return fig

@@ -5,22 +5,18 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from portal.charts import style
+
 SCENARIO_STYLE = {
-    "committed": {"color": "#555555", "dash": "dot"},
-    "expected": {"color": "#1f77b4", "dash": "solid"},
-    "upside": {"color": "#ff7f0e", "dash": "solid"},
-    "stress": {"color": "#d62728", "dash": "solid"},
+    "committed": {"color": style.GREY, "dash": "dot"},
+    "expected": {"color": style.PLOTLY_BLUE, "dash": "solid"},
+    "upside": {"color": style.PLOTLY_ORANGE, "dash": "solid"},
+    "stress": {"color": style.PLOTLY_RED, "dash": "solid"},
 }
 
 
 def _layout(title: str, y: str) -> dict[str, Any]:
-    return {
-        "title": {"text": title, "font": {"size": 14}},
-        "margin": {"l": 50, "r": 10, "t": 36, "b": 36},
-        "height": 300,
-        "yaxis": {"title": {"text": y}, "rangemode": "tozero"},
-        "legend": {"orientation": "h", "y": -0.2},
-    }
+    return style.titled(title, y, margin={"l": 50, "r": 10, "t": 36, "b": 36}, height=300)
 
 
 def pool_fan(row: dict[str, Any]) -> dict[str, Any]:
@@ -57,7 +53,7 @@ def pool_fan(row: dict[str, Any]) -> dict[str, Any]:
             "name": "deliverable (healthy)",
             "x": x,
             "y": [round(w["healthy_cu"], 2) for w in row["weeks"]],
-            "line": {"color": "#2ca02c", "shape": "hv"},
+            "line": {"color": style.PLOTLY_GREEN, "shape": "hv"},
         }
     )
     data.append(
@@ -67,7 +63,7 @@ def pool_fan(row: dict[str, Any]) -> dict[str, Any]:
             "name": f"deliverable ({row['failure_policy']} lost)",
             "x": x,
             "y": [round(w["failure_cu"], 2) for w in row["weeks"]],
-            "line": {"color": "#2ca02c", "dash": "dash", "shape": "hv"},
+            "line": {"color": style.PLOTLY_GREEN, "dash": "dash", "shape": "hv"},
         }
     )
     return {"data": data, "layout": _layout(f"{row['pool']}: demand vs supply, 26 weeks", "CU")}
@@ -87,7 +83,7 @@ def series_fan(s: dict[str, Any]) -> dict[str, Any]:
             "name": "arrived (admitted + throttled)",
             "x": hx,
             "y": hist,
-            "line": {"color": "#333333"},
+            "line": {"color": style.CHARCOAL},
         }
     ]
     for name in ("expected", "upside", "stress"):
@@ -122,7 +118,7 @@ def series_backtest(s: dict[str, Any]) -> dict[str, Any] | None:
                 "name": "happened",
                 "x": weeks,
                 "y": chart["actual"],
-                "line": {"color": "#333333"},
+                "line": {"color": style.CHARCOAL},
             },
             {
                 "type": "scatter",

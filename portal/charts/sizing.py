@@ -5,51 +5,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-KV_COLOUR = "#2563eb"
-P99_COLOUR = "#dc2626"
-CAPACITY_COLOUR = "#16a34a"
-NEEDED_COLOUR = "#0f172a"
-PROVISIONED_COLOUR = "#93c5fd"
-COST_COLOUR = "#f59e0b"
+from portal.charts import style
+
+KV_COLOUR = style.BLUE
+P99_COLOUR = style.RED
+CAPACITY_COLOUR = style.GREEN
+NEEDED_COLOUR = style.INK
+PROVISIONED_COLOUR = style.LIGHT_BLUE
+COST_COLOUR = style.AMBER
 # A per-replica capacity line further out than this many chart widths would squash the
 # distribution into a sliver: it is then named at the right edge instead of drawn.
 OFF_SCALE = 1.5
 
-_BASE_LAYOUT: dict[str, Any] = {
-    "paper_bgcolor": "rgba(0,0,0,0)",
-    "plot_bgcolor": "rgba(0,0,0,0)",
-    "font": {"size": 12},
-    "legend": {"orientation": "h", "y": -0.25},
-}
+_BASE_LAYOUT: dict[str, Any] = {**style.bare(), "legend": style.legend_below(-0.25)}
 
 
 def _fmt(x: float) -> str:
     return f"{x:,.0f}"
-
-
-def _vline(x: float, colour: str, text: str, y: float) -> tuple[dict[str, Any], dict[str, Any]]:
-    shape = {
-        "type": "line",
-        "xref": "x",
-        "yref": "paper",
-        "x0": x,
-        "x1": x,
-        "y0": 0,
-        "y1": 1,
-        "line": {"color": colour, "width": 2, "dash": "dash"},
-    }
-    note = {
-        "x": x,
-        "y": y,
-        "xref": "x",
-        "yref": "paper",
-        "text": text,
-        "showarrow": False,
-        "xanchor": "right",
-        "font": {"color": colour},
-        "bgcolor": "rgba(255,255,255,0.8)",
-    }
-    return shape, note
 
 
 def kv_distribution_figure(
@@ -71,11 +43,11 @@ def kv_distribution_figure(
         }
     ]
     right = float(edges[-1]) if len(edges) else 0.0
-    p99_shape, p99_note = _vline(p99, P99_COLOUR, f"p99 {_fmt(p99)}", 0.97)
+    p99_shape, p99_note = style.vline(p99, P99_COLOUR, f"p99 {_fmt(p99)}", 0.97, anchor="right")
     shapes, notes = [p99_shape], [p99_note]
     if capacity_per_replica <= right * OFF_SCALE:
-        shape, note = _vline(
-            capacity_per_replica, CAPACITY_COLOUR, f"1 replica holds {_fmt(capacity_per_replica)}", 0.9
+        shape, note = style.vline(
+            capacity_per_replica, CAPACITY_COLOUR, f"1 replica holds {_fmt(capacity_per_replica)}", 0.9, anchor="right"
         )
         shapes.append(shape)
         notes.append(note)
@@ -190,8 +162,8 @@ def minute_rate_figure(
     ]
     shapes, notes = [], []
     for i, (basis, rate) in enumerate(rates.items()):
-        shape, note = _vline(
-            rate, P99_COLOUR if basis == used else NEEDED_COLOUR, f"{basis} {rate:.3g}", 0.97 - i * 0.08
+        shape, note = style.vline(
+            rate, P99_COLOUR if basis == used else NEEDED_COLOUR, f"{basis} {rate:.3g}", 0.97 - i * 0.08, anchor="right"
         )
         if basis != used:
             shape["line"] = {**shape["line"], "width": 1, "dash": "dot"}
