@@ -23,6 +23,7 @@ from entitlements import roles
 from entitlements.models import Region
 from portal import access
 from portal.charts import intake as charts_intake
+from portal.form_errors import add_validation_errors
 from portal.forms import CommentForm, LaunchRequestFilter, LaunchRequestForm
 from portal.models import LaunchRequest, State
 from portal.selectors import (
@@ -134,8 +135,7 @@ def request_create(request: HttpRequest) -> HttpResponse:
         form.add_error(None, str(exc))
         return render(request, f"{EDIT}#autosave", {"req": None, "form": form, "oob": True}, status=409)
     except ValidationError as exc:
-        for name, msgs in exc.message_dict.items():
-            form.add_error(name if name in form.fields else None, msgs)
+        add_validation_errors(form, exc)
         ctx = {"req": None, "form": form, "saved": False, "oob": True}
         return render(request, f"{EDIT}#autosave", ctx, status=400)
     if not request.htmx:  # type: ignore[attr-defined]
@@ -213,8 +213,7 @@ def autosave(request: HttpRequest, uuid: Any) -> HttpResponse:
         form.add_error(None, str(exc))
         status, saved = 409, False
     except ValidationError as exc:
-        for name, msgs in exc.message_dict.items():
-            form.add_error(name if name in form.fields else None, msgs)
+        add_validation_errors(form, exc)
         status, saved = 400, False
     return render(request, f"{EDIT}#autosave", {"req": req, "form": form, "saved": saved, "oob": True}, status=status)
 
@@ -240,8 +239,7 @@ def submit(request: HttpRequest, uuid: Any) -> HttpResponse:
     except intake.LaunchRequestConflict as exc:
         return _refuse(request, req, exc, 409)
     except ValidationError as exc:
-        for name, msgs in exc.message_dict.items():
-            form.add_error(name if name in form.fields else None, msgs)
+        add_validation_errors(form, exc)
         req = _get(request, uuid)
         sizing_result = size_request(req, _regions_of(req))
         return render(request, EDIT, {"req": req, "form": form, "sizing": sizing_result}, status=400)

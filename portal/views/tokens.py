@@ -24,6 +24,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from entitlements import roles, token_services
 from entitlements.models import ApiToken, Tenant
 from portal import access
+from portal.form_errors import add_validation_errors
 
 
 class TokenForm(forms.Form):
@@ -98,8 +99,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
             expires_at=timezone.now() + timedelta(days=days) if days else None,
         )
     except ValidationError as exc:
-        for field, messages in exc.message_dict.items():
-            form.add_error(field if field in form.fields else None, messages)
+        add_validation_errors(form, exc)
         return _page(request, form, status=400)
     request.session[NEW_KEY] = key
     return redirect("tokens", permanent=False)
