@@ -9,7 +9,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run prod test test-fast lint check serve demo bench clean gateways
+.PHONY: run prod test test-slow test-all test-fast lint check serve demo bench clean gateways
 
 $(STAMP): requirements.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -84,13 +84,30 @@ lint: $(DEV_STAMP)
 
 # The suite runs on every core (pytest-xdist, one SQLite file / PostgreSQL test database per worker,
 # a test file stays on one worker so its module fixtures are built once); XDIST=0 runs it in one
-# process. `make test-fast` is the quick loop: no browser, no real services, no fuzzing, no slow tests.
+# process. Two halves (issue 28), each timed:
+#   `make test`       the suite a developer runs: everything but the browser and slow (real-process) tests;
+#   `make test-slow`  those: Chromium page walks, the LiteLLM proxy, Envoy, Prometheus, Alertmanager,
+#                     gunicorn and Celery processes, 100k-event replays, the schema fuzzer;
+#   `make test-all`   both in one run (CI's real-services pass).
+# CI runs all of it (.ci/run). MARK narrows any of them further (MARK='not postgres and not redis');
+# `make test-fast` is the quick loop: no browser, no real services, no fuzzing, no slow tests, no lint.
 XDIST ?= auto
 XDIST_ARGS = $(if $(filter 0,$(XDIST)),,-n $(XDIST) --dist loadfile)
+MARK ?=
+SLOW_MARK := slow or browser
+marks = -m "$(if $(MARK),($(1)) and ($(MARK)),$(1))"
+PYTEST = start=$$(date +%s); $(BIN)/python -m pytest -p no:cacheprovider --durations=15 $(XDIST_ARGS)
+TIMED = rc=$$?; echo "make $@: pytest took $$(( $$(date +%s) - start ))s (exit $$rc)"; exit $$rc
+LINT_FIRST = $(if $(filter 1 true yes,$(SKIP_LINT)),,lint)
 
-test: $(DEV_STAMP) $(GW_STAMP) $(if $(filter 1 true yes,$(SKIP_LINT)),,lint)
-	@start=$$(date +%s); $(BIN)/python -m pytest -p no:cacheprovider --durations=15 $(XDIST_ARGS) $(PYTEST_ARGS); rc=$$?; \
-	echo "make test: pytest took $$(( $$(date +%s) - start ))s (exit $$rc)"; exit $$rc
+test: $(DEV_STAMP) $(LINT_FIRST)
+	@$(PYTEST) $(call marks,not ($(SLOW_MARK))) $(PYTEST_ARGS); $(TIMED)
+
+test-slow: $(DEV_STAMP) $(GW_STAMP) $(LINT_FIRST)
+	@$(PYTEST) $(call marks,$(SLOW_MARK)) $(PYTEST_ARGS); $(TIMED)
+
+test-all: $(DEV_STAMP) $(GW_STAMP) $(LINT_FIRST)
+	@$(PYTEST) $(if $(MARK),-m "$(MARK)",) $(PYTEST_ARGS); $(TIMED)
 
 test-fast: $(DEV_STAMP)
 	$(BIN)/python -m pytest -p no:cacheprovider $(XDIST_ARGS) -m "not postgres and not redis and not browser and not fuzz and not slow" $(PYTEST_ARGS)

@@ -30,6 +30,9 @@ from accounts_oidc.models import OidcIdentity
 from entitlements.models import Membership, PlatformRole, RoleChange, Tenant
 from tests.oidc_provider.server import CLIENT_ID, PASSWORD, ProviderServer, new_rsa_key, pem
 
+# A real provider process (django-oauth-toolkit under gunicorn) serves the whole module: `make test-slow`.
+pytestmark = pytest.mark.slow
+
 CLAIMS = {
     "alice": {"email": "alice@acme.test", "headroom_tenant": "acme", "headroom_roles": ["requester"]},
     "bob": {"email": "bob@acme.test", "headroom_tenant": "acme", "headroom_roles": ["viewer", "approver"]},

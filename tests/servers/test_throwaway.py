@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+# Each case is a child pytest, and two start real servers (initdb, redis-server): `make test-slow`.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 
