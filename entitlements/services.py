@@ -179,8 +179,6 @@ def entitlement_grant(
         tenant=tenant,
         project=project,
         model=model,
-        lending_limit_cu=None if lending_limit_cu is None else as_cu(lending_limit_cu),
-        weight=None if weight is None else float(weight),
         region=region,
         pool=chosen,
         traffic_class=tc,
@@ -189,6 +187,8 @@ def entitlement_grant(
         cu=cu_d,
         overage=overage,
         borrowing_limit_cu=as_cu(borrowing_limit_cu),
+        lending_limit_cu=None if lending_limit_cu is None else as_cu(lending_limit_cu),
+        weight=None if weight is None else float(weight),
         **envelope.__dict__,
         **limit_values,
     )
