@@ -16,17 +16,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import pairwise
 
 from capacity.lengths import Z95, Z99, LengthQuantiles
 from capacity.units import TokenWeights, weighted_tokens, wt_per_s_to_cu
 
+PROMPT_LENGTHS = ("prompt_p50", "prompt_p95", "max_prompt_tokens")
+OUTPUT_LENGTHS = ("output_p50", "output_p95", "max_output_tokens")
+# The envelope's six lengths in reading order (p50, p95, max: prompt, then output), the one list the
+# intake form, the pool fit and the finding review name them from.
+ENVELOPE_LENGTHS = (*PROMPT_LENGTHS, *OUTPUT_LENGTHS)
 # (lower, higher): an envelope's lengths are ordered, p50 ≤ p95 ≤ max (capacity.ordering checks them).
-ENVELOPE_ORDER = (
-    ("prompt_p50", "prompt_p95"),
-    ("prompt_p95", "max_prompt_tokens"),
-    ("output_p50", "output_p95"),
-    ("output_p95", "max_output_tokens"),
-)
+ENVELOPE_ORDER: tuple[tuple[str, str], ...] = (*pairwise(PROMPT_LENGTHS), *pairwise(OUTPUT_LENGTHS))
 
 
 def _phi(x: float) -> float:

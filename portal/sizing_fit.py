@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from capacity.envelope import EnvelopeShape, envelope_shape, rps_to_cu
+from capacity.envelope import ENVELOPE_LENGTHS, EnvelopeShape, envelope_shape, rps_to_cu
 from capacity.input_errors import SizingInputError
 from capacity.operating_points import Slo
 from capacity.sizing import SizingInput, size
@@ -118,8 +118,7 @@ def pool_sizing_input(pool: Pool, rps: float, req: Any, shape: EnvelopeShape) ->
 
 
 def committed_fit(*, pool: Pool, rps: float, req: Any) -> PoolFit:
-    needed = ("prompt_p50", "prompt_p95", "max_prompt_tokens", "output_p50", "output_p95", "max_output_tokens",
-              "ttft_p99_ms", "tpot_p99_ms")  # fmt: skip
+    needed = (*ENVELOPE_LENGTHS, "ttft_p99_ms", "tpot_p99_ms")
     if rps <= 0 or any(getattr(req, n) is None for n in needed):
         return PoolFit(error="fill in the envelope and a committed rate")
     shape = launch_shape(req)

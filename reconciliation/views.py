@@ -15,21 +15,14 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidde
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from capacity.envelope import ENVELOPE_LENGTHS
 from entitlements import roles
 from entitlements.models import Entitlement
 from entitlements.services import entitlement_amend
 from reconciliation import services
 from reconciliation.models import Finding, ForecastAccuracy, PoolReview, ReconciliationRun
 
-ENVELOPE: tuple[str, ...] = (
-    "prompt_p50",
-    "prompt_p95",
-    "max_prompt_tokens",
-    "output_p50",
-    "output_p95",
-    "max_output_tokens",
-)
-ENVELOPE += ("max_concurrency",)
+ENVELOPE: tuple[str, ...] = (*ENVELOPE_LENGTHS, "max_concurrency")
 
 
 def _finding(request: HttpRequest, finding: Any) -> Finding:
