@@ -135,7 +135,8 @@ def main() -> None:
     times: dict[int, list[float]] = {1: [], 2: []}
     try:
         for r in range(args.rounds):
-            for n in (1, 2):
+            # Interleaved, the order swapped each round: a change in the machine's load lands on both sides.
+            for n in (1, 2) if r % 2 == 0 else (2, 1):
                 procs = start_workers(n, env, scratch, f"r{r}n{n}")
                 try:
                     # An untimed run first: each fresh pool process loads numba's compiled code on its
