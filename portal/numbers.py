@@ -67,7 +67,7 @@ class Formatted:
     why: str = ""
 
 
-def _grouped(x: float, decimals: int) -> str:
+def _grouped(x: float | Decimal, decimals: int) -> str:
     text = f"{x:,.{decimals}f}"
     # -0.0 rounds to "-0": print it as zero.
     return text[1:] if text.startswith("-") and not text.strip("-0.,") else text
@@ -103,3 +103,9 @@ def fmt(value: Any, unit: str = "", decimals: int | None = None) -> Formatted:
     if u.prefix and body.startswith("-"):
         return Formatted(f"-{u.prefix}{body[1:]}{sep}{u.label}")
     return Formatted(f"{u.prefix}{body}{sep}{u.label}")
+
+
+def plain(value: float | Decimal, unit: str = "") -> str:
+    """`value` with separators at `unit`'s decimals, without the unit: for text that writes the unit itself
+    ("12.5 CU for …"). A Decimal is rounded as it is, not through a float."""
+    return _grouped(value, UNITS[unit].decimals)

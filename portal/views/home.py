@@ -26,6 +26,7 @@ from entitlements.models import Entitlement
 from entitlements.models.supply import as_cu
 from entitlements.selectors import entitlements_visible_to, failover_reserves, pools_with_totals
 from portal.charts.home import SEGMENT_COLOURS, PoolBar, capacity_breakdown_figure, pool_segments
+from portal.numbers import plain
 from portal.usage_meters import model_totals, tenant_usages, usages_of
 
 GOODPUT_IN_WORDS = (
@@ -46,11 +47,11 @@ class LoginView(auth_views.LoginView):
 
 
 def cu(value: Decimal | float) -> str:
-    return f"{value:,.1f}"
+    return plain(value, "cu")
 
 
 def num(value: float | int) -> str:
-    return f"{value:,.0f}"
+    return plain(value)
 
 
 @login_required
