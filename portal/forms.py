@@ -1,4 +1,4 @@
-"""Forms of the launch intake pages, and the approver queue's filter.
+"""Forms of the launch intake pages, the approver queue's filter, and the sizing calculator's form.
 
 The request form is a plain Form, not a ModelForm: autosave keeps every field that validated
 even when a neighbour did not, so the model is written field by field through the service.
@@ -13,11 +13,17 @@ from django import forms
 from django.conf import settings
 from django.core.validators import MaxValueValidator
 
+from capacity.daycost import HOURS
 from capacity.envelope import ENVELOPE_ORDER
 from capacity.ordering import ordering_errors, spaced
 from capacity.planning import TARGET_RANGE
+from capacity.rate_basis import BASES
 from entitlements.models import Region, ServedModel, Tenant
+from entitlements.sizing_specs import PRICING, CostOptions
+from portal import sizing_selectors
 from portal.models import SCENARIO_MAX, SCENARIOS, Basis, LaunchRequest, State
+from sizing.parsing import COST_FIELDS, NUMBERS, QUANTILES
+from telemetry.selectors import traces_visible_to
 
 SECTIONS = (
     ("Basics", ("title", "model", "traffic_class", "criticality")),
@@ -202,3 +208,190 @@ class LaunchRequestFilter(django_filters.FilterSet):
     class Meta:
         model = LaunchRequest
         fields = ["state", "model", "region", "tenant", "launch_after", "launch_before"]
+
+
+# The sizing calculator (/sizing/): its form sends the sizing API's JSON (CONTRACT §3), so the page and
+# `POST /api/v1/sizing` are sized by the same parser (sizing.parsing).
+
+SIZING_BASIS_LABELS = {"mean": "mean", "p95_1m": "p95 minute", "p99_1m": "p99 minute", "peak_1m": "busiest minute"}
+# An interactive service's day: a trough of about a third of the peak before dawn, a climb through
+# the morning, the peak early afternoon, a slow evening decline. Multiplies the arrival rate.
+DEFAULT_DIURNAL = (
+    0.35, 0.30, 0.28, 0.27, 0.28, 0.32, 0.42, 0.55, 0.70, 0.82, 0.90, 0.95,
+    0.97, 1.00, 1.00, 0.98, 0.95, 0.90, 0.82, 0.72, 0.62, 0.53, 0.45, 0.40,
+)  # fmt: skip
+DEFAULT_SIZING_MODEL = "llama-3.1-8b"
+# A chat class on an 8B model, on one-GPU replicas so the day visibly scales (see the demo pool
+# llama-3.1-8b-us-east-h100); lengths near that pool's envelope.
+SIZING_DEFAULTS: dict[str, Any] = {
+    "accelerator": "h100-80gb",
+    "lengths": "quantiles",
+    "arrival_rate_rps": 100,
+    "prompt_mean": 1000,
+    "prompt_p50": 800,
+    "prompt_p95": 4000,
+    "prompt_p99": 8000,
+    "output_mean": 120,
+    "output_p50": 70,
+    "output_p95": 400,
+    "output_p99": 800,
+    "cache_hit_ratio": 0,
+    "cancellation_ratio": 0,
+    "ttft_p99_s": 2,
+    "tpot_p99_s": 0.1,
+    "utilization_target": 0.7,
+    "failure_policy": "zone",
+    "zones": 3,
+    "lb_unevenness": 1.0,
+    "startup_minutes": 10,
+    "ramp_rps_per_minute": 0,
+    "diurnal": ", ".join(f"{x:g}" for x in DEFAULT_DIURNAL),
+}
+
+
+def _sizing_number(label: str, *, required: bool = True, step: str = "any", help_text: str = "") -> forms.FloatField:
+    return forms.FloatField(
+        label=label, required=required, help_text=help_text, widget=forms.NumberInput(attrs={"step": step})
+    )
+
+
+class SizingForm(forms.Form):
+    model = forms.ChoiceField()
+    accelerator = forms.ChoiceField(required=False)
+    arrival_rate_rps = _sizing_number(
+        "Arrival rate (req/s)", required=False, help_text="with a trace and a planning rate chosen, ignored"
+    )
+    arrival_rate_basis = forms.ChoiceField(
+        label="Planning rate (trace)",
+        required=False,
+        choices=[("", "the rate above (blank: busiest minute)"), *((b, SIZING_BASIS_LABELS[b]) for b in BASES)],
+        help_text="one-minute windows sliding every second",
+    )
+    lengths = forms.ChoiceField(
+        choices=[("quantiles", "stated quantiles"), ("trace", "a trace")], widget=forms.RadioSelect
+    )
+    trace = forms.ChoiceField(required=False)
+    prompt_mean = _sizing_number("mean", required=False)
+    prompt_p50 = _sizing_number("p50", required=False)
+    prompt_p95 = _sizing_number("p95", required=False)
+    prompt_p99 = _sizing_number("p99", required=False)
+    output_mean = _sizing_number("mean", required=False)
+    output_p50 = _sizing_number("p50", required=False)
+    output_p95 = _sizing_number("p95", required=False)
+    output_p99 = _sizing_number("p99", required=False)
+    cache_hit_ratio = _sizing_number("Prefix-cache hit ratio")
+    cancellation_ratio = _sizing_number("Cancelled share")
+    ttft_p99_s = _sizing_number("TTFT p99 (s)")
+    tpot_p99_s = _sizing_number("TPOT p99 (s)")
+    utilization_target = _sizing_number("Utilization target")
+    failure_policy = forms.CharField(help_text="none, zone, replica:n or fraction:f")
+    zones = forms.IntegerField(widget=forms.NumberInput(attrs={"step": 1}))
+    lb_unevenness = _sizing_number("LB unevenness", help_text="busiest replica ÷ average")
+    startup_minutes = _sizing_number("Replica startup (min)")
+    ramp_rps_per_minute = _sizing_number("Ramp (req/s per min)")
+    pricing = forms.ChoiceField(choices=list(PRICING.items()))
+    electricity_per_kwh = _sizing_number("Electricity (USD/kWh)")
+    pue = _sizing_number("PUE")
+    network_per_gb = _sizing_number("Network (USD/GB)")
+    slo_met_fraction = _sizing_number("SLO-met share", help_text="useful share of output")
+    diurnal = forms.CharField(
+        label="Hourly multipliers (24, of the arrival rate)", widget=forms.Textarea(attrs={"rows": 3})
+    )
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["model"].choices = sizing_selectors.sizable_models()  # type: ignore[attr-defined]
+        self.fields["accelerator"].choices = [  # type: ignore[attr-defined]
+            ("", "cheapest feasible point"),
+            *sizing_selectors.sizable_accelerators(),
+        ]
+        # Which accelerators have a measured point for each model: the page hides the others (issue 22).
+        self.accelerators_by_model = sizing_selectors.accelerators_by_model()
+        self.traces = list(traces_visible_to(user))
+        self.fields["trace"].choices = [("", "—")] + [  # type: ignore[attr-defined]
+            (str(t.pk), f"{t.name} ({t.requests:,} requests{'' if t.tenant_id else ', platform'})") for t in self.traces
+        ]
+
+    def clean_diurnal(self) -> list[float]:
+        parts = [p for p in self.cleaned_data["diurnal"].replace("\n", ",").split(",") if p.strip()]
+        try:
+            values = [float(p) for p in parts]
+        except ValueError:
+            raise forms.ValidationError("numbers separated by commas, e.g. 0.3, 0.3, … 1.0")
+        if len(values) != HOURS:
+            raise forms.ValidationError(f"needs {HOURS} multipliers, got {len(values)}")
+        return values
+
+    def payload(self) -> dict[str, Any]:
+        """The API's JSON for these inputs (CONTRACT §3): the API's own field names, those the form has."""
+        d = self.cleaned_data
+        body: dict[str, Any] = {
+            "model": d["model"],
+            "accelerator": d["accelerator"] or None,
+            "arrival_rate_rps": d["arrival_rate_rps"],
+            "slo": {"ttft_p99_s": d["ttft_p99_s"], "tpot_p99_s": d["tpot_p99_s"]},
+            "failure_policy": d["failure_policy"],
+            "zones": d["zones"],
+            "cost": {k: d[k] for k in COST_FIELDS if k in self.base_fields},
+            **{k: d[k] for k in NUMBERS if k in self.base_fields},
+        }
+        if d["lengths"] == "trace":
+            body["prompt_tokens"] = body["output_tokens"] = {"trace": d["trace"]}
+            if d["arrival_rate_basis"]:
+                body["arrival_rate_basis"] = d["arrival_rate_basis"]
+                body.pop("arrival_rate_rps")
+        else:
+            for side in ("prompt", "output"):
+                body[f"{side}_tokens"] = {q: d[f"{side}_{q}"] for q in QUANTILES}
+        return body
+
+    def add_api_error(self, field: str, message: str, slo_errors: list[str]) -> None:
+        """An error the sizing API names by its field, beside the form field it means; the SLO's own
+        errors (no single field) go to `slo_errors`, anything unplaceable to the whole form."""
+        name = sizing_form_field(field)
+        if name == "slo":
+            slo_errors[:] = [message]
+        elif name == "__all__":
+            self.add_error(None, f"{field}: {message}")
+        else:
+            self.add_error(name, message)
+
+
+def sizing_form_field(api_field: str) -> str:
+    """The form field an API error names (e.g. `prompt_tokens.p50` → `prompt_p50`); `slo` stays `slo`."""
+    head, _, rest = api_field.partition(".")
+    if head in ("prompt_tokens", "output_tokens"):
+        name = "trace" if rest.startswith(("trace", "samples")) else f"{head.removesuffix('_tokens')}_{rest}"
+    elif head in ("slo", "cost") and rest:
+        name = rest
+    elif head in ("model", "operating_points"):
+        name = "model"
+    elif head.startswith(("hourly", "arrival_times_s")):
+        name = "diurnal" if head.startswith("hourly") else "trace"
+    elif head.startswith("accelerators["):
+        name = "pricing"
+    elif head == "cost_inputs":
+        name = rest
+    else:
+        name = head
+    return name if name in SizingForm.base_fields or name == "slo" else "__all__"
+
+
+def sizing_defaults() -> dict[str, Any]:
+    """SIZING_DEFAULTS on the default model when the catalogue has it; otherwise the first model with a
+    latency-bounded point, with that point's limits as the SLO so the first view sizes something.
+    The cost fields start where the API's do when a request leaves `cost` out: `CostOptions()`."""
+    cost = CostOptions()
+    defaults = {**SIZING_DEFAULTS, **{k: getattr(cost, k) for k in COST_FIELDS if k in SizingForm.base_fields}}
+    if sizing_selectors.has_operating_point(model=DEFAULT_SIZING_MODEL, accelerator=defaults["accelerator"]):
+        return {**defaults, "model": DEFAULT_SIZING_MODEL}
+    op = sizing_selectors.first_latency_bounded_point()
+    if op is None:
+        return {**defaults, "accelerator": ""}
+    return {
+        **defaults,
+        "model": op.model.slug,
+        "accelerator": "",
+        "ttft_p99_s": f"{op.ttft_p99_limit_ms / 1000:g}",  # type: ignore[operator]  # a measured point has both
+        "tpot_p99_s": f"{op.tpot_p99_limit_ms / 1000:g}",  # type: ignore[operator]
+    }

@@ -8,9 +8,14 @@ flagged, in scientific notation, so the template can show a warning beside it.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
+
+from capacity.daycost import DayCost
+from capacity.sizing_result import SizingResult
+from capacity.steps import Step, num
 
 DASH = "—"
 
@@ -103,6 +108,50 @@ def fmt(value: Any, unit: str = "", decimals: int | None = None) -> Formatted:
     if u.prefix and body.startswith("-"):
         return Formatted(f"-{u.prefix}{body[1:]}{sep}{u.label}")
     return Formatted(f"{u.prefix}{body}{sep}{u.label}")
+
+
+# The sizing calculator writes its figures as its step formulas do (capacity.steps.num), so the
+# headline and the working beside it match digit for digit.
+
+
+def sizing_figures(result: SizingResult, day: DayCost, rate: float) -> dict[str, str]:
+    """The calculator's headline numbers, in `num`."""
+    op = result.operating_point_used
+
+    def opt(x: float | None) -> str:
+        return "none" if x is None else f"{num(x)} s"
+
+    return {
+        "capacity_units": num(result.capacity_units),
+        "mean_concurrency": num(result.mean_concurrency),
+        "kv_tokens_p99": num(result.kv_tokens_p99),
+        "kv_gb_p99": num(result.kv_bytes_p99 / 1e9),
+        "kv_capacity": num(result.kv_capacity_tokens_per_replica),
+        "sim_requests": f"{result.kv.requests:,}",
+        "per_hour": num(result.cost.per_hour.value),
+        "per_million": num(result.cost.per_million_useful_output_tokens.value),
+        "marginal": num(result.cost.marginal_per_million_output_tokens.value),
+        "out_tps": num(op.out_tps_per_replica),
+        "ttft": num(result.ttft_s),
+        "tpot": num(result.tpot_s),
+        "ttft_limit": opt(op.ttft_limit_s),
+        "tpot_limit": opt(op.tpot_limit_s),
+        "ref_prompt": num(op.ref_mix.mean_prompt),
+        "ref_output": num(op.ref_mix.mean_output),
+        "rate": num(rate),
+        "day_cost": num(day.cost_per_day.value),
+        "day_per_million": num(day.per_million_useful_output_tokens.value),
+    }
+
+
+def step_rows(steps: Iterable[Step]) -> list[dict[str, str]]:
+    """Each step of the working as the page lists it."""
+    return [{"name": s.name, "value": num(s.value), "unit": s.unit, "formula": s.formula} for s in steps]
+
+
+def num_pairs(values: dict[str, float]) -> list[tuple[str, str]]:
+    """(key, `num`(value)) in the dict's order: the calculator's cost per planning basis."""
+    return [(k, num(v)) for k, v in values.items()]
 
 
 def plain(value: float | Decimal, unit: str = "") -> str:

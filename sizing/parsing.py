@@ -1,7 +1,7 @@
 """The sizing request (CONTRACT §3 JSON) → a `SizingInput`, and the result → the API's response body.
 
 `prepare_sizing` is the one parser: the sizing API (sizing.api) and the calculator page
-(portal.views.sizing, which builds the same JSON from its form) both call it, so the page and the API
+(portal.views.sizing, whose form portal.forms.SizingForm builds the same JSON) both call it, so the page and the API
 can never disagree on what an input means. Errors are `SizingInputError` naming the field (a 400) or
 `TraceNotFound` (a 404: a trace the caller may not see is the same as one that does not exist).
 """
@@ -26,6 +26,7 @@ from sizing.latency_answer import latency_answer
 from telemetry.models import Trace
 from telemetry.selectors import trace_arrays, visible_trace
 
+# The request's top-level numbers: the one list (the API's serializer and the calculator's form use it too).
 NUMBERS = (
     "cache_hit_ratio",
     "cancellation_ratio",
@@ -39,7 +40,8 @@ NUMBERS = (
 OTHER_KEYS = ("model", "accelerator", "arrival_rate_rps", "prompt_tokens", "output_tokens", "slo", "failure_policy")
 KEYS = frozenset(NUMBERS + OTHER_KEYS + ("zones", "cost", "allow_ceiling", "arrival_rate_basis"))
 QUANTILES = ("mean", "p50", "p95", "p99")
-COST_KEYS = frozenset(f.name for f in fields(CostOptions))
+COST_FIELDS = tuple(f.name for f in fields(CostOptions))  # the `cost` object's fields, in CostOptions' order
+COST_KEYS = frozenset(COST_FIELDS)
 MAX_SAMPLES = 1_000_000
 
 
