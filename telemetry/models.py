@@ -128,6 +128,20 @@ class FleetSample(models.Model):
         return f"{self.pool_id}@{self.ts:%Y-%m-%d %H:%M:%S} {self.source}"
 
 
+# A fleet sample's figures, in the order ingest writes them: the one list ingest, the Prometheus pull and
+# the newest-sample read name them from. The first six are the pool's state the live pages show.
+FLEET_STATE = (
+    "replicas_healthy",
+    "replicas_total",
+    "accelerator_util",
+    "kv_cache_usage",
+    "requests_running",
+    "requests_waiting",
+)
+FLEET_COLUMNS = (*FLEET_STATE, "throughput_rps", "accelerator_memory", "queue_wait_s", "latency_s")
+FLEET_COUNTS = ("replicas_healthy", "replicas_total")  # whole replicas: a pulled value is rounded
+
+
 class Trace(models.Model):
     """An uploaded request trace; `data` is numpy .npz bytes of arrays arrival_s, prompt, output.
 

@@ -18,10 +18,10 @@ from django.utils import timezone
 
 from entitlements.models import Pool
 from telemetry.atlas_pull import pull_atlas
-from telemetry.models import PrometheusSource
+from telemetry.models import FLEET_COLUMNS, FLEET_COUNTS, PrometheusSource
 from telemetry.prom_presets import fixed_pool, queries_of
 from telemetry.prometheus_http import PrometheusError, PullResult, query_range
-from telemetry.services import FLEET_COLUMNS, fleet_samples_ingest
+from telemetry.services import fleet_samples_ingest
 
 __all__ = ["PrometheusError", "PullResult", "collect", "pull_source", "pull_window", "query_range"]
 
@@ -40,7 +40,7 @@ def _value(name: str, raw: str) -> float | int | None:
     v = float(raw)
     if not math.isfinite(v):
         return None  # NaN/Inf from an empty division: no observation, not a zero
-    return round(v) if name in ("replicas_healthy", "replicas_total") else v
+    return round(v) if name in FLEET_COUNTS else v
 
 
 def collect(

@@ -21,7 +21,7 @@ from entitlements.reasons import REASONS
 from entitlements.selectors import entitlements_visible_to, overlapping
 from telemetry import usage
 from telemetry.histogram import N_BINS, percentile
-from telemetry.models import E2E_BINS, TTFT_BINS, FleetSample, PoolAlert, Trace
+from telemetry.models import E2E_BINS, FLEET_STATE, TTFT_BINS, FleetSample, PoolAlert, Trace
 
 
 def latest_pool_health(pool_id: int) -> tuple[int, int] | None:
@@ -286,17 +286,8 @@ def latest_samples() -> dict[int, dict[str, Any]]:
     newest = FleetSample.objects.filter(pool_id=OuterRef("pk")).order_by("-ts").values("pk")[:1]
     # one index probe per pool on (pool, -ts), instead of a correlated scan over every sample
     pks = [pk for pk in Pool.objects.annotate(newest=Subquery(newest)).values_list("newest", flat=True) if pk]
-    rows = FleetSample.objects.filter(pk__in=pks).values(
-        "pool_id",
-        "ts",
-        "replicas_healthy",
-        "replicas_total",
-        "accelerator_util",
-        "kv_cache_usage",
-        "requests_running",
-        "requests_waiting",
-    )
-    return {r["pool_id"]: r for r in rows}  # type: ignore[misc]  # a values() row is a dict
+    rows = FleetSample.objects.filter(pk__in=pks).values("pool_id", "ts", *FLEET_STATE)
+    return {r["pool_id"]: r for r in rows}
 
 
 def pool_alerts(pool: Any, start: datetime, end: datetime) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from entitlements.models import Pool
 from telemetry.ingest import EVENT_COLUMNS, IngestResult, check_source, ingest_events
-from telemetry.models import FleetSample
+from telemetry.models import FLEET_COLUMNS, FLEET_COUNTS, FleetSample
 from telemetry.rollups import rollups_add
 from telemetry.sql import upsert_replace
 from telemetry.validation import FieldError, check_window, has_control, identifier, parse_ts, ts_window
@@ -18,20 +18,7 @@ from telemetry.validation import FieldError, check_window, has_control, identifi
 __all__ = ["EVENT_COLUMNS", "IngestResult", "check_source", "fleet_samples_ingest", "ingest_events", "rollups_add"]
 
 
-FLEET_COLUMNS = (
-    "replicas_healthy",
-    "replicas_total",
-    "accelerator_util",
-    "kv_cache_usage",
-    "requests_running",
-    "requests_waiting",
-    "throughput_rps",
-    "accelerator_memory",
-    "queue_wait_s",
-    "latency_s",
-)
 _FRACTIONS = ("accelerator_util", "kv_cache_usage", "accelerator_memory")
-_COUNTS = ("replicas_healthy", "replicas_total")
 
 
 def _fleet_value(s: dict, name: str) -> Any:
@@ -40,7 +27,7 @@ def _fleet_value(s: dict, name: str) -> Any:
         return None
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
         raise FieldError(name, "must be a non-negative number")
-    if name in _COUNTS:
+    if name in FLEET_COUNTS:
         if isinstance(v, float) and not v.is_integer():
             raise FieldError(name, "must be a whole number")
         return int(v)
