@@ -28,7 +28,7 @@ from capacity.planning import PlanningAnswer, Workload, plan
 from capacity.planning_workload import bucket_workload
 from entitlements.models import Entitlement
 from telemetry.models import HourRollup, MinuteRollup
-from telemetry.statement import _scope
+from telemetry.usage import scope
 
 TENANT_GROW_REASONS = frozenset({"QUOTA_EXCEEDED", "CONCURRENCY_LIMIT", "BUDGET_EXHAUSTED"})
 # A replay per entitlement is too much for every page view; the rollups it reads change by the minute
@@ -55,7 +55,7 @@ def recorded_workload(ent: Entitlement, start: datetime, end: datetime, *, minut
     )
     for model, width, what in sources:
         rows = list(
-            model.objects.filter(_scope(ent), bucket__gte=start, bucket__lt=end)
+            model.objects.filter(scope(ent), bucket__gte=start, bucket__lt=end)
             .values("bucket", "decision", "reason")
             .annotate(n=Sum("requests"), est=Sum("estimated_wt"), act=Sum("actual_wt"))
             .order_by()

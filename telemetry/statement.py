@@ -41,10 +41,6 @@ from telemetry.models import (
 )
 from telemetry.usage import period_sums, ratio, scope, sums
 
-# forecasting.peak_to_mean still imports the scope under its old private name; it moves to
-# telemetry.usage.scope with its owner's next change (then this line goes).
-_scope = scope
-
 MAX_PERIOD = timedelta(days=400)
 
 
