@@ -19,7 +19,7 @@ FALLBACK = "24h"
 def first_range_with_data(scope: Q, ranges: dict[str, timedelta], now: datetime) -> str | None:
     for key, span in sorted(ranges.items(), key=lambda kv: kv[1]):
         s = resolve_span(now - span, now)
-        if ROLLUPS[s.level].objects.filter(scope, bucket__gte=s.start, bucket__lt=s.end).exists():  # type: ignore[attr-defined]
+        if ROLLUPS[s.level].objects.filter(scope, bucket__gte=s.start, bucket__lt=s.end).exists():
             return key
     return None
 
