@@ -40,24 +40,17 @@ def qty(value: Any, unit: str) -> SafeString | str:
     return _render(value, unit, int(places) if places else None)
 
 
-@register.filter
-def cu(value: Any) -> SafeString | str:
-    return _render(value, "cu")
+def _shorthand(name: str, unit: str) -> None:
+    """`{{ x|name }}` for `{{ x|qty:"unit" }}`."""
+
+    def shorthand(value: Any) -> SafeString | str:
+        return _render(value, unit)
+
+    register.filter(name, shorthand)
 
 
-@register.filter
-def usd(value: Any) -> SafeString | str:
-    return _render(value, "usd")
-
-
-@register.filter
-def usd_per_m(value: Any) -> SafeString | str:
-    return _render(value, "usd/M")
-
-
-@register.filter
-def tokens(value: Any) -> SafeString | str:
-    return _render(value, "tokens")
+for _name, _unit in (("cu", "cu"), ("usd", "usd"), ("usd_per_m", "usd/M"), ("tokens", "tokens")):
+    _shorthand(_name, _unit)
 
 
 @register.filter
