@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator
 
 from capacity.daycost import HOURS
-from capacity.envelope import ENVELOPE_ORDER
+from capacity.envelope import ENVELOPE_LENGTHS, ENVELOPE_ORDER
 from capacity.ordering import ordering_errors, spaced
 from capacity.planning import TARGET_RANGE
 from capacity.rate_basis import BASES
@@ -30,18 +30,7 @@ SECTIONS = (
     ("Regions and window", ("regions", "launch_date", "end_date")),
     (
         "Workload envelope",
-        (
-            "prompt_p50",
-            "prompt_p95",
-            "max_prompt_tokens",
-            "output_p50",
-            "output_p95",
-            "max_output_tokens",
-            "max_concurrency",
-            "ttft_p99_ms",
-            "tpot_p99_ms",
-            "streaming",
-        ),
+        (*ENVELOPE_LENGTHS, "max_concurrency", "ttft_p99_ms", "tpot_p99_ms", "streaming"),
     ),
     (
         "Scenarios (peak, per region)",
