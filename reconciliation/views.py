@@ -19,6 +19,7 @@ from capacity.envelope import ENVELOPE_LENGTHS
 from entitlements import roles
 from entitlements.models import Entitlement
 from entitlements.services import entitlement_amend
+from http_plumbing.form_errors import add_validation_errors
 from reconciliation import services
 from reconciliation.models import Finding, ForecastAccuracy, PoolReview, ReconciliationRun
 
@@ -134,8 +135,7 @@ def amend(request: HttpRequest, finding: Any) -> HttpResponse:
                     services.finding_accept(actor=request.user, finding=f, reason=form.cleaned_data["reason"],
                                             adjust=False)  # fmt: skip
             except ValidationError as e:
-                for field, msgs in e.message_dict.items():
-                    form.add_error(field if field in form.fields else None, msgs)
+                add_validation_errors(form, e)
             else:
                 return redirect("reconciliation-finding", finding=f.pk)
         status = 400

@@ -21,9 +21,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from entitlements import roles
 from entitlements.models import Region
+from http_plumbing.form_errors import add_validation_errors
 from portal import access
 from portal.charts import intake as charts_intake
-from portal.form_errors import add_validation_errors
 from portal.forms import CommentForm, LaunchRequestFilter, LaunchRequestForm
 from portal.models import LaunchRequest, State
 from portal.selectors import (

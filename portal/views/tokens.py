@@ -23,8 +23,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from entitlements import roles, token_services
 from entitlements.models import ApiToken, Tenant
+from http_plumbing.form_errors import add_validation_errors
 from portal import access
-from portal.form_errors import add_validation_errors
 
 
 class TokenForm(forms.Form):

@@ -1,4 +1,4 @@
-"""A service's ValidationError shown on the form that was posted (issue 34.4): one loop for every view."""
+"""A service's ValidationError shown on the form that was posted (issue 34.4): one loop for every app's views."""
 
 from __future__ import annotations
 
