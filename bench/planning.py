@@ -4,7 +4,12 @@ and on 50× its length (the trace repeated end to end: about two days of traffic
 Each pair runs the planning answer and a sizing call with the planning answer left out, order
 swapped each pair; it prints the median of the pairs' ratios and the load average beside them.
 
-Run: .venv/bin/python bench/planning.py [--pairs N]
+`--scaling` times whole size() calls (planning answer included) on the trace at 1×, 10× and 50× its
+length, lengths paired and tiled with the times, at the busiest minute's rate: rounds interleave the
+three (order rotated each round) and it prints each median, its ratio to 1× and that ratio ÷ k
+(1.00 = linear in the trace; a trace past MAX_SIM_REQUESTS replays only that many, so 50× is below).
+
+Run: .venv/bin/python bench/planning.py [--pairs N] [--scaling [--rounds N]]
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import capacity.sizing as sizing_module  # noqa: E402
 from capacity.cost import CloudAccelerator  # noqa: E402
 from capacity.planning import PlanningAnswer, plan  # noqa: E402
 from capacity.planning_workload import trace_workload  # noqa: E402
+from capacity.rate_basis import minute_rates  # noqa: E402
 from capacity.sizing import AcceleratorSpec, LengthSamples, ModelSpec, OperatingPoint, SizingInput, Slo, size  # noqa: E402  # noqa: E402
 from capacity.traces import parse_trace  # noqa: E402
 from capacity.units import ReferenceMix  # noqa: E402
@@ -72,6 +78,42 @@ def plain_sizing(t: np.ndarray) -> None:
         size(replace(inp))
 
 
+def scaled_input(k: int) -> SizingInput:
+    t, p, o = lengthened(k)
+    return SizingInput(
+        model=MODEL,
+        operating_points=(POINT, B200_SERVER, B200_INTERACTIVE),
+        accelerators=(ACC, B200),
+        arrival_rate_rps=minute_rates(t).rate("peak_1m"),
+        prompt_tokens=LengthSamples(p),
+        output_tokens=LengthSamples(o),
+        slo=Slo(2.0, 0.2),
+        arrival_times_s=t,
+        trace_own_timing=True,
+    )
+
+
+def scaling(rounds: int) -> None:
+    ks = (1, 10, 50)
+    inputs = {k: scaled_input(k) for k in ks}
+    for k in ks:
+        size(inputs[k])  # warm
+    print(f"size() at k× the trace; load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    times: dict[int, list[float]] = {k: [] for k in ks}
+    for i in range(rounds):
+        for k in ks[i % 3 :] + ks[: i % 3]:
+            times[k].append(timed(size, inputs[k]))
+    one = statistics.median(times[1])
+    for k in ks:
+        med, arrivals = statistics.median(times[k]), inputs[k].arrival_times_s
+        print(
+            f"  {k:>2}× ({len(arrivals) if arrivals is not None else 0:,} requests): size() {med * 1000:.1f} ms "
+            f"(median of {rounds} interleaved rounds), {med / one:.1f}× the 1× time, ÷ k = {med / one / k:.2f} "
+            f"(1.00 = linear)"
+        )
+    print(f"  load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+
+
 def timed(fn: object, *args: object) -> float:
     t0 = time.perf_counter()
     fn(*args)  # type: ignore[operator]
@@ -81,7 +123,13 @@ def timed(fn: object, *args: object) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pairs", type=int, default=5)
-    pairs = ap.parse_args().pairs
+    ap.add_argument("--scaling", action="store_true", help="only size() at 1×, 10× and 50× the trace")
+    ap.add_argument("--rounds", type=int, default=7)
+    args = ap.parse_args()
+    if args.scaling:
+        scaling(args.rounds)
+        return
+    pairs = args.pairs
     one = (trace.arrival_s, trace.prompt, trace.output)
     many = lengthened(50)
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

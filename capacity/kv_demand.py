@@ -159,6 +159,12 @@ def simulate_class(inp: SizingInput, ttft_s: float, tpot_s: float) -> KvDemand:
     return KvDemand(sim, tuple(notes), exceeded, n)
 
 
+def rate_free(inp: SizingInput) -> bool:
+    """Whether simulate_class gives the same answer at any positive `arrival_rate_rps`: a trace
+    replayed at its own timing does not read it."""
+    return inp.arrival_times_s is not None and inp.trace_own_timing
+
+
 def mean_lengths(inp: SizingInput) -> tuple[float, float]:
     return spec_mean(inp.prompt_tokens), spec_mean(inp.output_tokens)
 

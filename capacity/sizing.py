@@ -7,12 +7,11 @@ repeats the actual numbers, so a page can show the whole derivation.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Protocol
 
-from capacity.cost import accelerators_for, pool_cost
+from capacity.cost import PoolCost, accelerators_for, pool_cost
 from capacity.failure import FailurePolicy, replicas_for_failure
 from capacity.input_errors import SizingInputError
-from capacity.kv_demand import mean_lengths, paired, simulate_class
+from capacity.kv_demand import KvDemand, mean_lengths, paired, rate_free, simulate_class
 from capacity.kvsim import KvSimulation
 from capacity.lengths import LengthQuantiles, LengthSamples, LengthSpec
 from capacity.operating_points import OperatingPoint, Slo, describe_point, feasible_points, latencies_used
@@ -20,6 +19,7 @@ from capacity.planning import PlanningAnswer, plan
 from capacity.planning_workload import envelope_workload, trace_workload
 from capacity.sizing_checks import (
     PrefillBound,
+    SizingWarning,
     context_warning,
     implausible_warnings,
     prefill_bound,
@@ -92,10 +92,10 @@ def size(inp: SizingInput) -> SizingResult:
     points = [p for p in points if p.accelerator in priced]
     if not points:
         raise SizingInputError("accelerator", f"no catalogue entry (or price) for accelerator(s) {', '.join(unpriced)}")
-    results, misfits = [], []
+    results, misfits, sims = [], [], _Sims()
     for p in points:
         try:
-            results.append(_size_at(inp, policy, p))
+            results.append(_size_at(inp, policy, p, sims))
         except SizingInputError as e:
             # A shape whose accelerators cannot hold the weights is not feasible; anything else is bad input.
             if e.field != "model.weights_gb":
@@ -113,7 +113,7 @@ def size(inp: SizingInput) -> SizingResult:
     notes.extend(f"left out: {e.message}" for e in misfits)
     answer = planning_answer(inp)
     notes.append(f"CU to buy: {answer.check}; requests from {answer.planning_basis}")
-    extra, extra_note = _peak_extra(inp, policy, best)
+    extra, extra_note = _peak_extra(inp, policy, best, sims)
     if extra_note:
         notes.append(extra_note)
     return replace(
@@ -167,12 +167,14 @@ def real_rate_rps(inp: SizingInput) -> float:
     return inp.arrival_rate_rps
 
 
-def _peak_extra(inp: SizingInput, policy: FailurePolicy, best: SizingResult) -> tuple[float | None, str | None]:
+def _peak_extra(
+    inp: SizingInput, policy: FailurePolicy, best: SizingResult, sims: _Sims | None = None
+) -> tuple[float | None, str | None]:
     """What sizing for the planning rate rather than the mean costs per hour, on the chosen point."""
     mean = real_rate_rps(inp)
     if mean >= inp.arrival_rate_rps:
         return 0.0, None
-    at_mean = _size_at(replace(inp, arrival_rate_rps=mean), policy, best.operating_point_used)
+    at_mean = _size_at(replace(inp, arrival_rate_rps=mean), policy, best.operating_point_used, sims)
     extra = best.cost.per_hour.value - at_mean.cost.per_hour.value
     return extra, (
         f"cost: the planning rate {num(inp.arrival_rate_rps)} req/s needs {best.replicas.total} replicas at "
@@ -211,133 +213,138 @@ def _why(best: SizingResult, alternatives: tuple[Alternative, ...], what: str) -
     )
 
 
-def _size_at(inp: SizingInput, policy: FailurePolicy, op: OperatingPoint) -> SizingResult:
-    """The whole sizing on one operating point."""
-    m, lam = inp.model, inp.arrival_rate_rps
-    acc = _accelerator_for(inp, op)
-    apr = op.accelerators_per_replica
-    ttft, tpot, latency_source = latencies_used(op, inp.slo)
-    steps: list[Step] = []
+class _Steps:
+    """The derivation in the order it is computed; each value is computed once, for itself and its formula."""
 
-    def step(name: str, value: float, unit: str, formula: str) -> float:
-        steps.append(Step(name, value, unit, formula))
+    def __init__(self) -> None:
+        self.steps: list[Step] = []
+
+    def add(self, name: str, value: float, unit: str, formula: str) -> float:
+        self.steps.append(Step(name, value, unit, formula))
         return value
 
+    def eq(self, name: str, value: float, unit: str, rhs: str, lead: str = "") -> float:
+        """A step whose formula reads "value[lead] = rhs"."""
+        return self.add(name, value, unit, f"{num(value)}{lead} = {rhs}")
+
+    def whole(self, name: str, value: int, unit: str, rhs: str) -> int:
+        """A count (replicas, accelerators), written as a plain integer."""
+        self.steps.append(Step(name, value, unit, f"{value} = {rhs}"))
+        return value
+
+
+@dataclass(frozen=True)
+class _Rates:
+    """The class's rates on one operating point's latencies (`cached` = input tokens/s × cache hit)."""
+
+    lam: float
+    ttft: float
+    tpot: float
+    mean_p: float
+    out_eff: float
+    in_tps: float
+    uncached: float
+    cached: float
+    out_tps: float
+    residence: float
+    prefill_c: float
+    decode_c: float
+    concurrency: float
+
+
+def _rates(inp: SizingInput, ttft: float, tpot: float, st: _Steps) -> _Rates:
+    lam, h, c = inp.arrival_rate_rps, inp.cache_hit_ratio, inp.cancellation_ratio
     mean_p, mean_o = mean_lengths(inp)
-    h, c = inp.cache_hit_ratio, inp.cancellation_ratio
-    out_eff = step(
+    out_eff = st.eq(
         "output tokens per request",
         mean_o * (1 - c / 2),
         "tokens",
-        f"{num(mean_o * (1 - c / 2))} = mean output {num(mean_o)} × (1 − cancelled {num(c)} ÷ 2)",
+        f"mean output {num(mean_o)} × (1 − cancelled {num(c)} ÷ 2)",
     )
-    in_tps = step(
-        "input tokens/s",
-        lam * mean_p,
-        "tokens/s",
-        f"{num(lam * mean_p)} = {num(lam)} req/s × {num(mean_p)} prompt tokens",
+    in_tps = st.eq("input tokens/s", lam * mean_p, "tokens/s", f"{num(lam)} req/s × {num(mean_p)} prompt tokens")
+    uncached = st.eq(
+        "uncached input tokens/s", in_tps * (1 - h), "tokens/s", f"{num(in_tps)} tokens/s × (1 − cache hit {num(h)})"
     )
-    uncached = step(
-        "uncached input tokens/s",
-        in_tps * (1 - h),
-        "tokens/s",
-        f"{num(in_tps * (1 - h))} = {num(in_tps)} tokens/s × (1 − cache hit {num(h)})",
-    )
-    out_tps = step(
-        "output tokens/s", lam * out_eff, "tokens/s", f"{num(lam * out_eff)} = {num(lam)} req/s × {num(out_eff)} tokens"
-    )
-    residence = step(
+    out_tps = st.eq("output tokens/s", lam * out_eff, "tokens/s", f"{num(lam)} req/s × {num(out_eff)} tokens")
+    residence = st.eq(
         "mean residence",
         ttft + out_eff * tpot,
         "s",
-        f"{num(ttft + out_eff * tpot)} s = TTFT {num(ttft)} s + {num(out_eff)} tokens × TPOT {num(tpot)} s",
+        f"TTFT {num(ttft)} s + {num(out_eff)} tokens × TPOT {num(tpot)} s",
+        lead=" s",
     )
-    step("prefill concurrency", lam * ttft, "requests", f"{num(lam * ttft)} = {num(lam)} req/s × TTFT {num(ttft)} s")
-    decode_c = lam * out_eff * tpot
-    step(
-        "decode concurrency",
+    prefill_c = st.eq("prefill concurrency", lam * ttft, "requests", f"{num(lam)} req/s × TTFT {num(ttft)} s")
+    decode_c = st.eq(
+        "decode concurrency", lam * out_eff * tpot, "requests", f"{num(lam)} req/s × {num(out_eff * tpot)} s decoding"
+    )
+    concurrency = st.eq("mean concurrency", lam * residence, "requests", f"{num(lam)} req/s × {num(residence)} s")
+    return _Rates(
+        lam,
+        ttft,
+        tpot,
+        mean_p,
+        out_eff,
+        in_tps,
+        uncached,
+        in_tps * h,
+        out_tps,
+        residence,
+        prefill_c,
         decode_c,
-        "requests",
-        f"{num(decode_c)} = {num(lam)} req/s × {num(out_eff * tpot)} s decoding",
+        concurrency,
     )
-    concurrency = step(
-        "mean concurrency",
-        lam * residence,
-        "requests",
-        f"{num(lam * residence)} = {num(lam)} req/s × {num(residence)} s",
-    )
-    demand = _kv_and_load(inp, op, acc, ttft, tpot, uncached, in_tps * h, out_tps, out_eff, mean_p, step)
+
+
+class _Sims:
+    """KV simulations within one size() call, by latencies (and rate, where the replay depends on it):
+    points with the same TTFT and TPOT replay the same requests, and the peak's extra cost re-sizes
+    the chosen point at a trace's mean rate, which replays it identically at its own timing."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[tuple[float | None, float, float], KvDemand] = {}
+
+    def get(self, inp: SizingInput, ttft: float, tpot: float) -> KvDemand:
+        rate = None if inp.arrival_rate_rps > 0 and rate_free(inp) else inp.arrival_rate_rps
+        key = (rate, ttft, tpot)
+        if key not in self._by_key:
+            self._by_key[key] = simulate_class(inp, ttft, tpot)
+        return self._by_key[key]
+
+
+def _size_at(inp: SizingInput, policy: FailurePolicy, op: OperatingPoint, sims: _Sims | None = None) -> SizingResult:
+    """The whole sizing on one operating point."""
+    m, acc, apr = inp.model, _accelerator_for(inp, op), op.accelerators_per_replica
+    ttft, tpot, latency_source = latencies_used(op, inp.slo)
+    st = _Steps()
+    r = _rates(inp, ttft, tpot, st)
+    kv_demand = (sims or _Sims()).get(inp, ttft, tpot)
+    demand = _kv_and_load(inp, op, acc, r, kv_demand, st)
     prefill = prefill_bound(
         accelerators_per_replica=apr,
         dense_tflops=acc.dense_tflops,
         active_params_b=m.active_params_b,
         mfu=inp.prefill_mfu,
-        uncached_prompt_tps=uncached,
+        uncached_prompt_tps=r.uncached,
         utilization=inp.utilization_target,
         lb_unevenness=inp.lb_unevenness,
     )
-    replicas = _replicas(inp, policy, demand, prefill, step)
-    accelerators = accelerators_for(replicas.total, apr, acc.chips_per_slice)
-    step(
+    replicas = _replicas(inp, policy, demand, prefill, st)
+    accelerators = st.whole(
         "accelerators",
-        accelerators,
+        accelerators_for(replicas.total, apr, acc.chips_per_slice),
         "accelerators",
-        f"{accelerators} = {replicas.total} replicas × {apr} per replica, in whole slices of {acc.chips_per_slice}",
+        f"{replicas.total} replicas × {apr} per replica, in whole slices of {acc.chips_per_slice}",
     )
-    capacity = replicas.total * demand.goodput_wt
-    # Cost per useful token over the real volume: the fleet is sized for the planning rate, but
-    # only the mean rate's tokens are ever produced (docs/planning.md).
-    real_out_tps = out_tps * real_rate_rps(inp) / lam if lam > 0 else out_tps
-    cost = pool_cost(
-        accelerator=acc.cost,
-        inputs=acc.cost_inputs or inp.cost_inputs,
-        accelerators=accelerators,
-        accelerators_per_replica=apr,
-        replicas_total=replicas.total,
-        replicas_steady=replicas.steady,
-        load_fraction=demand.demand_wt / capacity if capacity > 0 else 0.0,
-        output_tokens_per_s=real_out_tps,
-        network_bytes_per_s=demand.network,
-        out_tps_per_replica=op.out_tps_per_replica,
-    )
-    steps.extend(cost.steps)
-    assumptions = (
-        f"residence = TTFT + output × TPOT with {latency_source}; p99 latencies make residence and concurrency "
-        f"upper bounds",
-        f"cancellation: {num(c)} of requests are cancelled and generate on average half their output",
-        *demand.notes,
-        *_fixed_assumptions(inp, op),
-        *cost.assumptions,
-        *(["cost: no accelerator price was entered, so the accelerator line is 0"] if acc.cost.per_hour() == 0 else []),
-        *_fit_warnings(demand),
-    )
+    cost = _cost(inp, op, acc, r, demand, replicas, accelerators)
+    st.steps.extend(cost.steps)
     steady = replicas.steady
-    warnings = [
-        w
-        for w in (
-            context_warning(demand.context_exceeded, demand.simulated, m.context_length, paired(inp)),
-            prefill_warning(prefill, replicas.for_load) if prefill is not None else None,
-        )
-        if w is not None
-    ]
-    warnings += implausible_warnings(
-        residence_s=residence,
-        accelerators=accelerators,
-        accelerator=acc.slug,
-        fleet_accelerators=(inp.fleet_accelerators or {}).get(acc.slug),
-    )
-    prefill_note = (
-        f"prefill: at most {prefill.formula.split(';')[0]}"
-        if prefill is not None
-        else f"prefill: no compute bound (the catalogue lacks {acc.slug}'s dense FLOP/s or {m.slug}'s active parameters)"
-    )
     return SizingResult(
-        warnings=tuple(warnings),
-        input_tokens_per_s=in_tps,
-        uncached_input_tokens_per_s=uncached,
-        output_tokens_per_s=out_tps,
-        mean_residence_s=residence,
-        mean_concurrency=concurrency,
+        warnings=_warnings(inp, acc, r, demand, prefill, replicas.for_load, accelerators),
+        input_tokens_per_s=r.in_tps,
+        uncached_input_tokens_per_s=r.uncached,
+        output_tokens_per_s=r.out_tps,
+        mean_residence_s=r.residence,
+        mean_concurrency=r.concurrency,
         kv_tokens_p99=demand.kv.kv_tokens_p99,
         kv_bytes_p99=demand.kv.kv_tokens_p99 * m.kv_bytes_per_token,
         network_bytes_per_s=demand.network,
@@ -345,9 +352,9 @@ def _size_at(inp: SizingInput, policy: FailurePolicy, op: OperatingPoint) -> Siz
         replicas=replicas,
         accelerators=accelerators,
         cost=cost,
-        assumptions=(*assumptions, prefill_note),
+        assumptions=_assumptions(inp, op, acc, latency_source, demand, cost, prefill),
         operating_point_used=op,
-        steps=tuple(steps),
+        steps=tuple(st.steps),
         kv=demand.kv,
         kv_capacity_tokens_per_replica=demand.kv_cap,
         kv_tokens_p99_per_replica=demand.kv_need / steady if steady else 0.0,
@@ -355,14 +362,94 @@ def _size_at(inp: SizingInput, policy: FailurePolicy, op: OperatingPoint) -> Siz
         and demand.kv.largest_request_kv_tokens <= demand.kv_cap_instance,
         ttft_s=ttft,
         tpot_s=tpot,
-        prefill_concurrency=lam * ttft,
-        decode_concurrency=decode_c,
+        prefill_concurrency=r.prefill_c,
+        decode_concurrency=r.decode_c,
         demand_wt_per_s=demand.demand_wt,
         goodput_wt_per_s_per_replica=demand.goodput_wt,
         goodput_cu_per_replica=demand.goodput_wt / m.r_wt_per_s,
         accelerator=acc.slug,
         failure_policy=str(policy),
     )
+
+
+def _cost(
+    inp: SizingInput,
+    op: OperatingPoint,
+    acc: AcceleratorSpec,
+    r: _Rates,
+    d: _Demand,
+    replicas: Replicas,
+    accelerators: int,
+) -> PoolCost:
+    capacity = replicas.total * d.goodput_wt
+    # Cost per useful token over the real volume: the fleet is sized for the planning rate, but
+    # only the mean rate's tokens are ever produced (docs/planning.md).
+    real_out_tps = r.out_tps * real_rate_rps(inp) / r.lam if r.lam > 0 else r.out_tps
+    return pool_cost(
+        accelerator=acc.cost,
+        inputs=acc.cost_inputs or inp.cost_inputs,
+        accelerators=accelerators,
+        accelerators_per_replica=op.accelerators_per_replica,
+        replicas_total=replicas.total,
+        replicas_steady=replicas.steady,
+        load_fraction=d.demand_wt / capacity if capacity > 0 else 0.0,
+        output_tokens_per_s=real_out_tps,
+        network_bytes_per_s=d.network,
+        out_tps_per_replica=op.out_tps_per_replica,
+    )
+
+
+def _assumptions(
+    inp: SizingInput,
+    op: OperatingPoint,
+    acc: AcceleratorSpec,
+    latency_source: str,
+    d: _Demand,
+    cost: PoolCost,
+    prefill: PrefillBound | None,
+) -> tuple[str, ...]:
+    prefill_note = (
+        f"prefill: at most {prefill.formula.split(';')[0]}"
+        if prefill is not None
+        else f"prefill: no compute bound (the catalogue lacks {acc.slug}'s dense FLOP/s or {inp.model.slug}'s active parameters)"
+    )
+    return (
+        f"residence = TTFT + output × TPOT with {latency_source}; p99 latencies make residence and concurrency "
+        f"upper bounds",
+        f"cancellation: {num(inp.cancellation_ratio)} of requests are cancelled and generate on average half their output",
+        *d.notes,
+        *_fixed_assumptions(inp, op),
+        *cost.assumptions,
+        *(["cost: no accelerator price was entered, so the accelerator line is 0"] if acc.cost.per_hour() == 0 else []),
+        *_fit_warnings(d),
+        prefill_note,
+    )
+
+
+def _warnings(
+    inp: SizingInput,
+    acc: AcceleratorSpec,
+    r: _Rates,
+    d: _Demand,
+    prefill: PrefillBound | None,
+    for_load: int,
+    accelerators: int,
+) -> tuple[SizingWarning, ...]:
+    found = [
+        w
+        for w in (
+            context_warning(d.context_exceeded, d.simulated, inp.model.context_length, paired(inp)),
+            prefill_warning(prefill, for_load) if prefill is not None else None,
+        )
+        if w is not None
+    ]
+    found += implausible_warnings(
+        residence_s=r.residence,
+        accelerators=accelerators,
+        accelerator=acc.slug,
+        fleet_accelerators=(inp.fleet_accelerators or {}).get(acc.slug),
+    )
+    return tuple(found)
 
 
 @dataclass(frozen=True, eq=False)
@@ -380,91 +467,72 @@ class _Demand:
     notes: tuple[str, ...]
 
 
-class _StepFn(Protocol):
-    def __call__(self, name: str, value: float, unit: str, formula: str) -> float: ...
-
-
 def _kv_and_load(
-    inp: SizingInput,
-    op: OperatingPoint,
-    acc: AcceleratorSpec,
-    ttft: float,
-    tpot: float,
-    uncached: float,
-    cached: float,
-    out_tps: float,
-    out_eff: float,
-    mean_p: float,
-    step: _StepFn,
+    inp: SizingInput, op: OperatingPoint, acc: AcceleratorSpec, r: _Rates, kv_demand: KvDemand, st: _Steps
 ) -> _Demand:
-    m, lam = inp.model, inp.arrival_rate_rps
-    kv_demand = simulate_class(inp, ttft, tpot)
-    kv = kv_demand.sim
-    step(
+    m, lam, kv = inp.model, r.lam, kv_demand.sim
+    st.add(
         "simulated mean concurrency",
         kv.mean_concurrency,
         "requests",
         f"{num(kv.mean_concurrency)} requests in flight on average in the simulation; Little's law check: "
         f"{num(lam)} req/s × {num(kv.mean_residence_s)} s simulated mean residence = {num(lam * kv.mean_residence_s)}",
     )
-    step(
+    st.eq(
         "KV tokens p99",
         kv.kv_tokens_p99,
         "tokens",
-        f"{num(kv.kv_tokens_p99)} = 99th percentile over time of concurrent KV tokens in the simulation ({kv.requests:,} requests)",
+        f"99th percentile over time of concurrent KV tokens in the simulation ({kv.requests:,} requests)",
     )
-    step(
+    st.eq(
         "KV bytes p99",
         kv.kv_tokens_p99 * m.kv_bytes_per_token,
         "bytes",
-        f"{num(kv.kv_tokens_p99 * m.kv_bytes_per_token)} = {num(kv.kv_tokens_p99)} tokens × {num(m.kv_bytes_per_token)} bytes/token",
+        f"{num(kv.kv_tokens_p99)} tokens × {num(m.kv_bytes_per_token)} bytes/token",
     )
     inst = op.instances_per_replica
-    kv_cap = kv_capacity_tokens(m, acc, op.accelerators_per_replica, inst)
     weights = f"{inst} × weights {num(m.weights_gb)} GB" if inst > 1 else f"weights {num(m.weights_gb)} GB"
-    step(
+    kv_cap = st.eq(
         "KV capacity per replica",
-        kv_cap,
+        kv_capacity_tokens(m, acc, op.accelerators_per_replica, inst),
         "tokens",
-        f"{num(kv_cap)} = ({op.accelerators_per_replica} × {num(acc.memory_gb)} GB − {weights}) "
+        f"({op.accelerators_per_replica} × {num(acc.memory_gb)} GB − {weights}) "
         f"× 1e9 ÷ {num(m.kv_bytes_per_token)} bytes/token",
     )
-    net = inp.network
+    net, mean_p, out_eff = inp.network, r.mean_p, r.out_eff
     per_req = (
         (mean_p + out_eff) * net.bytes_per_token
         + net.overhead_bytes_per_request
         + out_eff * net.stream_bytes_per_output_token
     )
-    network = step(
+    network = st.eq(
         "network bytes/s",
         lam * per_req,
         "bytes/s",
-        f"{num(lam * per_req)} = {num(lam)} req/s × (({num(mean_p)} + {num(out_eff)}) tokens × {num(net.bytes_per_token)} B "
+        f"{num(lam)} req/s × (({num(mean_p)} + {num(out_eff)}) tokens × {num(net.bytes_per_token)} B "
         f"+ {num(net.overhead_bytes_per_request)} B per request + {num(out_eff)} × {num(net.stream_bytes_per_output_token)} B stream framing)",
     )
-    demand_wt = step(
+    demand_wt = st.eq(
         "demand",
-        uncached + m.w_cached * cached + m.w_out * out_tps,
+        r.uncached + m.w_cached * r.cached + m.w_out * r.out_tps,
         "wt/s",
-        f"{num(uncached + m.w_cached * cached + m.w_out * out_tps)} wt/s = {num(uncached)} uncached + {num(m.w_cached)} × "
-        f"{num(cached)} cached + {num(m.w_out)} × {num(out_tps)} output tokens/s",
+        f"{num(r.uncached)} uncached + {num(m.w_cached)} × "
+        f"{num(r.cached)} cached + {num(m.w_out)} × {num(r.out_tps)} output tokens/s",
+        lead=" wt/s",
     )
-    step(
-        "capacity units",
-        demand_wt / m.r_wt_per_s,
-        "CU",
-        f"{num(demand_wt / m.r_wt_per_s)} CU = {num(demand_wt)} wt/s ÷ R {num(m.r_wt_per_s)} wt/s",
+    st.eq(
+        "capacity units", demand_wt / m.r_wt_per_s, "CU", f"{num(demand_wt)} wt/s ÷ R {num(m.r_wt_per_s)} wt/s", " CU"
     )
     mix = op.ref_mix
-    goodput = replica_goodput_wt_per_s(out_tps_at_slo=op.out_tps_per_replica, mix=mix, w_out=m.w_out)
-    step(
+    goodput = st.eq(
         "goodput per replica",
-        goodput,
+        replica_goodput_wt_per_s(out_tps_at_slo=op.out_tps_per_replica, mix=mix, w_out=m.w_out),
         "wt/s",
-        f"{num(goodput)} wt/s = "
         f"{num(op.out_tps_per_replica)} output tok/s × ({num(m.w_out)} + {num(mix.mean_prompt)} ÷ {num(mix.mean_output)})",
+        lead=" wt/s",
     )
-    wt_per_request = (1 - inp.cache_hit_ratio) * mean_p + m.w_cached * inp.cache_hit_ratio * mean_p + m.w_out * out_eff
+    h = inp.cache_hit_ratio
+    wt_per_request = (1 - h) * mean_p + m.w_cached * h * mean_p + m.w_out * out_eff
     return _Demand(
         kv=kv,
         context_exceeded=kv_demand.context_exceeded,
@@ -481,55 +549,57 @@ def _kv_and_load(
 
 
 def _replicas(
-    inp: SizingInput, policy: FailurePolicy, d: _Demand, prefill: PrefillBound | None, step: _StepFn
+    inp: SizingInput, policy: FailurePolicy, d: _Demand, prefill: PrefillBound | None, st: _Steps
 ) -> Replicas:
     u, lb = inp.utilization_target, inp.lb_unevenness
     per_replica = d.goodput_wt * u
-    for_load = ceil_whole(d.demand_wt / per_replica * lb)
-    step(
+    for_load = st.whole(
         "replicas for load",
-        for_load,
+        ceil_whole(d.demand_wt / per_replica * lb),
         "replicas",
-        f"{for_load} = ⌈{num(d.demand_wt)} wt/s ÷ ({num(d.goodput_wt)} wt/s × utilization {num(u)}) × unevenness {num(lb)}⌉",
+        f"⌈{num(d.demand_wt)} wt/s ÷ ({num(d.goodput_wt)} wt/s × utilization {num(u)}) × unevenness {num(lb)}⌉",
     )
-    for_kv = ceil_whole(d.kv_need / d.kv_cap)
-    step(
+    for_kv = st.whole(
         "replicas for KV memory",
-        for_kv,
+        ceil_whole(d.kv_need / d.kv_cap),
         "replicas",
-        f"{for_kv} = ⌈{num(d.kv.kv_tokens_p99)} KV tokens p99 × unevenness {num(lb)} ÷ {num(d.kv_cap)} tokens per replica⌉",
+        f"⌈{num(d.kv.kv_tokens_p99)} KV tokens p99 × unevenness {num(lb)} ÷ {num(d.kv_cap)} tokens per replica⌉",
     )
-    steady = max(for_load, for_kv)
     if prefill is None:
-        step("steady replicas", steady, "replicas", f"{steady} = max({for_load} for load, {for_kv} for KV memory)")
-    else:
-        step("replicas for prefill", prefill.replicas, "replicas", prefill.formula)
-        steady = max(steady, prefill.replicas)
-        step(
-            "steady replicas",
-            steady,
-            "replicas",
-            f"{steady} = max({for_load} for load, {for_kv} for KV memory, {prefill.replicas} for prefill)",
+        steady = st.whole(
+            "steady replicas", max(for_load, for_kv), "replicas", f"max({for_load} for load, {for_kv} for KV memory)"
         )
-    with_failure = replicas_for_failure(steady, policy, inp.zones)
+    else:
+        st.add("replicas for prefill", prefill.replicas, "replicas", prefill.formula)
+        steady = st.whole(
+            "steady replicas",
+            max(for_load, for_kv, prefill.replicas),
+            "replicas",
+            f"max({for_load} for load, {for_kv} for KV memory, {prefill.replicas} for prefill)",
+        )
     rule = {
         "zone": f"⌈{steady} × {inp.zones} ÷ ({inp.zones} − 1)⌉",
         "replica": f"{steady} + {policy.n}",
         "fraction": f"fewest n with n − ⌈{num(policy.f)} × n⌉ ≥ {steady}",
         "none": f"{steady}",
     }[policy.kind]
-    step("replicas with failure", with_failure, "replicas", f"{with_failure} = {rule} ({policy.describe()})")
-    ramp_rps = inp.ramp_rps_per_minute * inp.startup_minutes
-    reserve = ceil_whole(ramp_rps * d.wt_per_request / per_replica * lb)
-    step(
-        "startup reserve",
-        reserve,
+    with_failure = st.whole(
+        "replicas with failure",
+        replicas_for_failure(steady, policy, inp.zones),
         "replicas",
-        f"{reserve} = ⌈{num(inp.ramp_rps_per_minute)} req/s per minute × {num(inp.startup_minutes)} min startup × "
+        f"{rule} ({policy.describe()})",
+    )
+    ramp_rps = inp.ramp_rps_per_minute * inp.startup_minutes
+    reserve = st.whole(
+        "startup reserve",
+        ceil_whole(ramp_rps * d.wt_per_request / per_replica * lb),
+        "replicas",
+        f"⌈{num(inp.ramp_rps_per_minute)} req/s per minute × {num(inp.startup_minutes)} min startup × "
         f"{num(d.wt_per_request)} wt per request ÷ ({num(d.goodput_wt)} wt/s × {num(u)}) × {num(lb)}⌉",
     )
-    total = with_failure + reserve
-    step("total replicas", total, "replicas", f"{total} = {with_failure} with failure + {reserve} startup reserve")
+    total = st.whole(
+        "total replicas", with_failure + reserve, "replicas", f"{with_failure} with failure + {reserve} startup reserve"
+    )
     return Replicas(steady, with_failure, reserve, total, for_load, for_kv)
 
 
