@@ -1,4 +1,4 @@
-"""The serving-path endpoints (CONTRACT §5) and the operator's pool-health override.
+"""The serving-path endpoints (docs/contract.md §5) and the operator's pool-health override.
 
 Kept lean on purpose: the reserve view is benchmarked (bench/admission.py), so it validates by
 hand and hands straight to admission.services. A gateway's well-formed call with a token verified

@@ -1,4 +1,4 @@
-"""Admission as ASGI middleware (CONTRACT §5, issue 20): mount it in front of any Python gateway.
+"""Admission as ASGI middleware (docs/contract.md §5, issue 20): mount it in front of any Python gateway.
 
     app = AdmissionMiddleware(gateway_app, Library(...))        # library mode (admission.library)
     app = AdmissionMiddleware(gateway_app, AdmissionClient(...)) # or over HTTP (admission.client)
@@ -14,7 +14,7 @@ For each request to one of `paths` (OpenAI-style by default):
   settled is a 409 (a gateway never serves a settled answer); a bad header a 400 naming it.
 - **remaining quota**: every answer the store made (the gateway's own response when admitted, the
   429, the 409) carries the `x-ratelimit-*` / `x-headroom-budget-*` headers of the reserve
-  (CONTRACT §5), replacing any the gateway's upstream sent: Headroom's bucket is what this client has.
+  (docs/contract.md §5), replacing any the gateway's upstream sent: Headroom's bucket is what this client has.
 - **complete** exactly once when the response ends: with the `usage` the stream (SSE chunks, the
   last carrying usage) or the JSON body reported, else the prompt estimate and one output token
   per streamed content chunk; `cancelled` when the client went away first, `error` when the
@@ -195,13 +195,13 @@ _OPENAI_TYPE = {
 
 
 def _quota(d: dict[str, Any]) -> list[tuple[bytes, bytes]]:
-    """The remaining-quota headers a reserve answer carries (CONTRACT §5), taken out of the answer."""
+    """The remaining-quota headers a reserve answer carries (docs/contract.md §5), taken out of the answer."""
     got = d.pop(QUOTA_KEY, None) or {}
     return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in got.items()]
 
 
 def throttle_response(d: dict[str, Any], quota: list[tuple[bytes, bytes]] = ()) -> list[Message]:  # type: ignore[assignment]
-    """The 429: the reason JSON (CONTRACT §4) plus an OpenAI-style `error` for SDK clients."""
+    """The 429: the reason JSON (docs/contract.md §4) plus an OpenAI-style `error` for SDK clients."""
     body = {**d, "error": {"message": f"{d['reason']} ({d['responsible']})", "code": d["reason"],
                            "type": _OPENAI_TYPE.get(d.get("responsible", ""), "rate_limit_exceeded")}}  # fmt: skip
     ra = d.get("retry_after_s")

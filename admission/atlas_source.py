@@ -13,7 +13,7 @@ What Atlas does with a key's hash, and so what the importer does (gateway/quota.
 - a priority outside the four reads as `normal` (`_normalize_priority`, lines 46-50), so `urgent`
   imports as normal, the line saying so;
 - a limit of 0 refuses every request with tokens (`used + tokens > limit`, lines 153-158): it imports
-  as a budget of 0 (CONTRACT §8).
+  as a budget of 0 (docs/contract.md §8).
 Atlas falls back to the default for a value it cannot parse as well; the importer refuses such a key
 instead, naming the field, so a typo in Atlas is fixed rather than carried silently.
 

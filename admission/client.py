@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 log = logging.getLogger(__name__)
 
 FAIL_OPEN_CLASSES = frozenset({"reserved", "shared"})
-# The remaining quota (CONTRACT §5): the portal sends it as these headers; a reserve's answer here
+# The remaining quota (docs/contract.md §5): the portal sends it as these headers; a reserve's answer here
 # carries them under QUOTA_KEY (header name → value) for the gateway to pass on to its client.
 QUOTA_HEADERS = ("x-ratelimit-", "x-headroom-budget-")
 QUOTA_KEY = "quota_headers"
@@ -136,7 +136,7 @@ class AdmissionClient:
         return out if code == 200 else None
 
     def fleet_sample(self, sample: dict[str, Any]) -> bool:
-        """Report one pool's fleet sample (`POST /api/v1/telemetry/fleet`, CONTRACT §6) on the same
+        """Report one pool's fleet sample (`POST /api/v1/telemetry/fleet`, docs/contract.md §6) on the same
         connection and token; False when it was not delivered (the next sample supersedes it)."""
         try:
             code, _ = self._post("/api/v1/telemetry/fleet", sample)

@@ -69,7 +69,7 @@ class CompleteRequest:
 class Decision:
     status: int  # 200 admit, 429 throttle
     body: dict[str, Any]
-    # The remaining quota (CONTRACT §5), as response headers: on every answer the store made (admit
+    # The remaining quota (docs/contract.md §5), as response headers: on every answer the store made (admit
     # or throttle, replays too); none where no store was asked (not entitled, outside the envelope,
     # unplaced, the store down), as there is no bucket state to tell.
     headers: dict[str, str] = field(default_factory=dict)
@@ -120,7 +120,7 @@ def build_plan(
 # ---- reserve --------------------------------------------------------------------------------
 
 # Throttles that no retry can pass (the request itself is outside what was bought): no advice to
-# retry at all (CONTRACT §4: retry_after_s null, no Retry-After header).
+# retry at all (docs/contract.md §4: retry_after_s null, no Retry-After header).
 NEVER_PASSES = frozenset({reasons.OUTSIDE_ENVELOPE})
 
 
@@ -190,7 +190,7 @@ def _quota_static(s: Scope) -> tuple[Any, ...]:
 
 
 def quota_headers(s: Scope, q: Quota) -> dict[str, str]:
-    """The remaining quota as the headers LiteLLM and OpenAI clients read (CONTRACT §5; meaning in
+    """The remaining quota as the headers LiteLLM and OpenAI clients read (docs/contract.md §5; meaning in
     capacity units in admission/README.md): whole weighted tokens left in the scope's own bucket and
     seconds until it is full again; requests left in the request-rate bucket where `max_rps` is set;
     what each period budget has left, in its unit, where budgets are set. A bucket in debt reads 0."""
@@ -254,7 +254,7 @@ def reserve(
         d = _admitted(req, sp, parts[2], parts[3], parts[4], sign, plan.scope.ttl_s, settled=ans.settled)
         return Decision(d.status, d.body, headers)
     reason, ra = parts[1], parts[2]
-    # Which limit a QUOTA_EXCEEDED hit: the token rate, or the request rate ("rps", CONTRACT §5).
+    # Which limit a QUOTA_EXCEEDED hit: the token rate, or the request rate ("rps", docs/contract.md §5).
     # A borrower's may name the lenders' limit ("lending") or its fair share of borrowing ("fair_share").
     limit = (parts[3] if len(parts) > 3 else "rate") if reason == reasons.QUOTA_EXCEEDED else None
     if not ans.replay or ans.retried:

@@ -1,4 +1,4 @@
-"""Reservation ids: opaque to gateways, signed and self-describing here (CONTRACT §5, issue 12.3).
+"""Reservation ids: opaque to gateways, signed and self-describing here (docs/contract.md §5, issue 12.3).
 
 An id carries what `complete` needs when the store has forgotten the reservation (a Redis that
 restarted without its data, a record past its time): the tenant and request id (so the store

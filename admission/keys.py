@@ -1,4 +1,4 @@
-"""The store's key names, in one place (CONTRACT §5: Redis Cluster).
+"""The store's key names, in one place (docs/contract.md §5: Redis Cluster).
 
 Every key of one scope and of its pool carries the pool's hash tag, `{p<pool id>}`, so a script's
 keys always sit in one cluster slot: the scope's buckets (own, borrow, request rate, period

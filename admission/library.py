@@ -1,4 +1,4 @@
-"""Library mode (CONTRACT §5, issue 20): a gateway reserves in-process, without the web tier.
+"""Library mode (docs/contract.md §5, issue 20): a gateway reserves in-process, without the web tier.
 
 The same decisions as `POST /api/v1/admission/reserve` and `…/complete`, made here: the same Lua
 scripts against the same Redis (admission.backends.redis), the same code around them

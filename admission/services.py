@@ -1,4 +1,4 @@
-"""Reserve and complete: the serving path (CONTRACT §5).
+"""Reserve and complete: the serving path (docs/contract.md §5).
 
 Parameters come from the in-process snapshot (admission.params), the atomic decision from the
 backend (one Redis script or the in-process store), and every decision leaves an event in the

@@ -1,4 +1,4 @@
-"""The "admission" block of `GET /api/v1/entitlements/snapshot` (CONTRACT §5, issue 20).
+"""The "admission" block of `GET /api/v1/entitlements/snapshot` (docs/contract.md §5, issue 20).
 
 What the web tier's serving path enforces, exactly as it derived it (admission.params: scopes
 aggregated, pool rates scaled by health, the reclaim margin, the degraded flag) plus the settings

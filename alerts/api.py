@@ -1,4 +1,4 @@
-"""Read endpoints (CONTRACT §7): `alerts` (rules with their recent episodes) and `webhooks`
+"""Read endpoints (docs/contract.md §7): `alerts` (rules with their recent episodes) and `webhooks`
 (endpoints with their delivery log). Approvers and operators see all; tenant members their own;
 another tenant's object is a 404. Secrets never leave through the API."""
 

@@ -1,4 +1,4 @@
-"""Deliverable capacity of a pool (CONTRACT §2), term by term so people can see each one."""
+"""Deliverable capacity of a pool (docs/contract.md §2), term by term so people can see each one."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Failure policies (CONTRACT §2): `replica:n`, `zone`, `fraction:f`, or `none`."""
+"""Failure policies (docs/contract.md §2): `replica:n`, `zone`, `fraction:f`, or `none`."""
 
 from __future__ import annotations
 

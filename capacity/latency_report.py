@@ -37,7 +37,7 @@ def empty(reason: str) -> dict[str, Any]:
 def latency_report(
     inp: SizingInput, result: SizingResult, curve: LatencyCurve, minute_rates: MinuteRates | None = None
 ) -> dict[str, Any]:
-    """The four CONTRACT §3 latency fields plus `latency_under_load` (what the page charts and advises)."""
+    """The four docs/contract.md §3 latency fields plus `latency_under_load` (what the page charts and advises)."""
     op = result.operating_point_used
     lam, n = inp.arrival_rate_rps, result.replicas.steady
     if lam <= 0 or n < 1:

@@ -1,4 +1,4 @@
-"""The plausible range of every number sizing accepts (CONTRACT §3 "Ranges"; README "Input ranges").
+"""The plausible range of every number sizing accepts (docs/contract.md §3 "Ranges"; README "Input ranges").
 
 A number outside its range is a SizingInputError naming the field, so one request can neither ask
 for absurd work nor reach float corners (a rate of 1e-320 makes 1 ÷ rate overflow to infinity, a

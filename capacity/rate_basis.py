@@ -1,4 +1,4 @@
-"""The planning rate of a trace (CONTRACT §3 "Planning rate"): size for the busy minute, not the mean.
+"""The planning rate of a trace (docs/contract.md §3 "Planning rate"): size for the busy minute, not the mean.
 
 One-minute rates are taken over **sliding** windows: a 60 s window starting every second (every
 duration ÷ 100,000 s on traces longer than about 28 hours, so the work stays bounded). `p95_1m` and

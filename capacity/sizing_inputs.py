@@ -1,4 +1,4 @@
-"""What sizing one request class takes (CONTRACT §3 inputs), and its validation."""
+"""What sizing one request class takes (docs/contract.md §3 inputs), and its validation."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ class NetworkModel:
 
 @dataclass(frozen=True, eq=False)
 class SizingInput:
-    """One request class (CONTRACT §3).
+    """One request class (docs/contract.md §3).
 
     `accelerators` are the catalogue entries the chosen operating point may run on; `accelerator`
     pins one slug. `arrival_times_s`, when given, replaces the Poisson arrivals of the KV simulation

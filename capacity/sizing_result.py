@@ -1,4 +1,4 @@
-"""What sizing returns (CONTRACT §3 outputs plus what a page needs to show its work)."""
+"""What sizing returns (docs/contract.md §3 outputs plus what a page needs to show its work)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ class Alternative:
 
 @dataclass(frozen=True, eq=False)
 class SizingResult:
-    """The first thirteen fields are CONTRACT §3's output. The rest explain them: the operating point
+    """The first thirteen fields are docs/contract.md §3's output. The rest explain them: the operating point
     and latencies used, the per-phase concurrency (prefill = rate × TTFT, decode = rate × output × TPOT),
     demand and goodput in weighted tokens/s, the KV simulation (histogram for charting), KV capacity per
     replica and whether the p99 KV per replica and the largest request fit in it, and `steps`."""
@@ -112,7 +112,7 @@ class SizingResult:
         return body
 
     def _core_dict(self) -> dict[str, object]:
-        """CONTRACT §3 output names, plus the extras a page needs; JSON-ready (no infinities)."""
+        """docs/contract.md §3 output names, plus the extras a page needs; JSON-ready (no infinities)."""
         op = self.operating_point_used
         return {
             "input_tokens_per_s": self.input_tokens_per_s,

@@ -1,4 +1,4 @@
-"""Weighted tokens and capacity units (CONTRACT §1).
+"""Weighted tokens and capacity units (docs/contract.md §1).
 
 The conversion from a measured operating point to capacity units lives here and
 nowhere else; `explain_goodput` renders the same arithmetic in words for people.
@@ -63,7 +63,7 @@ def replica_goodput_wt_per_s(*, out_tps_at_slo: float, mix: ReferenceMix, w_out:
 
 
 def replica_goodput_cu(*, out_tps_at_slo: float, mix: ReferenceMix, w_out: float, r_wt_per_s: float) -> float:
-    """CONTRACT §1: `out_tps_at_slo × (w_out + mean_prompt_ref / mean_output_ref) / R`."""
+    """docs/contract.md §1: `out_tps_at_slo × (w_out + mean_prompt_ref / mean_output_ref) / R`."""
     if r_wt_per_s <= 0:
         raise ValueError("R must be positive")
     return replica_goodput_wt_per_s(out_tps_at_slo=out_tps_at_slo, mix=mix, w_out=w_out) / r_wt_per_s

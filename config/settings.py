@@ -126,7 +126,7 @@ ADMISSION_REDIS_URL = env_str("ADMISSION_REDIS_URL", "")
 ADMISSION_KEY_PREFIX = env_str("ADMISSION_KEY_PREFIX", "adm:")
 ADMISSION_REDIS_TIMEOUT_S = env_float("ADMISSION_REDIS_TIMEOUT_S", 0.3)
 ADMISSION_REDIS_MAX_CONNECTIONS = env_int("ADMISSION_REDIS_MAX_CONNECTIONS", 64)
-# CONTRACT §5: each bucket holds this many seconds of its rate.
+# docs/contract.md §5: each bucket holds this many seconds of its rate.
 ADMISSION_BUCKET_DEPTH_S = env_float("ADMISSION_BUCKET_DEPTH_S", 60)
 # Reclaim keeps this share of a reserved scope's rate in hand before lending the rest.
 ADMISSION_RECLAIM_MARGIN = env_float("ADMISSION_RECLAIM_MARGIN", 0.2)
@@ -237,10 +237,10 @@ RECONCILE_PLATFORM_MIN = env_int("RECONCILE_PLATFORM_MIN", 1)
 # Hour and day rollups are folded from the minute rollups by Celery beat every 30 s, and by ingest
 # when this process has not folded for this long (telemetry.fold): how stale they may get.
 TELEMETRY_FOLD_EVERY_S = env_float("TELEMETRY_FOLD_EVERY_S", 30)
-# Plausible event and fleet-sample times (CONTRACT §6): older or further ahead is a bad event.
+# Plausible event and fleet-sample times (docs/contract.md §6): older or further ahead is a bad event.
 TELEMETRY_TS_MAX_AGE_S = env_float("TELEMETRY_TS_MAX_AGE_S", 7 * 86400)
 TELEMETRY_TS_MAX_AHEAD_S = env_float("TELEMETRY_TS_MAX_AHEAD_S", 300)
-# Retention (CONTRACT §6), in whole UTC days back from today's midnight; the hourly beat task
+# Retention (docs/contract.md §6), in whole UTC days back from today's midnight; the hourly beat task
 # telemetry.tasks.maintain_storage applies it (telemetry.retention). Raw events: on PostgreSQL whole
 # daily partitions are dropped, on SQLite the rows are deleted.
 TELEMETRY_EVENT_RETENTION_DAYS = env_int("TELEMETRY_EVENT_RETENTION_DAYS", 35)

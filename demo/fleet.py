@@ -169,7 +169,7 @@ class GrantSpec:
     ends_after_days: int | None = None
     starts_in_days: int = -60
     overage: str = "throttle"
-    # Borrowing limit as a share of the grant: best_effort only (CONTRACT §5, only best_effort borrows).
+    # Borrowing limit as a share of the grant: best_effort only (docs/contract.md §5, only best_effort borrows).
     borrow_share: float = 0.0
 
 

@@ -79,7 +79,7 @@ class DemoMix:
 
 
 # The MLPerf datasets' mean tokens per request. Not verified against the reference implementation
-# here, so each says so where people see the conversion (CONTRACT §1).
+# here, so each says so where people see the conversion (docs/contract.md §1).
 MLPERF_MIXES: dict[str, DemoMix] = {
     "llama-2-70b": DemoMix(
         300, 300, "assumed: OpenOrca subset, ~300 in / ~300 out per request (MLPerf llama2-70b reference); not verified"

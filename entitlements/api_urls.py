@@ -1,6 +1,6 @@
 """API routes of this app, mounted under /api/v1/ by config/urls.py.
 
-Paths carry no trailing slash, as CONTRACT §7 writes them. `entitlements/snapshot` comes before
+Paths carry no trailing slash, as docs/contract.md §7 writes them. `entitlements/snapshot` comes before
 the router's `entitlements/<uuid:id>`, so it can never be read as an entitlement id.
 """
 

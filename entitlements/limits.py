@@ -1,4 +1,4 @@
-"""Period budgets and request-rate limits of an entitlement (issue 23, CONTRACT §5), in one place.
+"""Period budgets and request-rate limits of an entitlement (issue 23, docs/contract.md §5), in one place.
 
 A budget caps what a scope spends per calendar day and/or month in `budget_tz`, counted in
 `budget_unit`: `wt` (weighted tokens, as the rate bucket counts), `tokens` (plain prompt + output
@@ -62,7 +62,7 @@ def check(values: dict[str, Any]) -> dict[str, str]:
         errors["budget_unit"] = f"must be one of {', '.join(UNITS)}"
     for name in ("daily_budget", "monthly_budget"):
         v = values.get(name)
-        # 0 is a budget that refuses every request (BUDGET_EXHAUSTED): Atlas's limit of 0 (CONTRACT §8)
+        # 0 is a budget that refuses every request (BUDGET_EXHAUSTED): Atlas's limit of 0 (docs/contract.md §8)
         if v is not None and not 0 <= v <= MAX_BUDGET:
             errors[name] = f"must be at least 0 (0 refuses every request) and at most {MAX_BUDGET:,}"
     rps, burst = values.get("max_rps"), values.get("burst")

@@ -32,7 +32,7 @@ def choose_pool(
     """The pool a grant of `cu` goes to, from (pool, headroom before the grant) rows.
 
     Rule: the scope's home pool if it has room; else the pool with the most headroom after the grant,
-    ties to the lowest pk. A scope that already has a home pool can go nowhere else (CONTRACT §5, one
+    ties to the lowest pk. A scope that already has a home pool can go nowhere else (docs/contract.md §5, one
     scope one pool): when its home lacks room the choice is still the home pool, with `fits` False,
     and the grant is refused naming it. A class that takes no headroom (best_effort) always fits.
     None: no pool at all.

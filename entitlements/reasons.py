@@ -1,4 +1,4 @@
-"""The reason-code registry (CONTRACT §4) and the traffic classes, as data.
+"""The reason-code registry (docs/contract.md §4) and the traffic classes, as data.
 
 Migration 0002 loads both into their tables; admission and the web read these constants.
 """
@@ -55,7 +55,7 @@ REASONS: dict[str, Reason] = {
 TRAFFIC_CLASSES = [
     # slug, name, guaranteed, may_lend, may_borrow, counts_as_sold, shed_order, description
     ("best_effort", "Best effort", False, False, True, False, 1, "no guarantee; only borrows idle capacity"),
-    # CONTRACT §5: only best_effort borrows; shared lends but never borrows.
+    # docs/contract.md §5: only best_effort borrows; shared lends but never borrows.
     ("shared", "Shared", True, True, False, True, 2, "guaranteed; lends idle capacity, never borrows"),
     ("reserved", "Reserved", True, True, False, True, 3, "guaranteed; idle capacity may be lent and is reclaimed"),
 ]

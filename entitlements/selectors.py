@@ -47,7 +47,7 @@ def sold_entitlements(pool: Pool) -> QuerySet[Entitlement]:
 def scope_entitlements(
     *, tenant: Any, project: Any, model: Any, region: Any, traffic_class: str
 ) -> QuerySet[Entitlement]:
-    """The live (not revoked) entitlements of one admission scope (CONTRACT §5: one scope, one pool)."""
+    """The live (not revoked) entitlements of one admission scope (docs/contract.md §5: one scope, one pool)."""
     qs = Entitlement.objects.filter(
         tenant=tenant,
         model=model,

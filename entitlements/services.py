@@ -32,13 +32,13 @@ class OversellError(ValidationError):
 
 
 class ScopePoolConflict(OversellError):
-    """CONTRACT §5, one scope one pool: the grant does not fit the pool its scope lives in (409)."""
+    """docs/contract.md §5, one scope one pool: the grant does not fit the pool its scope lives in (409)."""
 
     http_status = 409
 
 
 def _validate_borrowing(traffic_class: str, overage: str, borrowing_limit_cu: Decimal) -> None:
-    """Only best_effort borrows (CONTRACT §5); the database refuses it too (ent_only_best_effort_borrows)."""
+    """Only best_effort borrows (docs/contract.md §5); the database refuses it too (ent_only_best_effort_borrows)."""
     if traffic_class == BORROWING_CLASS:
         return
     if borrowing_limit_cu != 0:

@@ -1,6 +1,6 @@
 """Where demand sits: a (tenant, model, region) series goes to the pools holding its entitlements.
 
-Admission serves a scope from the one pool its entitlements live in (CONTRACT §5, one scope, one
+Admission serves a scope from the one pool its entitlements live in (docs/contract.md §5, one scope, one
 pool), so that pool carries the scope's demand. Demand series are per (tenant, model, region),
 which may span scopes (projects, traffic classes) in different pools: the series splits over those
 pools by the CU of the entitlements active at the run's end. A series with no active entitlement

@@ -117,7 +117,7 @@ class GuardedJSONParser(JSONParser):
 class BatchJSONParser(GuardedJSONParser):
     """For batch ingest: depth and syntax guarded, values left to the per-item validator.
 
-    CONTRACT §6 keeps a batch's good events when one is bad, so a NUL or a 20-digit number inside
+    docs/contract.md §6 keeps a batch's good events when one is bad, so a NUL or a 20-digit number inside
     one event must become that event's error (the validator names index and field), not a 400 that
     drops the whole batch.
     """

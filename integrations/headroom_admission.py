@@ -54,7 +54,7 @@ def make_admission(source: str) -> Any:
 
 
 def fail_mode(traffic_class: str) -> dict[str, Any]:
-    """The HTTP client's answer when Headroom cannot be reached (CONTRACT §5's store-down rule)."""
+    """The HTTP client's answer when Headroom cannot be reached (docs/contract.md §5's store-down rule)."""
     from admission.client import AdmissionClient
 
     return AdmissionClient._fail_mode(traffic_class)

@@ -199,7 +199,7 @@ class LaunchRequestFilter(django_filters.FilterSet):
         fields = ["state", "model", "region", "tenant", "launch_after", "launch_before"]
 
 
-# The sizing calculator (/sizing/): its form sends the sizing API's JSON (CONTRACT §3), so the page and
+# The sizing calculator (/sizing/): its form sends the sizing API's JSON (docs/contract.md §3), so the page and
 # `POST /api/v1/sizing` are sized by the same parser (sizing.parsing).
 
 SIZING_BASIS_LABELS = {"mean": "mean", "p95_1m": "p95 minute", "p99_1m": "p99 minute", "peak_1m": "busiest minute"}
@@ -312,7 +312,7 @@ class SizingForm(forms.Form):
         return values
 
     def payload(self) -> dict[str, Any]:
-        """The API's JSON for these inputs (CONTRACT §3): the API's own field names, those the form has."""
+        """The API's JSON for these inputs (docs/contract.md §3): the API's own field names, those the form has."""
         d = self.cleaned_data
         body: dict[str, Any] = {
             "model": d["model"],

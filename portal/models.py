@@ -116,7 +116,7 @@ class LaunchRequest(ConcurrentTransitionMixin, models.Model):
     upside_value = models.FloatField(null=True, blank=True, validators=SCENARIO_VALIDATORS)
     stress_basis = models.CharField(max_length=12, choices=Basis.choices, default=Basis.RPS)
     stress_value = models.FloatField(null=True, blank=True, validators=SCENARIO_VALIDATORS)
-    # The planning answer's target (CONTRACT §3): the share of requests the bucket may throttle at the
+    # The planning answer's target (docs/contract.md §3): the share of requests the bucket may throttle at the
     # CU to buy. Empty: the class's default (settings.PLANNING_TARGET_THROTTLED_SHARE), as the calculator.
     target_throttled_share = models.FloatField(
         null=True,

@@ -1,6 +1,6 @@
 """Used ÷ bought per entitlement (issue 22), as the tenant home and the entitlement page show it.
 
-Every figure is the evidence statement's own (telemetry.statement, CONTRACT §8) for a named period, so a
+Every figure is the evidence statement's own (telemetry.statement, docs/contract.md §8) for a named period, so a
 meter's value is the statement's `used.share` (or `used.peak_share_1m` for the peak) for that period:
 
 - now: the last hour, `used.share`;

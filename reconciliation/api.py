@@ -1,4 +1,4 @@
-"""`reconciliation` (CONTRACT §7): findings with evidence and recommended actions. Operators and
+"""`reconciliation` (docs/contract.md §7): findings with evidence and recommended actions. Operators and
 approvers see all and accept or dismiss (a reason is required); tenant members read their own; another
 tenant's finding is a 404. `reconciliation/runs` asks for a run (operators, approvers)."""
 

@@ -118,7 +118,7 @@ def amend(request: HttpRequest, finding: Any) -> HttpResponse:
     amendment itself changes what is committed."""
     f = _finding(request, finding)
     if not roles.has_any(request.user, roles.OPERATOR):
-        raise Http404  # only operators write entitlements (CONTRACT §7)
+        raise Http404  # only operators write entitlements (docs/contract.md §7)
     ent = Entitlement.objects.select_related("tenant", "model", "region", "pool").get(pk=f.entitlement_id)
     form = _amend_form(f, ent, request.POST if request.method == "POST" else None)
     status = 200

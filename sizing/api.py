@@ -1,4 +1,4 @@
-"""`POST /api/v1/sizing` (CONTRACT §3) and `/api/v1/traces` (§6).
+"""`POST /api/v1/sizing` (docs/contract.md §3) and `/api/v1/traces` (§6).
 
 The request is parsed by sizing.parsing (shared with the calculator page). Every 400 names its field
 (`{"error": {"fields": {field: [message]}}}`); a trace the caller may not see is a 404, the same as

@@ -60,7 +60,7 @@ class CalculatorSizing:
 
 
 def calculator_sizing(payload: Any, user: Any, *, hourly_multipliers: Sequence[float]) -> CalculatorSizing:
-    """The API's sizing of `payload` (CONTRACT §3) as `user` sees the traces, its day and its cost per
+    """The API's sizing of `payload` (docs/contract.md §3) as `user` sees the traces, its day and its cost per
     planning basis. Raises SizingInputError (naming the API field) or TraceNotFound, as the API does."""
     prepared, result = run_sizing(payload, user)
     day = size_prepared_day(prepared, hourly_multipliers=hourly_multipliers)

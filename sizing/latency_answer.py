@@ -50,7 +50,7 @@ def catalogue_curves() -> tuple[dict[str, LatencyCurve], dict[int, str]]:
 
 
 def latency_answer(prepared: PreparedSizing, result: SizingResult) -> dict[str, Any]:
-    """The four CONTRACT §3 latency fields plus `latency_under_load` (what the page charts and advises)."""
+    """The four docs/contract.md §3 latency fields plus `latency_under_load` (what the page charts and advises)."""
     row = prepared.catalogue.row_for(result.operating_point_used)
     return latency_fields(prepared.inp, result, row.pk, prepared.minute_rates)
 

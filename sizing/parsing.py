@@ -1,4 +1,4 @@
-"""The sizing request (CONTRACT §3 JSON) → a `SizingInput`, and the result → the API's response body.
+"""The sizing request (docs/contract.md §3 JSON) → a `SizingInput`, and the result → the API's response body.
 
 `prepare_sizing` is the one parser: the sizing API (sizing.api) and the calculator page
 (portal.views.sizing, whose form portal.forms.SizingForm builds the same JSON) both call it, so the page and the API
@@ -132,7 +132,7 @@ def _check_keys(payload: Mapping[str, Any]) -> None:
 
 
 def prepare_sizing(payload: Any, user: Any) -> PreparedSizing:
-    """CONTRACT §3 JSON → SizingInput. Raises SizingInputError (400) or TraceNotFound (404).
+    """docs/contract.md §3 JSON → SizingInput. Raises SizingInputError (400) or TraceNotFound (404).
 
     When both lengths come from the same trace they stay paired and the trace's own arrival times
     drive the KV simulation; `arrival_rate_rps` may then be left out to use the trace's mean rate.

@@ -1,4 +1,4 @@
-"""Telemetry API: event and fleet ingest for gateways (CONTRACT §6), usage series for people (§7)."""
+"""Telemetry API: event and fleet ingest for gateways (docs/contract.md §6), usage series for people (§7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Atlas key map (CONTRACT §8): CSV `api_key,tenant,project,model,region`, one key a line.
+"""The Atlas key map (docs/contract.md §8): CSV `api_key,tenant,project,model,region`, one key a line.
 
 The one parser of that file: the Atlas Prometheus preset (telemetry.atlas_pull, PrometheusSource.atlas_map)
 and `manage.py import_atlas --map` (admission.atlas_source) both read it through `read_map`, so the README's

@@ -1,4 +1,4 @@
-"""Whose latency miss is it, per request (issue 33, CONTRACT §8): the envelope each settled request is
+"""Whose latency miss is it, per request (issue 33, docs/contract.md §8): the envelope each settled request is
 judged against, read once per ingest batch, before its rows are summed into the minute rollups.
 
 A served request (not error, cancelled or expired) that reported whether it met its latency SLO is
@@ -10,7 +10,7 @@ on its own bucket only while that bucket has room, so what it admits there is wi
 Its miss is then the platform's; any other miss is outside the envelope. Per request, not per
 minute: a neighbour refused OUTSIDE_ENVELOPE in the same minute says nothing about this one.
 
-The envelope is the named entitlement's; an event that names none (CONTRACT §6 does not require it)
+The envelope is the named entitlement's; an event that names none (docs/contract.md §6 does not require it)
 takes the widest envelope of the unrevoked entitlements of its exact scope, as admission does for a
 scope (admission.scope_sums); a request whose scope holds no entitlement had no promise: outside.
 """

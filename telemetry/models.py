@@ -28,7 +28,7 @@ class Decision(models.TextChoices):
 
 
 class AdmissionEvent(models.Model):
-    """One admission decision or one settled reservation, as reported by a source (CONTRACT §6)."""
+    """One admission decision or one settled reservation, as reported by a source (docs/contract.md §6)."""
 
     source = models.CharField(max_length=64)
     event_id = models.CharField(max_length=160)

@@ -1,10 +1,10 @@
-"""The evidence statement (issue 17.1, CONTRACT §8): one entitlement, one period, what was promised
+"""The evidence statement (issue 17.1, docs/contract.md §8): one entitlement, one period, what was promised
 and what happened, read from the rollups only (never from raw events: a statement of a busy year must
 not scan a year of events).
 
 Totals read hour rollups for the whole hours of the period and minute rollups for its ragged edges,
 so the work is bounded by the period's length, not by traffic. Per-minute figures (peak and p95 share,
-borrowing above the own rate) read the minute rollups, which are kept 35 days (CONTRACT §6): older
+borrowing above the own rate) read the minute rollups, which are kept 35 days (docs/contract.md §6): older
 minutes are gone and those figures then cover the kept minutes only.
 
 What was bought comes from the entitlement's history (entitlements.bought), so an amendment changes
@@ -167,7 +167,7 @@ def resolve_period(start: datetime | None, end: datetime | None, now: datetime) 
 
 
 def statement(ent: Entitlement, start: datetime, end: datetime) -> dict[str, Any]:
-    """CONTRACT §8's shape, with a few extra keys that show where a figure came from. Each figure is
+    """docs/contract.md §8's shape, with a few extra keys that show where a figure came from. Each figure is
     computed once, by the block that shows it; the blocks that show it again take it from there."""
     where = scope(ent)
     r_wt = ent.model.r_wt_per_s
@@ -198,7 +198,7 @@ def statement(ent: Entitlement, start: datetime, end: datetime) -> dict[str, Any
         "latency": _latency(ent, tot, _platform_hours(where, start, end)),
         "envelope": _envelope(ent, tot, requests),
         "borrowing": {
-            # only best_effort borrows (CONTRACT §5): settled wt above its own rate, minute by minute
+            # only best_effort borrows (docs/contract.md §5): settled wt above its own rate, minute by minute
             "cu_hours": round(minutes["above_wt"] / r_wt / 3600, 6) if borrowed and r_wt else 0.0,
             "reclaims": requests.by_reason.get(RECLAIMED, 0),
             "reclaim_latency_p95_s": _reclaim_p95_s(ent, start, end) if borrowed else None,

@@ -1,4 +1,4 @@
-"""GET /api/v1/entitlements/{id}/statement?start=&end= (CONTRACT §7, §8): the evidence statement."""
+"""GET /api/v1/entitlements/{id}/statement?start=&end= (docs/contract.md §7, §8): the evidence statement."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Request traces (CONTRACT §6): import a CSV into a Trace row (reads: telemetry.selectors).
+"""Request traces (docs/contract.md §6): import a CSV into a Trace row (reads: telemetry.selectors).
 
 Import is all or nothing: `capacity.traces.parse_trace` rejects the whole file with every bad line
 listed, and the row is written in one transaction only after the file parsed. The arrays are kept

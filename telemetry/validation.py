@@ -24,7 +24,7 @@ DECISIONS = frozenset({"admit", "throttle", "complete"})
 SOURCE_KINDS = frozenset({"entitlement", "borrowed", "fail_open"})
 STATUSES = frozenset({"ok", "cancelled", "error", "expired"})
 # Completions that were not served (issue 33): served is `ok` (or, from a source that reports no status
-# at all, CONTRACT §6 not asking for one, a completion not reported as one of these).
+# at all, docs/contract.md §6 not asking for one, a completion not reported as one of these).
 NOT_SERVED = ("error", "cancelled", "expired")
 # Upper bounds of an event's numbers: far above any real request (a million-token context, a day's
 # latency), far below a bigint column and the sums of a rollup bucket (README "Input ranges").

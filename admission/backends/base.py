@@ -65,7 +65,7 @@ class Period:
 
 @dataclass(frozen=True)
 class Limits:
-    """A scope's period budgets and request-rate bucket (issue 23, CONTRACT §5)."""
+    """A scope's period budgets and request-rate bucket (issue 23, docs/contract.md §5)."""
 
     unit: str  # wt, tokens or requests: what a reserve's `units` and a complete's actual count
     tz: str  # IANA zone the periods' boundaries are in
@@ -75,7 +75,7 @@ class Limits:
 
 @dataclass(frozen=True)
 class Share:
-    """Lending limits and fair share for a borrowing scope (issue 36.3, CONTRACT §5).
+    """Lending limits and fair share for a borrowing scope (issue 36.3, docs/contract.md §5).
 
     `lend`: the pool's lend bucket (rate: the pool's rate less what lenders with a lending limit
     keep back, depth 60 s of it); every borrowed admission takes its cost from it, so borrowed
@@ -159,7 +159,7 @@ class ReserveOp:
 
 
 class Quota(NamedTuple):
-    """What the scope's buckets hold right after a reserve (CONTRACT §5, "Remaining quota"), as the
+    """What the scope's buckets hold right after a reserve (docs/contract.md §5, "Remaining quota"), as the
     store's own call left them: the own token bucket's level, the request bucket's (None: no request
     rate) and what each period budget has spent (in Limits.periods' order), at the store's `now`.
     A tuple: one is built per reserve."""
@@ -337,7 +337,7 @@ def periods_at(kind: str, tz: str, t: float) -> list[tuple[str, float, float]]:
 
 
 def bounded(level: float, depth: float) -> float:
-    """A bucket's level within [−depth, depth]: debt is bounded at one depth (CONTRACT §5), so one
+    """A bucket's level within [−depth, depth]: debt is bounded at one depth (docs/contract.md §5), so one
     oversized overrun cannot lock a scope or its pool for good. Mirrored by `bounded` in lua/lib.lua."""
     return -depth if level < -depth else depth if level > depth else level
 

@@ -1,4 +1,4 @@
-"""The circuit breaker between the serving path and Redis (CONTRACT §5, issue 12.1).
+"""The circuit breaker between the serving path and Redis (docs/contract.md §5, issue 12.1).
 
 Fail open only when the store is down, never because one answer was slow. Closed: every call goes
 to Redis and waits up to the client timeout; a call that errs counts one failure, any success

@@ -1,1 +1,1 @@
-"""The foundation REST API: catalogue, pools, entitlements and the gateway snapshot (CONTRACT §7)."""
+"""The foundation REST API: catalogue, pools, entitlements and the gateway snapshot (docs/contract.md §7)."""

@@ -139,7 +139,7 @@ class _LimitFields(serializers.Serializer):
 
 
 class _LendingFields(serializers.Serializer):
-    """Lending and fair share (issue 36.3, CONTRACT §5): the ranges here; which class may carry
+    """Lending and fair share (issue 36.3, docs/contract.md §5): the ranges here; which class may carry
     which (a lending limit only on reserved/shared, at most the CU; a weight only on best_effort)
     is the model's rule (Entitlement.lending_errors), so every writer shares it. null clears one."""
 

@@ -247,7 +247,7 @@ class PoolViewSet(viewsets.GenericViewSet):
     @extend_schema(request=ScopeMoveSerializer, responses=ScopeMovedSerializer)
     @action(detail=True, methods=["post"], url_path="move-scope")
     def move_scope(self, request: Request, slug: str) -> Response:
-        """Move a whole admission scope here (CONTRACT §5: one scope, one pool); 409 when it does not fit."""
+        """Move a whole admission scope here (docs/contract.md §5: one scope, one pool); 409 when it does not fit."""
         pool = self.get_object()
         inp = ScopeMoveSerializer(data=request.data)
         inp.is_valid(raise_exception=True)

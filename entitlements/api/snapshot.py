@@ -1,4 +1,4 @@
-"""The gateway snapshot (CONTRACT §5): every entitlement active now with what enforcement needs.
+"""The gateway snapshot (docs/contract.md §5): every entitlement active now with what enforcement needs.
 
 Built from two values() queries and no model instances, because gateways poll it; the version
 is a hash of the content, so an unchanged snapshot answers 304 to `If-None-Match`.
@@ -48,7 +48,7 @@ def _entitlements(at: datetime) -> list[dict[str, Any]]:
                 "traffic_class": r["traffic_class_id"],
                 "cu": float(r["cu"]),
                 "rate_wt_per_s": rate,
-                "bucket_depth_wt": rate * settings.ADMISSION_BUCKET_DEPTH_S,  # the store's own depth (CONTRACT §5)
+                "bucket_depth_wt": rate * settings.ADMISSION_BUCKET_DEPTH_S,  # the store's depth (contract §5)
                 "w_out": r["model__w_out"],
                 "w_cached": r["model__w_cached"],
                 "envelope": {k: r[k] for k in ENVELOPE},

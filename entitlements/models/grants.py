@@ -19,10 +19,10 @@ from entitlements.models.catalogue import Region, ServedModel
 from entitlements.models.supply import CU, Pool
 from entitlements.models.tenancy import Project, Tenant
 
-# CONTRACT §5: only best_effort borrows. Named once: the database constraint, the services and
+# docs/contract.md §5: only best_effort borrows. Named once: the database constraint, the services and
 # the snapshot all read it, so what is stored, what is exported and what is enforced agree.
 BORROWING_CLASS = "best_effort"
-# Issue 36.3 (CONTRACT §5, "Lending and fair share"): lenders are the guaranteed classes; a lender may
+# Issue 36.3 (docs/contract.md §5, "Lending and fair share"): lenders are the guaranteed classes; a lender may
 # cap what it lends (lending_limit_cu), a borrower carries a fair-share weight.
 LENDING_CLASSES = ("reserved", "shared")
 DEFAULT_WEIGHT = 1.0
@@ -48,7 +48,7 @@ class TrafficClass(models.Model):
 
 
 class ReasonCode(models.Model):
-    """CONTRACT §4: the one set of reasons every throttle carries."""
+    """docs/contract.md §4: the one set of reasons every throttle carries."""
 
     code = models.CharField(max_length=32, unique=True)
     responsible = models.CharField(max_length=20)
@@ -166,7 +166,7 @@ class Entitlement(models.Model):
                 errors["pool"] = "the pool serves another model"
             if self.region_id and self.pool.region_id != self.region_id:
                 errors["pool"] = "the pool is in another region"
-        # A promise the model cannot keep: the longest request must fit in its context window (CONTRACT §3).
+        # A promise the model cannot keep: the longest request must fit in its context window (docs/contract.md §3).
         context = self.model.context_length if self.model_id else 0
         if context and self.max_prompt_tokens + self.max_output_tokens > context:
             errors["max_output_tokens"] = (
@@ -181,7 +181,7 @@ class Entitlement(models.Model):
             raise ValidationError(errors)
 
     def lending_errors(self) -> dict[str, str]:
-        """CONTRACT §5 (issue 36.3): a lending limit only on a lender, within 0 and its CU; a weight
+        """docs/contract.md §5 (issue 36.3): a lending limit only on a lender, within 0 and its CU; a weight
         only on best_effort, 0 < weight ≤ 1000. One message per field, naming it."""
         errors: dict[str, str] = {}
         cls = self.traffic_class_id

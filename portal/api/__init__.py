@@ -1,1 +1,1 @@
-"""JSON API of the launch intake workflow (CONTRACT §7), on the same services as the pages."""
+"""JSON API of the launch intake workflow (docs/contract.md §7), on the same services as the pages."""

@@ -76,7 +76,7 @@ class LaunchRequestOut(serializers.ModelSerializer):
         return None if sized is None else {k: None if v is None else str(v) for k, v in sized.cu.items()}
 
     def get_scenario_planning(self, obj: LaunchRequest) -> dict[str, dict[str, Any] | None] | None:
-        """Per scenario, the planning answer with its check (CONTRACT §3: cu_to_buy, target_throttled_share,
+        """Per scenario, the planning answer with its check (docs/contract.md §3: cu_to_buy, target_throttled_share,
         replay, replay_one_step_less, planning_basis); null in lists."""
         sized = self._sizing(obj)
         return None if sized is None else {k: None if a is None else a.to_dict() for k, a in sized.planning.items()}

@@ -1,7 +1,7 @@
 """Plotly figure dicts for the live pages, built from the columnar series of telemetry.selectors.
 
 Pure functions over plain data: no database, no request, so they are tested with exact values.
-Who is responsible for a throttle comes from the reason registry (CONTRACT §4), never from a guess.
+Who is responsible for a throttle comes from the reason registry (docs/contract.md §4), never from a guess.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The sizing calculator (/sizing/): one request class in, replicas, KV tail, cost and every step out.
 
-The form (portal.forms.SizingForm) is translated into the API's JSON (CONTRACT §3) and sized by the same
+The form (portal.forms.SizingForm) is translated into the API's JSON (docs/contract.md §3) and sized by the same
 code as `POST /api/v1/sizing` (sizing.calculator), so the page and the API cannot disagree. Results follow
 the inputs as people type (htmx GET of the `results` partial); errors are shown beside the field they
 name, via out-of-band swaps, so the input being typed is never replaced.

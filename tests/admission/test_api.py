@@ -1,4 +1,4 @@
-"""The serving-path API (CONTRACT §5) end to end on the in-process backend, one test per reason code."""
+"""The serving-path API (docs/contract.md §5) end to end on the in-process backend, one test per reason code."""
 
 from __future__ import annotations
 

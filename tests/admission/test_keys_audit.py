@@ -1,4 +1,4 @@
-"""Every key a script touches is passed in KEYS (CONTRACT §5, Redis Cluster; issue 20.2).
+"""Every key a script touches is passed in KEYS (docs/contract.md §5, Redis Cluster; issue 20.2).
 
 The scripts run here with an audit in front of them: a local `redis` that refuses any command on a
 key not in KEYS. Every path of the serving path goes through them against real Redis: admit,

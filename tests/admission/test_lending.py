@@ -141,7 +141,7 @@ def test_the_snapshot_and_the_plans_carry_what_is_stored(fleet):
     assert by_scope[("globex", "", "llama-test", "us-test", "best_effort")]["weight"] == 3.0
     assert by_scope[("acme", "", "llama-test", "us-test", "reserved")]["lending_limit_cu"] == 30.0
     assert {p["id"]: p["lend_rate"] for p in block["pools"]}[fleet.pool_a.pk] == pytest.approx(pool.lend_rate)
-    # ...and so do the snapshot's entitlements (CONTRACT §5: both are in the snapshot).
+    # ...and so do the snapshot's entitlements (docs/contract.md §5: both are in the snapshot).
     from entitlements.api.snapshot import build_snapshot
 
     ents = {(e["tenant"], e["traffic_class"]): e for e in build_snapshot()["entitlements"]}

@@ -1,4 +1,4 @@
-"""Remaining-quota headers (issue 36.2, CONTRACT §5 "Remaining quota").
+"""Remaining-quota headers (issue 36.2, docs/contract.md §5 "Remaining quota").
 
 The contract half runs on both backends: what a reserve reports is exactly what the store holds
 right after the call (read back from the store, refilled to the store's own `now` of the answer),

@@ -1,4 +1,4 @@
-"""capacity.deliverable: physical − reserve − maintenance − safety − fragmentation (CONTRACT §2)."""
+"""capacity.deliverable: physical − reserve − maintenance − safety − fragmentation (docs/contract.md §2)."""
 
 from __future__ import annotations
 

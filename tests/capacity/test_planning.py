@@ -15,7 +15,7 @@ R = 1000.0
 
 
 def independent_share(t: np.ndarray, c: np.ndarray, cu: float, r: float = R, depth_s: float = 60.0) -> float:
-    """CONTRACT §3's replay written out request by request, sharing no code with capacity/."""
+    """docs/contract.md §3's replay written out request by request, sharing no code with capacity/."""
     rate = cu * r
     depth = rate * depth_s
     level, at, throttled = depth, float(t[0]), 0

@@ -1,4 +1,4 @@
-"""Hypothesis properties of sizing (CONTRACT §3): monotone in load and length, Little's law, the zone
+"""Hypothesis properties of sizing (docs/contract.md §3): monotone in load and length, Little's law, the zone
 rule, whole replicas. Same seed throughout, so two sizings see the same simulated requests."""
 
 from __future__ import annotations

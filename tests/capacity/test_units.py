@@ -1,4 +1,4 @@
-"""capacity.units: weighted tokens and the operating-point → CU conversion (CONTRACT §1)."""
+"""capacity.units: weighted tokens and the operating-point → CU conversion (docs/contract.md §1)."""
 
 from __future__ import annotations
 

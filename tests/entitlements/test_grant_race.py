@@ -1,4 +1,4 @@
-"""CONTRACT §2: concurrent approvals on one pool, or on pools that share a failover reserve,
+"""docs/contract.md §2: concurrent approvals on one pool, or on pools that share a failover reserve,
 serialise on PostgreSQL row locks; the loser sees the new headroom; nothing is ever oversold.
 
 Sixteen real threads, each with its own database connection, are released together by a
@@ -270,7 +270,7 @@ def race_shared_reserve(
     """
     fleet, grant = setting
     reserve_set(host_pool=fleet.pool_a, protected_pool=fleet.pool_b, cu=RESERVE_CU)
-    # One scope lives in one pool (CONTRACT §5): pool B's grants come from other tenants.
+    # One scope lives in one pool (docs/contract.md §5): pool B's grants come from other tenants.
     b_base, b_racer = f.TenantFactory(slug="initech"), f.TenantFactory(slug="umbrella")
     base = [grant(fleet.pool_a, "265", tenant=fleet.acme).pk, grant(fleet.pool_b, "279", tenant=b_base).pk]
     assert truth(fleet.pool_a) == (Decimal("265.000"), Decimal("270.000"))

@@ -1,5 +1,5 @@
 """The one pool rule (issue 34.2): the home pool if it has room, else the most headroom after the
-grant, ties to the lowest pk; a scope's home binds it (CONTRACT §5), so a full home is chosen and
+grant, ties to the lowest pk; a scope's home binds it (docs/contract.md §5), so a full home is chosen and
 marked as not fitting."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""CONTRACT §5: one admission scope lives in one pool, and only best_effort borrows.
+"""docs/contract.md §5: one admission scope lives in one pool, and only best_effort borrows.
 
 Fleet: pool-a and pool-b both serve llama-test in us-test, 280 CU deliverable each.
 """

@@ -22,7 +22,7 @@ def test_members_see_only_their_own_tenants_forecast(api_for, finished):
         assert [s["tenant"] for s in body["series"]] == [tenant]
     series = api_for("member").get("/api/v1/forecasts").json()["series"][0]
     assert series["weekly"]["upside_peak"][0] == 12.0
-    # CONTRACT §8: the chosen method, every candidate's selection and holdout error, coverage
+    # docs/contract.md §8: the chosen method, every candidate's selection and holdout error, coverage
     assert {k: series[k] for k in ("method", "error_metric", "holdout_error", "coverage")} == {
         "method": "mstl",
         "error_metric": "wape",

@@ -1,4 +1,4 @@
-"""Pages and API (CONTRACT §7 roles): staff see every finding and act; tenant members read their own;
+"""Pages and API (docs/contract.md §7 roles): staff see every finding and act; tenant members read their own;
 another tenant's finding is a 404 on page and API; the amendment page is prefilled from the evidence."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A private redis-server: started, stopped, killed and restarted on one port.
 
-`aof=True` runs it as production does (CONTRACT §5: `--appendonly yes --appendfsync everysec`),
+`aof=True` runs it as production does (docs/contract.md §5: `--appendonly yes --appendfsync everysec`),
 with its files in the test's own directory, so a restart finds what the last run wrote.
 """
 

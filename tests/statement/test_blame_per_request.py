@@ -1,4 +1,4 @@
-"""Issue 33: latency blame is decided per request (CONTRACT §8 `latency.missed: {platform,
+"""Issue 33: latency blame is decided per request (docs/contract.md §8 `latency.missed: {platform,
 outside_envelope}`), served is `status: ok`, and reconciliation's `platform owes` counts the same misses.
 
 Every event goes through the real ingest and fold; the statement reads only the rollups."""

@@ -1,7 +1,7 @@
 """The Atlas preset (issue 24) against a real Prometheus scraping a stand-in Atlas gateway that exposes
 exactly the four counters Atlas documents, by api_key: atlas_requests_total, atlas_tokens_used_total,
 atlas_quota_rejections_total, atlas_rate_limit_rejections_total. Keys map to tenants through the
-source's CSV (CONTRACT §8)."""
+source's CSV (docs/contract.md §8)."""
 
 from __future__ import annotations
 

@@ -63,7 +63,7 @@ def test_control_characters_in_an_identifier_are_a_bad_event_naming_it(fleet, fi
 def test_a_nul_through_the_api_is_named_and_the_next_batch_lands(fleet):
     """On PostgreSQL a NUL in a catalogue lookup or a COPY fails the whole statement: it must not get there.
 
-    It is that event's error, named by index and field; the batch's good events land (CONTRACT §6).
+    It is that event's error, named by index and field; the batch's good events land (docs/contract.md §6).
     """
     gw = client_for(person("gw", platform="gateway"))
     batch = [

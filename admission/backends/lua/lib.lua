@@ -28,7 +28,7 @@ local function put(key, l, now_str)
   redis.call('HSET', key, 'l', num(l), 't', now_str)
 end
 
--- A bucket's debt is bounded at one depth (CONTRACT §5): one oversized overrun must not lock a
+-- A bucket's debt is bounded at one depth (docs/contract.md §5): one oversized overrun must not lock a
 -- scope or its pool for good; the level never rises above the depth either.
 local function bounded(l, depth)
   if l < -depth then return -depth end

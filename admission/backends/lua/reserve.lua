@@ -19,7 +19,7 @@
 --       its own clock: this script's clock picks one); ARGV 29 unit, 30 the estimate in that unit,
 --       31-32 request rate/burst (depth 0: none), 33 number of periods, then per period its limit,
 --       the current period's start and end and the next one's end.
--- The last ARGV is '1' when the caller wants the remaining quota (CONTRACT §5: reply 4, see quota()
+-- The last ARGV is '1' when the caller wants the remaining quota (docs/contract.md §5: reply 4, see quota()
 --       below), '0' when not; it follows the budgets' values when there are any.
 -- Mirrors base.decide().
 local stale = epoch_stale(ARGV[1])
@@ -45,7 +45,7 @@ local function periods_now(now)
   return got
 end
 
--- The remaining quota after this call (CONTRACT §5: the x-ratelimit-* headers), from the same
+-- The remaining quota after this call (docs/contract.md §5: the x-ratelimit-* headers), from the same
 -- script so it costs no round trip: 'now|own level|request-bucket level|period used…', each the
 -- value the store holds now ('' where the scope has no such limit). Levels this call already read
 -- or wrote are passed in; the others are read here (a throttle that stopped before them, a replay).

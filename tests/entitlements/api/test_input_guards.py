@@ -36,7 +36,7 @@ def test_a_nul_anywhere_in_a_json_body_is_a_400_naming_where(gateway):
 
 
 def test_in_an_event_batch_a_nul_is_that_events_error_and_the_rest_is_judged(gateway):
-    """CONTRACT §6: a bad event is named by index and field; the guard does not drop the whole batch."""
+    """docs/contract.md §6: a bad event is named by index and field; the guard does not drop the whole batch."""
     now = timezone.now().isoformat()
     body = {"source": "gw", "events": [event(0, ts=now), event(1, ts=now, tenant="ac\u0000me")]}
     r = _post_raw(gateway, EVENTS, json.dumps(body))

@@ -210,7 +210,7 @@ def test_reserve_that_would_oversell_the_host_is_refused(client_for, fleet):
     assert FailoverReserve.objects.count() == 0
 
 
-# CONTRACT §5: one scope, one pool; only best_effort borrows -------------------------------------
+# docs/contract.md §5: one scope, one pool; only best_effort borrows -------------------------------------
 
 
 def _entitlement_body(**over):

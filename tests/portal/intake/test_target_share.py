@@ -1,5 +1,5 @@
 """Issue 30 in intake: each scenario's CU is the planning answer at the request's target throttled share
-(CONTRACT §3, range 0.0001-0.5, empty = the class default from settings), on the form, the API and
+(docs/contract.md §3, range 0.0001-0.5, empty = the class default from settings), on the form, the API and
 the grant. The complete request's committed 10 req/s (conftest): 26.6 CU at 0.1 %, 25.5 CU at 1 %."""
 
 from __future__ import annotations
