@@ -160,15 +160,15 @@ def _sweep(
     sorted for the stable sort — and then merged with the starts.
     """
     base_kv, base_n, w_end, w_kv = _wrapped(end, kv_tokens, period)
-    m = len(w_end)
-    inside = end < period
-    s_time = np.concatenate(([0.0], np.zeros(m), start))
-    e_time = np.concatenate((w_end, end[inside]))
+    # A copy that lasts the whole period (none from _wrapped, which sums those) starts and never ends.
+    w_inside, inside = w_end < period, end < period
+    s_time = np.concatenate(([0.0], np.zeros(len(w_end)), start))
+    e_time = np.concatenate((w_end[w_inside], end[inside]))
     e_order = _stable_order(e_time)
     times = np.concatenate((s_time, e_time[e_order]))
     # Two sorted runs: the stable sort merges them in one linear pass, starts first at equal times.
     order = np.argsort(times, kind="stable")
-    e_kv = np.concatenate((w_kv, kv_tokens[inside]))[e_order]
+    e_kv = np.concatenate((w_kv[w_inside], kv_tokens[inside]))[e_order]
     kv_level = np.cumsum(np.concatenate(([base_kv], w_kv, kv_tokens, -e_kv))[order])
     req_level = np.cumsum(
         np.concatenate(([base_n], np.ones(len(s_time) - 1, np.int64), -np.ones(len(e_time), np.int64)))[order]
