@@ -1,4 +1,4 @@
-"""Size one request class (CONTRACT §3): rates, residence, concurrency, KV tail, replicas, cost.
+"""Size one request class (docs/contract.md §3): rates, residence, concurrency, KV tail, replicas, cost.
 
 `size()` is the entry point. Every intermediate number is also returned as a `Step` whose formula
 repeats the actual numbers, so a page can show the whole derivation.
@@ -607,7 +607,7 @@ def _fixed_assumptions(inp: SizingInput, op: OperatingPoint) -> list[str]:
     net = inp.network
     return [
         f"goodput uses the operating point's reference mix ({num(op.ref_mix.mean_prompt)} prompt, "
-        f"{num(op.ref_mix.mean_output)} output tokens per request), not this class's mix (CONTRACT §1)",
+        f"{num(op.ref_mix.mean_output)} output tokens per request), not this class's mix (docs/contract.md §1)",
         "KV memory per replica = accelerators × memory − one copy of the weights (GB = 1e9 bytes); no activation "
         "or runtime reserve is subtracted",
         f"KV per replica = the class's p99 concurrent KV × load-balancer unevenness {num(inp.lb_unevenness)} ÷ "
