@@ -21,7 +21,7 @@ from capacity.rate_basis import BASES
 from entitlements.models import Region, ServedModel, Tenant
 from entitlements.sizing_specs import PRICING, CostOptions
 from portal import sizing_selectors
-from portal.models import SCENARIO_MAX, SCENARIOS, Basis, LaunchRequest, State
+from portal.models import CV_RANGE, SCENARIO_MAX, SCENARIOS, Basis, LaunchRequest, State
 from sizing.parsing import COST_FIELDS, NUMBERS, QUANTILES
 from telemetry.selectors import traces_visible_to
 
@@ -34,7 +34,11 @@ SECTIONS = (
     ),
     (
         "Scenarios (peak, per region)",
-        (*(f"{s}_{k}" for s in SCENARIOS for k in ("value", "basis")), "target_throttled_share"),
+        (
+            *(f"{s}_{k}" for s in SCENARIOS for k in ("value", "basis")),
+            "target_throttled_share",
+            "minute_rate_cv",
+        ),
     ),
     ("Justification", ("justification",)),
 )
@@ -49,6 +53,14 @@ TARGET_HELP = (
     "default ("
     + ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in settings.PLANNING_TARGET_THROTTLED_SHARE.items())
     + ")"
+)
+CV_ERROR = (
+    f"minute-rate CV: a coefficient of variation from {CV_RANGE.low:g} to {CV_RANGE.high:g} "
+    f"(0: a steady Poisson stream; the default is {settings.PLANNING_MINUTE_RATE_CV:g})"
+)
+CV_HELP = (
+    "how far each minute's request rate swings around the scenario's in the replay (coefficient of variation; "
+    f"0 = steady); empty: the default ({settings.PLANNING_MINUTE_RATE_CV:g})"
 )
 
 
@@ -109,6 +121,15 @@ class LaunchRequestForm(forms.Form):
         help_text=TARGET_HELP,
         error_messages={"min_value": TARGET_ERROR, "max_value": TARGET_ERROR, "invalid": TARGET_ERROR},
         widget=forms.NumberInput(attrs={"step": "any", "placeholder": "class default"}),
+    )
+    minute_rate_cv = forms.FloatField(
+        label="Minute-rate CV",
+        min_value=CV_RANGE.low,
+        max_value=CV_RANGE.high,
+        required=False,
+        help_text=CV_HELP,
+        error_messages={"min_value": CV_ERROR, "max_value": CV_ERROR, "invalid": CV_ERROR},
+        widget=forms.NumberInput(attrs={"step": "any", "placeholder": "default"}),
     )
     justification = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), required=False)
 

@@ -22,6 +22,7 @@ from django.db.models import F, Q
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
 from capacity.planning import TARGET_RANGE
+from capacity.ranges import RANGES
 from entitlements import roles
 from entitlements.models import Entitlement, Region, ServedModel, Tenant
 from entitlements.models.supply import CU
@@ -53,6 +54,8 @@ TTFT_MS_MAX = 600_000  # ten minutes to a first token
 TPOT_MS_MAX = 60_000
 SCENARIO_MAX = {"rps": 100_000.0, "wt_per_min": 1e12}  # per basis; the field itself stops at the larger
 SCENARIO_VALIDATORS = [MinValueValidator(0.0), MaxValueValidator(max(SCENARIO_MAX.values()))]
+# The envelope replay's minute-rate CV: the calculator's own range (capacity.ranges), 0 to 5.
+CV_RANGE = RANGES["minute_rate_cv"]
 
 
 # Transition permissions: django-fsm calls these with (instance, user). Tenancy (404) is checked
@@ -123,6 +126,14 @@ class LaunchRequest(ConcurrentTransitionMixin, models.Model):
         blank=True,
         validators=[MinValueValidator(TARGET_RANGE[0]), MaxValueValidator(TARGET_RANGE[1])],
         help_text="share of requests the token bucket may throttle at the CU to buy; empty: the class default",
+    )
+    # The envelope replay's minute-rate CV (docs/contract.md §3, capacity.planning_workload): how far each
+    # minute's rate swings around the scenario's. Empty: settings.PLANNING_MINUTE_RATE_CV, as the calculator.
+    minute_rate_cv = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(CV_RANGE.low), MaxValueValidator(CV_RANGE.high)],
+        help_text="coefficient of variation of the one-minute request rate in the replay; empty: the default",
     )
     criticality = models.CharField(max_length=12, choices=Criticality.choices, default=Criticality.MEDIUM)
     justification = models.TextField(blank=True)

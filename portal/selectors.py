@@ -94,6 +94,13 @@ def target_of(req: LaunchRequest) -> float:
     return float(own) if own is not None else target_for(req.traffic_class)
 
 
+def minute_rate_cv_of(req: LaunchRequest) -> float:
+    """The request's minute-rate CV for the envelope replay: its own, else settings.PLANNING_MINUTE_RATE_CV
+    (the calculator's default too)."""
+    own = getattr(req, "minute_rate_cv", None)
+    return float(own) if own is not None else float(settings.PLANNING_MINUTE_RATE_CV)
+
+
 @lru_cache(maxsize=1024)
 def _envelope_answer(
     rps: float, shape: EnvelopeShape, w_out: float, w_cached: float, r: float, target: float, depth: float, cv: float
@@ -108,7 +115,7 @@ def _envelope_answer(
 def planning_answer(req: LaunchRequest, rps: float | None) -> PlanningAnswer | None:
     """The planning answer (docs/planning.md) for `rps` requests/s of this request's envelope: the
     calculator's envelope replay (capacity.planning_workload.envelope_workload: over-dispersed minutes
-    at PLANNING_MINUTE_RATE_CV, lengths through the envelope's quantiles, prompts uncached as the
+    at the request's minute-rate CV, lengths through the envelope's quantiles, prompts uncached as the
     conversion counts them) through one bucket of ADMISSION_BUCKET_DEPTH_S, at the request's target."""
     shape = launch_shape(req)
     if rps is None or rps < 0 or shape is None or req.model is None:
@@ -122,7 +129,7 @@ def planning_answer(req: LaunchRequest, rps: float | None) -> PlanningAnswer | N
         float(m.r_wt_per_s),
         target_of(req),
         float(settings.ADMISSION_BUCKET_DEPTH_S),
-        float(settings.PLANNING_MINUTE_RATE_CV),
+        minute_rate_cv_of(req),
     )
 
 
@@ -150,12 +157,20 @@ class Sizing:
     target_throttled_share: float | None = None
     target_is_default: bool = True
     traffic_class: str = ""
+    minute_rate_cv: float | None = None  # the replay's, the request's own or the default
+    minute_rate_cv_is_default: bool = True
 
     @property
     def target_text(self) -> str:
         """The target as people read it and as the field takes it: "0.1 % of requests (0.001)"."""
         t = self.target_throttled_share
         return "" if t is None else f"{percent(t)} of requests throttled ({t:g})"
+
+    @property
+    def minute_rate_cv_text(self) -> str:
+        """The replay's minute-rate CV as the field takes it: "0.21" ("0, steady Poisson arrivals")."""
+        cv = self.minute_rate_cv
+        return "" if cv is None else f"{cv:g}" + (", steady Poisson arrivals" if cv == 0 else "")
 
     @property
     def planned(self) -> PlanningAnswer | None:
@@ -299,6 +314,8 @@ def size_request(req: LaunchRequest, regions: list[Region]) -> Sizing:
         target_throttled_share=target_of(req),
         target_is_default=getattr(req, "target_throttled_share", None) is None,
         traffic_class=req.traffic_class,
+        minute_rate_cv=minute_rate_cv_of(req),
+        minute_rate_cv_is_default=getattr(req, "minute_rate_cv", None) is None,
     )
 
 

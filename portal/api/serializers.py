@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from capacity.planning import TARGET_RANGE
 from entitlements.models import Region, ServedModel
-from portal.models import Basis, LaunchRequest, LaunchRequestEvent
+from portal.models import CV_RANGE, Basis, LaunchRequest, LaunchRequestEvent
 from portal.selectors import Sizing, size_request
 from portal.services.intake import EDITABLE_FIELDS
 
@@ -105,6 +105,13 @@ class LaunchRequestIn(serializers.Serializer):
         required=False,
         allow_null=True,
         help_text="share of requests the bucket may throttle at the CU to buy; null: the class default",
+    )
+    minute_rate_cv = serializers.FloatField(
+        min_value=CV_RANGE.low,
+        max_value=CV_RANGE.high,
+        required=False,
+        allow_null=True,
+        help_text="coefficient of variation of the one-minute rate in the envelope replay; null: the default",
     )
 
     def get_fields(self) -> dict[str, serializers.Field]:

@@ -63,6 +63,7 @@ EDITABLE_FIELDS = (
     *ENVELOPE_FIELDS,
     *[f"{s}_{k}" for s in SCENARIOS for k in ("basis", "value")],
     "target_throttled_share",
+    "minute_rate_cv",
     "criticality",
     "justification",
 )

@@ -81,3 +81,26 @@ def test_intake_review_and_sizing_give_one_cu_for_one_class(fleet, people, submi
     assert cu_decimal(sized["capacity_units"]) == Decimal("25.175")
     fields = complete_fields(fleet)
     assert shape.prompt == envelope_lengths(fields["prompt_p50"], fields["prompt_p95"], fields["max_prompt_tokens"])
+
+
+@pytest.mark.parametrize(("cv", "cu"), [(0.0, "24.800"), (0.5, "40.900"), (1.5, "63.600")])
+def test_intake_and_sizing_give_one_cu_at_the_requests_minute_rate_cv(fleet, people, submitted, cv, cu):
+    """The request's own minute-rate CV (issue 30) is the calculator's `minute_rate_cv`: intake's committed
+    CU at that CV is POST /api/v1/sizing's cu_to_buy for the same envelope and CV, check for check."""
+    submitted.minute_rate_cv = cv
+    planned = size_request(submitted, []).planned
+    intake_cu = size_request(submitted, []).cu["committed"]
+    Accelerator.objects.filter(pk=fleet.pool_a.accelerator_id).update(cloud_on_demand_per_hour=2.0)
+    shape = launch_shape(submitted)
+    body = {
+        "model": fleet.pool_a.model.slug,
+        "arrival_rate_rps": submitted.committed_value,
+        "prompt_tokens": shape.prompt.__dict__,
+        "output_tokens": shape.output.__dict__,
+        "slo": {"ttft_p99_s": 2, "tpot_p99_s": 0.2},
+        "minute_rate_cv": cv,
+    }
+    sized = api_client(people.requester).post("/api/v1/sizing", body, format="json").json()
+    assert intake_cu == cu_decimal(sized["cu_to_buy"]) == Decimal(cu)
+    assert sized["replay"] == planned.replay.to_dict() and sized["check"] == planned.check
+    assert sized["planning_basis"] == planned.planning_basis
