@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
 from capacity.input_errors import SizingInputError
 from capacity.steps import Step, finite_or_none, num
 
@@ -352,6 +354,68 @@ def pool_cost(
         steps=steps,
         assumptions=assumptions,
     )
+
+
+@dataclass(frozen=True)
+class PoolCostHours:
+    """`pool_cost`'s per-hour figures for many hours at once (arrays, one element per hour)."""
+
+    per_hour: np.ndarray
+    idle_reserve_per_hour: np.ndarray
+    useful_output_tokens_per_hour: np.ndarray
+
+
+def pool_cost_hours(
+    *,
+    accelerator: AcceleratorCost,
+    inputs: CostInputs,
+    accelerators: int,
+    accelerators_per_replica: int,
+    replicas_total: int,
+    replicas_steady: np.ndarray,
+    load_fraction: np.ndarray,
+    output_tokens_per_s: np.ndarray,
+    slo_met_fraction: np.ndarray,
+    network_bytes_per_s: float = 0.0,
+) -> PoolCostHours:
+    """`pool_cost`'s cost per hour, idle reserve and useful output tokens of one pool over many hours,
+    each hour with its own steady replicas, load, output and SLO-met share (everything else fixed).
+
+    The same formula as `pool_cost`, operation for operation and in the same order, so each element
+    equals the `.per_hour.value`, `.idle_reserve_per_hour` and `.useful_output_tokens_per_hour` of
+    `pool_cost` called for that hour with `inputs` at that hour's `slo_met_fraction` (tested for
+    equality, not closeness). No formulas or steps: the busiest hour's full figure is `pool_cost`'s.
+    """
+    inputs.validate()
+    slo = np.asarray(slo_met_fraction, dtype=float)
+    if slo.size and not bool(np.all((slo > 0) & (slo <= 1))):
+        raise SizingInputError("cost_inputs.slo_met_fraction", "must be in (0, 1]")
+    rate = accelerator.per_hour()
+    kwh = inputs.energy_per_kwh_delivered()
+    load = np.minimum(np.maximum(np.asarray(load_fraction, dtype=float), 0.0), 1.0)
+    idle_energy = accelerators * inputs.power_kw_idle_per_accelerator * kwh
+    busy_kw = inputs.power_kw_busy_per_accelerator - inputs.power_kw_idle_per_accelerator
+    load_energy = accelerators * busy_kw * load * kwh
+    gb_per_hour = network_bytes_per_s * 3600 / 1e9
+    storage = replicas_total * inputs.storage_per_replica_hour
+    # sum(line.per_hour for line in lines) in pool_cost: added left to right, in the lines' order
+    per_hour = (
+        accelerators * rate
+        + accelerators * inputs.host_per_accelerator_hour
+        + accelerators * inputs.software_per_accelerator_hour
+        + storage
+        + idle_energy
+        + load_energy
+        + gb_per_hour * inputs.network_per_gb
+    )
+    per_accel_fixed = accelerators * (rate + inputs.host_per_accelerator_hour + inputs.software_per_accelerator_hour)
+    steady = np.asarray(replicas_steady, dtype=np.int64)
+    zeros = np.zeros(steady.shape)
+    idle_acc_share = (accelerators - steady * accelerators_per_replica) / accelerators if accelerators else zeros
+    idle_rep_share = (replicas_total - steady) / replicas_total if replicas_total else zeros
+    idle_reserve = idle_acc_share * (per_accel_fixed + idle_energy) + idle_rep_share * storage
+    useful = np.asarray(output_tokens_per_s, dtype=float) * 3600 * (slo * (1 - inputs.retry_waste_fraction))
+    return PoolCostHours(per_hour=per_hour, idle_reserve_per_hour=idle_reserve, useful_output_tokens_per_hour=useful)
 
 
 def accelerators_for(replicas: int, accelerators_per_replica: int, chips_per_slice: int) -> int:

@@ -18,6 +18,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any
 
+import numpy as np
 from django.utils import timezone
 
 from capacity.cost import (
@@ -25,10 +26,12 @@ from capacity.cost import (
     CloudAccelerator,
     CostFigure,
     CostInputs,
+    PoolCostHours,
     accelerators_for,
     compare_costs,
     per_million,
     pool_cost,
+    pool_cost_hours,
 )
 from capacity.input_errors import SizingInputError
 from entitlements.cu_hour_rate import pool_cu_hour_rate
@@ -78,6 +81,24 @@ def _pool_hour(pool: Pool, *, load: float, out_tps: float, slo: float, replicas:
     )
 
 
+def _pool_hours_cost(pool: Pool, *, load: np.ndarray, out_tps: np.ndarray, slo: np.ndarray) -> PoolCostHours:
+    """`_pool_hour` for many hours of one pool at once (arrays of load, output and SLO-met share)."""
+    acc = pool.accelerator
+    n = pool.replicas
+    return pool_cost_hours(
+        accelerator=_chip(acc)[0],
+        inputs=_inputs(acc),
+        accelerators=accelerators_for(n, pool.accelerators_per_replica, 1),
+        accelerators_per_replica=pool.accelerators_per_replica,
+        replicas_total=n,
+        # min(n, max(0, round(load × n))) per hour: numpy's rint rounds halves to even, as round does
+        replicas_steady=np.minimum(n, np.maximum(0, np.rint(load * n))).astype(np.int64),
+        load_fraction=load,
+        output_tokens_per_s=out_tps,
+        slo_met_fraction=np.minimum(np.maximum(slo, 1e-9), 1.0),
+    )
+
+
 def replica_hour_cost(pool: Pool) -> float:
     """Fully loaded cost of one replica idling for an hour (stranded or over-bought capacity)."""
     return float(_pool_hour(pool, load=0.0, out_tps=0.0, slo=1.0, replicas=1).per_hour.value)
@@ -117,25 +138,42 @@ def pool_cost_report(*, days: int = 7, end: datetime | None = None) -> list[dict
         cost = useful = idle = met = total = 0.0
         busiest: tuple[float, Any] | None = None
         hours = by_pool.get(pool.pk, {})
-        for output, slo_met, slo_total, arrived_wt in hours.values():
+        if hours:
+            # Every busy hour at once, as arrays (capacity.cost.pool_cost_hours: pool_cost's figures, equal
+            # to the last bit); the busiest hour alone gets the full figure with its formulas.
+            output, slo_met, slo_total, arrived_wt = (
+                np.asarray(col, dtype=float) for col in zip(*hours.values(), strict=True)
+            )
             out_tps = output / 3600.0
-            load = arrived_wt / 3600.0 / r / physical if physical > 0 else 0.0
+            load = arrived_wt / 3600.0 / r / physical if physical > 0 else np.zeros(len(hours))
+            load = np.minimum(load, 1.0)
             # Measured where the hour has settled requests; sizing's assumption only where it has none.
-            slo = slo_met / slo_total if slo_total else ASSUMED_SLO_MET
-            met, total = met + slo_met, total + slo_total
-            pc = _pool_hour(pool, load=min(load, 1.0), out_tps=out_tps, slo=slo)
-            cost += pc.per_hour.value
-            useful += pc.useful_output_tokens_per_hour
-            idle += pc.idle_reserve_per_hour
-            if busiest is None or out_tps > busiest[0]:
-                busiest = (out_tps, pc)
+            measured = slo_total > 0
+            slo = np.where(measured, slo_met / np.where(measured, slo_total, 1.0), ASSUMED_SLO_MET)
+            hc = _pool_hours_cost(pool, load=load, out_tps=out_tps, slo=slo)
+            # Summed hour by hour in the hours' order, as the figures always were (not numpy's pairwise sum).
+            for c, u, i in zip(
+                hc.per_hour.tolist(),
+                hc.useful_output_tokens_per_hour.tolist(),
+                hc.idle_reserve_per_hour.tolist(),
+                strict=True,
+            ):
+                cost, useful, idle = cost + c, useful + u, idle + i
+            for m, t in zip(slo_met.tolist(), slo_total.tolist(), strict=True):
+                met, total = met + m, total + t
+            b = int(np.argmax(out_tps))  # the first of the busiest hours
+            busiest = (
+                float(out_tps[b]),
+                _pool_hour(pool, load=float(load[b]), out_tps=float(out_tps[b]), slo=float(slo[b])),
+            )
         # Hours with no traffic at all still pay for the whole pool.
         quiet = days * 24 - len(hours)
-        if quiet > 0:
+        if quiet > 0 or busiest is None:  # the idle pool's hour, computed once for both uses
             pc0 = _pool_hour(pool, load=0.0, out_tps=0.0, slo=1.0)
+        if quiet > 0:
             cost += quiet * pc0.per_hour.value
             idle += quiet * pc0.idle_reserve_per_hour
-        marginal = busiest[1] if busiest else _pool_hour(pool, load=0.0, out_tps=0.0, slo=1.0)
+        marginal = busiest[1] if busiest else pc0
         share, basis = _slo_basis(met, total)
         acc = pool.accelerator
         out.append(
