@@ -2,10 +2,23 @@
 
 - A trace: its own arrival times and paired lengths (its bursts are real), time-scaled only when an
   explicit mean rate is asked for.
-- An envelope without a trace: an over-dispersed arrival process. Each minute's rate is drawn from a
-  gamma distribution with the stated mean and coefficient of variation `minute_rate_cv` (0 = a
-  steady Poisson stream), its count is Poisson at that rate and its arrivals uniform within it; the
-  lengths are drawn as the KV simulation draws them. The parameter is shown in `planning_basis`.
+- An envelope without a trace: an over-dispersed arrival process. Each minute's rate is lognormal
+  with the stated mean and coefficient of variation `minute_rate_cv` (0 = a steady Poisson stream),
+  its count is Poisson at that rate and its arrivals uniform within it; the lengths are drawn through
+  the stated quantiles (or resampled from observed values). The parameter is shown in `planning_basis`.
+
+  Common random numbers: two CVs (or two rates) are compared on the same random world, so a burstier
+  envelope never looks calmer by sampling luck. Each component has its own child stream,
+  `default_rng([seed, _STREAM, k, ...])`, so no draw shifts another's:
+  * minute rates by inversion of one fixed standard normal z per minute:
+    rate·exp(σz − σ²/2), σ² = ln(1 + cv²), exactly mean `rate` and CV `cv`; a larger CV moves every
+    minute with z > σ further up (the busy minutes, which decide the CU);
+  * counts by inversion of one fixed uniform per minute against the Poisson CDF (summed pmf terms over
+    the ±12 sd window, numpy only), so a higher minute rate never gives a smaller count;
+  * arrival offsets and lengths per (minute, slot) from per-minute streams, read as prefixes: a minute
+    with one more request keeps its first requests' times and lengths and adds one. Lengths are
+    stratified in blocks of 64 within a minute and scaled by the quantile curve's own mean (a fixed
+    grid), not the drawn one, so no request's cost depends on how many others were drawn.
 - An entitlement's history: its recorded minutes (reconciliation builds those with `bucket_workload`).
 """
 
@@ -16,7 +29,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from capacity.lengths import LengthSamples, LengthSpec, cycled_indices, draw_lengths, spec_mean, stratified_uniform
+from capacity.lengths import LengthSamples, LengthSpec, draw_lengths, spec_mean
 from capacity.planning import FloatArray, Workload, weighted_costs
 from capacity.steps import num
 
@@ -29,6 +42,8 @@ ENVELOPE_MINUTES = 60
 MAX_ENVELOPE_REQUESTS = 200_000
 MAX_HISTORY_REQUESTS = 200_000
 _STREAM = 7  # its own seeded stream, apart from the KV simulation's
+# Child streams of an envelope, one per component (common random numbers, module docstring).
+_MINUTES, _COUNTS, _TIMES, _PROMPT, _OUTPUT = range(5)
 
 
 def trace_workload(
@@ -80,7 +95,6 @@ def envelope_workload(
     minute_rate_cv: float = DEFAULT_MINUTE_RATE_CV,
     seed: int = 0,
 ) -> Workload:
-    rng = np.random.default_rng([seed, _STREAM])
     minutes = ENVELOPE_MINUTES
     if rate_rps * 60 * minutes > MAX_ENVELOPE_REQUESTS:
         minutes = max(10, math.floor(MAX_ENVELOPE_REQUESTS / (rate_rps * 60)))
@@ -88,39 +102,96 @@ def envelope_workload(
     # (its cost multiplied): the minute-to-minute swings, not single requests, decide at such rates.
     bundle = max(1.0, rate_rps * 60 * minutes / MAX_ENVELOPE_REQUESTS)
     sim_rate = rate_rps / bundle
+    z = np.random.default_rng([seed, _STREAM, _MINUTES]).standard_normal(minutes)
     if minute_rate_cv > 0:
-        shape = 1 / minute_rate_cv**2
-        rates = rng.gamma(shape, sim_rate / shape, minutes)
+        sigma = math.sqrt(math.log1p(minute_rate_cv**2))
+        rates = sim_rate * np.exp(sigma * z - sigma**2 / 2)
     else:
         rates = np.full(minutes, sim_rate)
-    counts = rng.poisson(rates * 60)
-    n = int(counts.sum())
-    start = np.repeat(np.arange(minutes) * 60.0, counts)
-    t = np.sort(start + rng.random(n) * 60.0)
-    p = _draw(prompt, rng, n)
-    o = _draw(output, rng, n) * (1 - cancellation_ratio / 2)
+    u_count = np.random.default_rng([seed, _STREAM, _COUNTS]).random(minutes)
+    counts = [_poisson_inverse(float(lam), float(u)) for lam, u in zip(rates * 60, u_count, strict=True)]
+    n = int(sum(counts))
+    p_scale = _scale(prompt)
+    o_scale = _scale(output)
+    t_parts, p_parts, o_parts = [], [], []
+    for i, c in enumerate(counts):
+        if c == 0:
+            continue
+        t_parts.append(i * 60.0 + np.random.default_rng([seed, _STREAM, _TIMES, i]).random(c) * 60.0)
+        p_parts.append(_minute_lengths(prompt, np.random.default_rng([seed, _STREAM, _PROMPT, i]), c))
+        o_parts.append(_minute_lengths(output, np.random.default_rng([seed, _STREAM, _OUTPUT, i]), c))
+    if n:
+        t = np.concatenate(t_parts)
+        order = np.argsort(t, kind="stable")
+        t = t[order]
+        p = np.concatenate(p_parts)[order] * p_scale
+        o = np.concatenate(o_parts)[order] * o_scale * (1 - cancellation_ratio / 2)
+    else:
+        t, p, o = np.zeros(0), np.zeros(0), np.zeros(0)
     cost = weighted_costs(p, o, w_out=w_out, w_cached=w_cached, cache_hit_ratio=cache_hit_ratio) * bundle
     bundled = f", each standing for {num(bundle)} requests" if bundle > 1 else ""
     return Workload(
         t,
         cost,
         f"{n:,} simulated requests{bundled} over {minutes} minutes at a mean {num(rate_rps)} req/s, each minute's "
-        f"rate drawn from a gamma distribution with coefficient of variation {num(minute_rate_cv)} (editable as the minute-rate CV; "
+        f"rate drawn from a lognormal distribution with coefficient of variation {num(minute_rate_cv)} (editable as the minute-rate CV; "
         f"0 = steady Poisson arrivals), seed {seed}; lengths drawn through the stated quantiles and scaled to the "
         f"stated means",
     )
 
 
-def _draw(spec: LengthSpec, rng: np.random.Generator, n: int) -> FloatArray:
-    if n == 0:
-        return np.zeros(0)
+def _poisson_inverse(lam: float, u: float) -> int:
+    """The Poisson(lam) quantile at u: the least k with CDF(k) ≥ u. For a fixed u it never falls as lam
+    rises (the CDF at every k falls with lam). The pmf is summed over lam ± 12 sd (+12), in logs relative
+    to the mode, so large counts neither underflow nor need scipy; the mass outside is below 1e-30."""
+    if lam <= 0:
+        return 0
+    spread = 12 * math.sqrt(lam) + 12
+    mode = math.floor(lam)
+    lo = max(0, math.floor(lam - spread))
+    hi = math.ceil(lam + spread)
+    ks = np.arange(lo, hi + 1, dtype=np.float64)
+    # log p(k) − log p(mode): sums of log(lam / j) stepping up from the mode, minus them stepping down.
+    up = np.cumsum(np.log(lam / ks[ks > mode]))
+    # k below the mode subtracts log(lam / j) for j in (k, mode]; the mode itself is 0.
+    down = -np.cumsum(np.log(lam / ks[(ks > lo) & (ks <= mode)])[::-1])[::-1]
+    logp = np.concatenate([down, [0.0], up])
+    cdf = np.cumsum(np.exp(logp))
+    return lo + int(np.searchsorted(cdf, u * cdf[-1], side="left"))
+
+
+_BLOCK = 64
+
+
+def _minute_uniforms(rng: np.random.Generator, n: int) -> FloatArray:
+    """n uniforms stratified in blocks of 64 (one draw in each 1/64 slice of a block, shuffled),
+    row by row from the stream: the first n are the same whatever larger n is asked."""
+    blocks = -(-n // _BLOCK)
+    raw = rng.random((blocks, 2 * _BLOCK))
+    u: FloatArray = ((np.argsort(raw[:, :_BLOCK], axis=1) + raw[:, _BLOCK:]) / _BLOCK).ravel()[:n]
+    return u
+
+
+def _minute_lengths(spec: LengthSpec, rng: np.random.Generator, n: int) -> FloatArray:
+    u = _minute_uniforms(rng, n)
     if isinstance(spec, LengthSamples):
-        return draw_lengths(spec, np.empty(0), cycled_indices(rng, len(spec.values), n))
-    drawn = draw_lengths(spec, stratified_uniform(rng, n), np.empty(0, dtype=np.intp))
-    # The quantile curve's own mean is not the stated one; the bucket is charged at the stated
-    # mean (as the rates are), keeping the shape of the tail.
-    mean = float(drawn.mean())
-    return drawn * (spec_mean(spec) / mean) if mean > 0 else drawn
+        k = len(spec.values)
+        idx = np.minimum((u * k).astype(np.intp), k - 1)
+        return draw_lengths(spec, np.empty(0), idx)
+    return draw_lengths(spec, u, np.empty(0, dtype=np.intp))
+
+
+def _scale(spec: LengthSpec) -> float:
+    """Quantile lengths are charged at the stated mean (as the rates are), keeping the tail's shape: the
+    curve's own mean, taken on a fixed fine grid, is scaled to it. Observed values are used as they are."""
+    if isinstance(spec, LengthSamples):
+        return 1.0
+    grid = draw_lengths(spec, (np.arange(_GRID) + 0.5) / _GRID, np.empty(0, dtype=np.intp))
+    mean = float(grid.mean())
+    return spec_mean(spec) / mean if mean > 0 else 1.0
+
+
+_GRID = 1 << 14
 
 
 def bucket_workload(

@@ -6,8 +6,8 @@ A complete request asks for 10 req/s committed with prompt p50/p95/max 1000/4000
 200/800/2000: the envelope's capped-lognormal means are 1,384.69 and 283.18 tokens (capacity.envelope),
 so 10 × (1,384.69 + 4 × 283.18) = 25,174 wt/s = 25.175 CU per region at the mean rate. What it asks
 and an approval grants is the planning answer (portal.selectors.planning_answer, docs/contract.md §3): 10 req/s
-replayed through one bucket as over-dispersed minutes (CV 0.21, seed 0) is throttled on 0.0812 % of
-36,967 requests at 26.6 CU and 0.146 % at 26.5, so 26.600 CU at the reserved class's 0.1 % target.
+replayed through one bucket as over-dispersed minutes (CV 0.21, seed 0) is throttled on 0.0747 % of
+36,168 requests at 26.0 CU and 0.144 % at 25.9, so 26.000 CU at the reserved class's 0.1 % target.
 """
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ def test_intake_review_and_sizing_give_one_cu_for_one_class(fleet, people, submi
     }
     sized = api_client(people.requester).post("/api/v1/sizing", body, format="json").json()
     # One answer: the calculator's CU to buy, checked by the same replay, is what the intake grants.
-    assert intake_cu == cu_decimal(sized["cu_to_buy"]) == Decimal("26.600")
+    assert intake_cu == cu_decimal(sized["cu_to_buy"]) == Decimal("26.000")
     planned = size_request(submitted, []).planned
     assert sized["replay"] == planned.replay.to_dict() and sized["check"] == planned.check
     # The mean-rate conversion is the same float, rounded up to the intake's 0.001 CU.
@@ -83,7 +83,7 @@ def test_intake_review_and_sizing_give_one_cu_for_one_class(fleet, people, submi
     assert shape.prompt == envelope_lengths(fields["prompt_p50"], fields["prompt_p95"], fields["max_prompt_tokens"])
 
 
-@pytest.mark.parametrize(("cv", "cu"), [(0.0, "24.800"), (0.5, "40.900"), (1.5, "63.600")])
+@pytest.mark.parametrize(("cv", "cu"), [(0.0, "24.600"), (0.5, "38.100"), (1.5, "118.000")])
 def test_intake_and_sizing_give_one_cu_at_the_requests_minute_rate_cv(fleet, people, submitted, cv, cu):
     """The request's own minute-rate CV (issue 30) is the calculator's `minute_rate_cv`: intake's committed
     CU at that CV is POST /api/v1/sizing's cu_to_buy for the same envelope and CV, check for check."""

@@ -1,6 +1,6 @@
 """Issue 30 in intake: each scenario's CU is the planning answer at the request's target throttled share
 (docs/contract.md §3, range 0.0001-0.5, empty = the class default from settings), on the form, the API and
-the grant. The complete request's committed 10 req/s (conftest): 26.6 CU at 0.1 %, 25.5 CU at 1 %."""
+the grant. The complete request's committed 10 req/s (conftest): 26.0 CU at 0.1 %, 25.1 CU at 1 %."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from portal.services import intake
 from tests.clients import api_client, web_client
 
 API = "/api/v1/launch-requests"
-AT_1_PERCENT = "25.5 CU: replayed 36,967 requests, 0.904 % throttled (target 1 %); at 25.4 CU 1.01 %"
+AT_1_PERCENT = "25.1 CU: replayed 36,168 requests, 0.854 % throttled (target 1 %); at 25.0 CU 1 %"
 
 
 def _autosave(people, draft, **fields):
@@ -37,14 +37,14 @@ def test_the_requests_own_target_sizes_every_scenario_and_the_grant(people, draf
     # Empty: the reserved class default, said so beside the numbers.
     page = web_client(people.approver).get(f"/launch/{submitted.uuid}/").content.decode()
     assert "target 0.1 % of requests throttled (0.001), the reserved class default" in page
-    assert 'data-scenario="committed">26.600<' in page
+    assert 'data-scenario="committed">26.000<' in page
     LaunchRequest.objects.filter(pk=submitted.pk).update(target_throttled_share=0.01)
     page = web_client(people.approver).get(f"/launch/{submitted.uuid}/").content.decode()
     assert "target 1 % of requests throttled (0.01)</span>" in page
-    assert 'data-scenario="committed">25.500<' in page
+    assert 'data-scenario="committed">25.100<' in page
     assert AT_1_PERCENT in page.split('data-check="committed">')[1].split("</td>")[0]
     intake.launch_request_approve(actor=people.approver, request=submitted)
-    assert Entitlement.objects.get(tenant=submitted.tenant).cu == Decimal("25.500")
+    assert Entitlement.objects.get(tenant=submitted.tenant).cu == Decimal("25.100")
 
 
 def test_autosave_stores_a_good_target_and_an_empty_one_goes_back_to_the_default(people, draft):
@@ -61,7 +61,7 @@ def test_best_effort_defaults_to_its_class_target(people, draft):
     body = api_client(people.requester).get(f"{API}/{draft.uuid}").json()
     assert body["target_throttled_share"] is None
     assert body["scenario_planning"]["committed"]["target_throttled_share"] == 0.01
-    assert body["scenario_cu"]["committed"] == "25.500"
+    assert body["scenario_cu"]["committed"] == "25.100"
 
 
 def test_the_api_takes_the_target_and_answers_with_the_planning_fields(people, draft):
@@ -73,13 +73,13 @@ def test_the_api_takes_the_target_and_answers_with_the_planning_fields(people, d
     assert r.status_code == 200
     body = r.json()
     committed = body["scenario_planning"]["committed"]
-    assert body["target_throttled_share"] == 0.01 and body["scenario_cu"]["committed"] == "25.500"
-    assert committed["cu_to_buy"] == 25.5 and committed["check"] == AT_1_PERCENT and committed["check_holds"]
-    assert committed["replay"] == {"cu": 25.5, "throttled_share": pytest.approx(334 / 36967), "requests": 36967}
-    assert committed["replay_one_step_less"]["cu"] == 25.4
+    assert body["target_throttled_share"] == 0.01 and body["scenario_cu"]["committed"] == "25.100"
+    assert committed["cu_to_buy"] == 25.1 and committed["check"] == AT_1_PERCENT and committed["check_holds"]
+    assert committed["replay"] == {"cu": 25.1, "throttled_share": pytest.approx(309 / 36168), "requests": 36168}
+    assert committed["replay_one_step_less"]["cu"] == 25.0
     assert "coefficient of variation 0.21" in committed["planning_basis"]
     r = c.patch(f"{API}/{draft.uuid}", {"target_throttled_share": None}, format="json")
-    assert r.status_code == 200 and r.json()["scenario_cu"]["committed"] == "26.600"
+    assert r.status_code == 200 and r.json()["scenario_cu"]["committed"] == "26.000"
 
 
 def test_a_list_leaves_the_replays_to_each_request(people, draft):
