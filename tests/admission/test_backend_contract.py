@@ -372,7 +372,12 @@ def test_two_borrowers_share_contended_lendable_room_by_weight(store):
         clock.step(0.02)
     total = admitted["w1"] + admitted["w3"]
     assert total >= lend[1]  # the room was contended: at least the full bucket went out
-    assert refused["w1"] > 0 and refused["w3"] > 0
+    # Every step asks once for each: what was not admitted was refused.
+    assert {m: refused[m] + admitted[m] / 100.0 for m in refused} == {"w1": steps, "w3": steps}
+    if not clock.redis:  # the simulated clock makes the memory backend's run exact
+        assert refused == {"w1": 2693, "w3": 2108}
+    else:  # Redis reads its own clock: the lighter borrower is the one held back more
+        assert refused["w1"] > refused["w3"] > 0
     ratio = admitted["w3"] / admitted["w1"]
     print(f"lend bucket, {clock.elapsed():.1f} s: admitted {admitted}, 1:{ratio:.3f}, refused {refused}")
     assert 3 * 0.95 <= ratio <= 3 * 1.05, (admitted, ratio)

@@ -46,7 +46,7 @@ def test_one_replay_per_latency_pair_and_the_same_figures():
     with mock.patch.object(sizing, "simulate_class", wraps=sizing.simulate_class) as sim:
         shared = size(inp)
     assert sim.call_count == 2  # (1.0, 0.05) once for POINT, twin and the peak's re-sizing; (0.5, 0.04) once
-    assert shared.peak_extra_cost_per_hour is not None and shared.peak_extra_cost_per_hour > 0
+    assert shared.peak_extra_cost_per_hour == 4.0
 
     # Without sharing: every sizing simulates its own replay.
     size_at = sizing._size_at

@@ -67,7 +67,9 @@ def test_a_few_simulated_minutes_land_in_telemetry(
     # (not including) 120 s: at most 119 more. The last few are dropped when a loaded machine's clock
     # jumps past the 2-minute stop between two polls (seen: 235), so the second loop is a bound.
     assert 120 < sent <= 120 + 119
-    assert admitted > 0 and completed > 0 and sum(throttled.values()) > 0
+    # Offered at three times the entitled rate with a one-second bucket, at most about a third (plus the
+    # first full buckets) can be admitted: at least half of what was sent is throttled, and some got through.
+    assert sum(throttled.values()) >= sent // 2 and admitted >= 1 and completed >= 1
     assert completed <= admitted  # requests still in flight when the run stops are not settled yet
     assert set(throttled) == {"QUOTA_EXCEEDED"}  # three times the rate: the tenant's own quota, nothing else
     assert sent == admitted + sum(throttled.values())

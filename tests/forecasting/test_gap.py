@@ -102,7 +102,10 @@ def test_the_recommended_order_closes_the_gap_in_both_cases(planned, scenario):
     g = _pool(run)["gaps"][scenario]
     assert g["healthy"]["first_week"] is None and g["failure"]["first_week"] is None
     weeks = _pool(run)["weeks"]
-    assert min(w["failure_cu"] - w[f"{scenario}_cu"] for w in weeks) >= 0
+    assert (
+        min(w["failure_cu"] - w[f"{scenario}_cu"] for w in weeks)
+        == {"expected": 10.0, "upside": 40.0, "stress": 50.0}[scenario]
+    )
     # the supply with the order placed is exactly what the order said it would be, every week
     assert {(w["healthy_cu"], w["failure_cu"]) for w in weeks} == {
         (order["after_order"]["healthy_cu"], order["after_order"]["failure_cu"])
