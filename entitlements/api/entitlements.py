@@ -26,6 +26,7 @@ from entitlements.models import Entitlement, Pool, Project, Region, ServedModel,
 from entitlements.models.grants import MAX_WEIGHT
 from entitlements.selectors import active_at, entitlements_visible_to
 from entitlements.services import ENVELOPE_FIELDS
+from http_plumbing.fields import NumberField
 
 CU_FIELD: dict[str, Any] = {"max_digits": 14, "decimal_places": 3, "coerce_to_string": False}
 
@@ -147,7 +148,7 @@ class _LendingFields(serializers.Serializer):
         max_digits=14, decimal_places=3, min_value=0, required=False, allow_null=True,
         help_text="reserved/shared: CU lent at most (0 ≤ limit ≤ cu); null: all idle",
     )  # fmt: skip
-    weight = serializers.FloatField(
+    weight = NumberField(
         required=False, allow_null=True, max_value=MAX_WEIGHT,
         help_text="best_effort: fair-share weight of contended lendable room (0 < weight ≤ 1000); null: 1",
     )  # fmt: skip

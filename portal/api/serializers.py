@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from capacity.planning import TARGET_RANGE
 from entitlements.models import Region, ServedModel
+from http_plumbing.fields import NumberField
 from portal.models import CV_RANGE, Basis, LaunchRequest, LaunchRequestEvent
 from portal.selectors import Sizing, size_request
 from portal.services.intake import EDITABLE_FIELDS
@@ -99,14 +100,14 @@ class LaunchRequestIn(serializers.Serializer):
     criticality = serializers.ChoiceField(choices=LaunchRequest.Criticality.choices, required=False)
     justification = serializers.CharField(required=False, allow_blank=True)
     streaming = serializers.BooleanField(required=False)
-    target_throttled_share = serializers.FloatField(
+    target_throttled_share = NumberField(
         min_value=TARGET_RANGE[0],
         max_value=TARGET_RANGE[1],
         required=False,
         allow_null=True,
         help_text="share of requests the bucket may throttle at the CU to buy; null: the class default",
     )
-    minute_rate_cv = serializers.FloatField(
+    minute_rate_cv = NumberField(
         min_value=CV_RANGE.low,
         max_value=CV_RANGE.high,
         required=False,

@@ -59,6 +59,7 @@ def _body(**over):
         ({"weight": 0}, "weight", "greater than 0"),
         ({"traffic_class": "best_effort", "cu": "1", "weight": -2}, "weight", "greater than 0"),
         ({"traffic_class": "best_effort", "cu": "1", "weight": 1000.5}, "weight", "1000"),
+        ({"traffic_class": "best_effort", "cu": "1", "weight": True}, "weight", "valid number"),
         ({"weight": 2}, "weight", "only best_effort"),
         ({"traffic_class": "shared", "weight": 1}, "weight", "only best_effort"),
     ],

@@ -113,7 +113,7 @@ def test_a_cv_of_zero_is_a_steady_stream(people, draft):
 def test_the_api_round_trips_the_cv(people, draft):
     c = api_client(people.requester)
     assert c.get(f"{API}/{draft.uuid}").json()["minute_rate_cv"] is None
-    for bad in (-0.1, 5.01, "x"):
+    for bad in (-0.1, 5.01, "x", True):  # a JSON boolean is not a number (DRF would read 1.0)
         r = c.patch(f"{API}/{draft.uuid}", {"minute_rate_cv": bad}, format="json")
         assert r.status_code == 400 and list(r.json()["error"]["fields"]) == ["minute_rate_cv"]
     r = c.patch(f"{API}/{draft.uuid}", {"minute_rate_cv": 0.5}, format="json")

@@ -66,7 +66,7 @@ def test_best_effort_defaults_to_its_class_target(people, draft):
 
 def test_the_api_takes_the_target_and_answers_with_the_planning_fields(people, draft):
     c = api_client(people.requester)
-    for bad in (0.6, 0, -1, "x"):
+    for bad in (0.6, 0, -1, "x", True):
         r = c.patch(f"{API}/{draft.uuid}", {"target_throttled_share": bad}, format="json")
         assert r.status_code == 400 and list(r.json()["error"]["fields"]) == ["target_throttled_share"]
     r = c.patch(f"{API}/{draft.uuid}", {"target_throttled_share": 0.01}, format="json")
