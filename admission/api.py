@@ -142,6 +142,7 @@ class ReserveView(_GatewayFastPath, APIView):
                 "prompt_tokens": serializers.IntegerField(min_value=0),
                 "cached_prompt_tokens": serializers.IntegerField(min_value=0, required=False),
                 "max_output_tokens": serializers.IntegerField(min_value=0, required=False),
+                "overflow": serializers.ChoiceField(services.OVERFLOWS, required=False),
             },
         ),
         responses={
@@ -151,7 +152,8 @@ class ReserveView(_GatewayFastPath, APIView):
                     "decision": serializers.CharField(),
                     "reservation_id": serializers.CharField(),
                     "reserved_wt": serializers.FloatField(),
-                    "source": serializers.ChoiceField(["entitlement", "borrowed", "fail_open"]),
+                    "source": serializers.ChoiceField(["entitlement", "borrowed", "spillover", "fail_open"]),
+                    "served_from": serializers.CharField(required=False),
                     "expires_at": serializers.DateTimeField(),
                 },
             ),

@@ -23,6 +23,7 @@ from admission import budgets, keys
 from admission.backends.base import (
     BEST_EFFORT,
     RETRY_DEFAULTS,
+    SPILLED,
     Bucket,
     CompleteOp,
     Lost,
@@ -30,6 +31,8 @@ from admission.backends.base import (
     ReserveOp,
     Scope,
     Share,
+    Spill,
+    SpillOp,
     StoreUnavailable,
     Where,
 )
@@ -52,6 +55,12 @@ class ReserveRequest:
     prompt_tokens: int
     cached_prompt_tokens: int
     max_output_tokens: int | None
+    overflow: str | None = None  # "allow" | "deny" (issue 36.1); None: the entitlement's default
+
+
+# A reserve's `overflow` (docs/contract.md §5 "Spillover"), and what a spilled admission says it is.
+OVERFLOWS = ("allow", "deny")
+SPILLOVER = "spillover"
 
 
 @dataclass(frozen=True)
@@ -89,11 +98,30 @@ class Plan:
 PlanFor = Callable[[Snapshot, ScopeParams, PoolParams, str, tuple[str, str, str, str]], Plan]
 
 
+def spill_target(snap: Snapshot, sp: ScopeParams) -> PoolParams | None:
+    """The pool a scope spills over to (issue 36.1), None: no spillover (or the pool is gone)."""
+    return snap.pools.get(sp.spillover.target_pool_id) if sp.spillover is not None else None
+
+
+def _spill(sp: ScopeParams, target: PoolParams | None, p: str, depth_s: float) -> Spill | None:
+    so = sp.spillover
+    if so is None or target is None:
+        return None
+    tt = keys.tag(p, target.pool_id)  # every key of the spill under the TARGET pool's hash tag
+    lr = target.lend_rate
+    return Spill(
+        tt, target.pool_id, target.slug, Bucket(keys.spill(tt, sp.key), so.rate, so.rate * depth_s),
+        Bucket(keys.pool(tt), target.rate, target.depth), target.margin, target.degraded,
+        keys.spill_inflight(tt, sp.key), None if lr is None else Bucket(keys.lend(tt), lr, lr * depth_s), so.allow,
+    )  # fmt: skip
+
+
 def build_plan(
     sp: ScopeParams, pool: PoolParams, p: str, who: tuple[str, str, str, str], *, depth_s: float, ttl_s: float,
-    idem_ttl_s: int,
+    idem_ttl_s: int, target: PoolParams | None = None,
 ) -> Plan:  # fmt: skip
-    """`who`: the (tenant, model, region, class) of the request, which the scope matched exactly."""
+    """`who`: the (tenant, model, region, class) of the request, which the scope matched exactly;
+    `target`: the pool the scope spills over to (spill_target), if any."""
     tenant, model, region, cls = who
     t = keys.tag(p, pool.pool_id)  # every key of the scope and its pool under the pool's hash tag
     borrow = Bucket(keys.borrow(t, sp.key), sp.borrow_rate, sp.borrow_rate * depth_s) if sp.borrow_rate else None
@@ -110,6 +138,7 @@ def build_plan(
         borrow=borrow, margin=pool.margin, degraded=pool.degraded, reserved_floor=pool.reserved_floor,
         ttl_s=ttl_s, idem_ttl_s=idem_ttl_s, w_out=sp.w_out, w_cached=sp.w_cached,
         max_output=sp.max_output_tokens, limits=budgets.limits_for(sp.limits, t, sp.key), tag=t, share=share,
+        spill=_spill(sp, target, p, depth_s),
     )  # fmt: skip
     static_meta = {"tenant": tenant, "model": model, "region": region, "traffic_class": cls,
                    "ttft_slo": sp.ttft_p99_ms, "tpot_slo": sp.tpot_p99_ms, "entitlement": sp.entitlement}  # fmt: skip
@@ -238,20 +267,35 @@ def reserve(
     meta = (f'{{"request_id":{_json_str(req.request_id)},"project":{_json_str(req.project)},"estimated_wt":{cost!r},'
             f'"prompt_tokens":{req.prompt_tokens},"cached_prompt_tokens":{cached},{plan.meta_tail}')  # fmt: skip
     rid = record_name(rid_key, req.tenant, req.request_id)
+    spill = plan.scope.spill
+    overflow = spill is not None and (req.overflow == "allow" or req.overflow is None and spill.allow)
     try:
         units = budgets.units_of(plan.scope.limits, cost, req.prompt_tokens, out_est)
-        ans = backend.reserve(ReserveOp(plan.scope, rid, cost, meta, units, epoch, quota))
+        ans = backend.reserve(ReserveOp(plan.scope, rid, cost, meta, units, epoch, quota, overflow))
+        for m in ans.expired_metas:
+            emit_expired(m, emit)
+        headers = quota_headers(plan.scope, ans.quota) if ans.quota is not None else {}
+        if ans.handoff and spill is not None:
+            # The own bucket is short and the request may spill (docs/spillover.md): the second call,
+            # on the target pool's hash tag, decides it once (a retry is sent there again and replays).
+            smeta = f'{meta[:-1]},"source_kind":"{SPILLOVER}","served_from":{_json_str(spill.slug)}}}'
+            s = plan.scope
+            ans = backend.spill(SpillOp(spill, rid + SPILLED, cost, smeta, "T|" + ans.raw[2:], s.ttl_s, s.idem_ttl_s,
+                                        s.w_out, s.w_cached, s.max_output))  # fmt: skip
     except StoreUnavailable:
         return fail_mode(req, cost, sp, plan.scope.ttl_s, sign, emit)
-    for m in ans.expired_metas:
-        emit_expired(m, emit)
-    headers = quota_headers(plan.scope, ans.quota) if ans.quota is not None else {}
     parts = ans.raw.split("|")
     if parts[0] == "A":
+        source = parts[3]
+        served = {"served_from": spill.slug} if source == SPILLOVER and spill is not None else {}
         if not ans.replay or ans.retried:  # a retried call may have admitted unseen: telemetry dedups by id
-            emit(reserve_event(req, "admit", cost, plan.event_head, source_kind=parts[3], in_flight=ans.in_flight))
-            hooks.admitted(backend, sp, parts[3])
-        d = _admitted(req, sp, parts[2], parts[3], parts[4], sign, plan.scope.ttl_s, settled=ans.settled)
+            emit(reserve_event(req, "admit", cost, plan.event_head, source_kind=source, in_flight=ans.in_flight,
+                               **served))  # fmt: skip
+            hooks.admitted(backend, sp, source)
+        pool_id = spill.pool_id if served and spill is not None else sp.pool_id
+        d = _admitted(req, sp, parts[2], source, parts[4], sign, plan.scope.ttl_s, settled=ans.settled,
+                      pool_id=pool_id)  # fmt: skip
+        d.body.update(served)
         return Decision(d.status, d.body, headers)
     reason, ra = parts[1], parts[2]
     # Which limit a QUOTA_EXCEEDED hit: the token rate, or the request rate ("rps", docs/contract.md §5).
@@ -270,13 +314,16 @@ def reserve(
 
 def _admitted(
     req: ReserveRequest, sp: ScopeParams, wt: str, source: str, expires: str, sign: Callable[[Claims], str],
-    ttl_s: float, *, settled: bool = False,
+    ttl_s: float, *, settled: bool = False, pool_id: int | None = None,
 ) -> Decision:  # fmt: skip
     """The admit answer; its reservation id is signed and built from the stored answer only, so a
     replay gets the same id. `settled`: a replay of a reservation already completed or expired,
     which a gateway must not serve again (it is not counted again either)."""
     scope = (req.tenant, req.project, req.model, req.region, req.traffic_class)
-    token = sign(Claims(req.tenant, req.request_id, scope, sp.pool_id, wt, expires, source))
+    # A spilled reservation's id names the target pool (`pool_id`) and source "spillover": its complete
+    # settles against the spill budget and the target's pool bucket (where()).
+    token = sign(Claims(req.tenant, req.request_id, scope, sp.pool_id if pool_id is None else pool_id, wt, expires,
+                        source))  # fmt: skip
     exp = float(expires) or time.time() + ttl_s  # "0": fail-open, expiring by the local clock
     body = {"decision": "admit", "reservation_id": token, "reserved_wt": float(wt), "source": source,
             "expires_at": iso_utc(exp)}  # fmt: skip
@@ -327,6 +374,8 @@ def complete_event(
         ev["project"] = meta["project"]
     if meta.get("source_kind"):
         ev["source_kind"] = meta["source_kind"]
+    if meta.get("served_from"):
+        ev["served_from"] = meta["served_from"]
     if req is not None:
         ev.update(output_tokens=req.output_tokens, ttft_ms=req.ttft_ms, e2e_ms=req.e2e_ms, slo_met=slo_met(meta, req))
         if output_cap is not None and req.output_tokens > output_cap:
@@ -351,8 +400,8 @@ def claims_meta(c: Claims, sp: ScopeParams | None, estimate: float, req: Complet
             "prompt_tokens": req.prompt_tokens, "cached_prompt_tokens": req.cached_prompt_tokens}  # fmt: skip
     if sp is not None:
         meta.update(ttft_slo=sp.ttft_p99_ms, tpot_slo=sp.tpot_p99_ms)
-    if c.fail_open:
-        meta["source_kind"] = "fail_open"
+    if c.fail_open or c.source == SPILLOVER:
+        meta["source_kind"] = c.source
     return meta
 
 
@@ -387,10 +436,18 @@ def lost(
     if sp is None or pool is None:
         return None
     _, _, model, region, cls = claims.scope
-    s = plan_for(snap, sp, pool, prefix, (claims.tenant, model, region, cls)).scope
-    paid = s.borrow if claims.source == "borrowed" and s.borrow is not None else s.own
+    home = snap.pools.get(sp.pool_id) if claims.source == SPILLOVER else pool
+    if home is None:
+        return None
+    s = plan_for(snap, sp, home, prefix, (claims.tenant, model, region, cls)).scope
     answer = f"A|{key}|{claims.estimate}|{claims.source}|{claims.expires}"
     expires = float(claims.expires)
+    if claims.source == SPILLOVER:  # spilled: the spill budget and the target pool paid (no period budgets)
+        if s.spill is None or s.spill.pool_id != claims.pool_id:
+            return None  # the scope spills elsewhere now: the buckets that paid are not known any more
+        return Lost(s.spill.bucket, s.spill.pool, sp.w_out, sp.w_cached, sp.max_output_tokens,
+                    float(claims.estimate), expires, answer, None, expires - s.ttl_s if expires else 0.0)  # fmt: skip
+    paid = s.borrow if claims.source == "borrowed" and s.borrow is not None else s.own
     return Lost(paid, s.pool, sp.w_out, sp.w_cached, sp.max_output_tokens, float(claims.estimate),
                 expires, answer, s.limits, expires - s.ttl_s if expires else 0.0)  # fmt: skip
 
@@ -403,6 +460,8 @@ def where(claims: Claims, snap: Snapshot, sp: ScopeParams | None, prefix: str, p
     # The scope the request matched (a project's request may match its tenant-wide scope); should
     # that have changed since, the store answers with the record's own keys and is asked again.
     skey = sp.key if sp is not None else ":".join(claims.scope)
+    if claims.source == SPILLOVER:  # `t` is the target pool's tag: the spill budget and the target pool paid
+        return Where(t, keys.spill_inflight(t, skey), keys.spill(t, skey), keys.pool(t), None)
     charged = keys.borrow(t, skey) if claims.source == "borrowed" else keys.own(t, skey)
     limits = None
     pool = snap.pools.get(claims.pool_id)
@@ -426,6 +485,8 @@ def complete(
     sp = snap.lookup(*claims.scope)
     req, reported_prompt = capped_prompt(req, sp)
     key = record_name(rid_key, claims.tenant, claims.request_id)
+    if claims.source == SPILLOVER:
+        key += SPILLED  # the spilled reservation's record, under the target pool's tag
     estimate = float(claims.estimate)
     op = CompleteOp(
         reservation_id=key, prompt_tokens=req.prompt_tokens, cached_prompt_tokens=req.cached_prompt_tokens,

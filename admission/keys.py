@@ -59,3 +59,14 @@ def fair(t: str) -> str:
     """The pool's fair-share table (issue 36.3): per borrowing scope its borrowed tokens in the
     window, when it was written, its weight and until when it counts as waiting."""
     return f"{t}fs"
+
+
+def spill(t: str, scope_key: str) -> str:
+    """A scope's spill budget bucket (issue 36.1), under the TARGET pool's tag `t`: the second call of a
+    spilled reserve charges it with the target's pool bucket in one slot."""
+    return f"{t}sp:{scope_key}"
+
+
+def spill_inflight(t: str, scope_key: str) -> str:
+    """A scope's spilled reservations in flight, under the target pool's tag (its sweep walks them)."""
+    return f"{t}sif:{scope_key}"

@@ -36,7 +36,7 @@ from admission import core, idcodec
 from admission.client import QUOTA_KEY
 from admission.core import CompleteRequest, ReserveRequest
 from admission.events import EventBuffer
-from admission.snapshot_types import PoolParams, ScopeParams, Snapshot
+from admission.snapshot_types import PoolParams, ScopeParams, Snapshot, SpillSpec
 from capacity.input_errors import FieldError
 
 log = logging.getLogger(__name__)
@@ -129,8 +129,9 @@ class View:
         got = snap.plans.get(key)
         if got is None:
             got = snap.plans[key] = core.build_plan(
-                sp, pool, prefix, who, depth_s=self.depth_s, ttl_s=self.ttl_s, idem_ttl_s=self.idem_ttl_s
-            )
+                sp, pool, prefix, who, depth_s=self.depth_s, ttl_s=self.ttl_s, idem_ttl_s=self.idem_ttl_s,
+                target=core.spill_target(snap, sp),
+            )  # fmt: skip
         return got
 
 
@@ -165,6 +166,8 @@ def view_from(block: dict[str, Any], version: int, etag: str) -> View:
         fields = {k: v for k, v in s.items() if k != "scope"}
         if "limits" in fields:
             fields["limits"] = _limits(fields["limits"])
+        if fields.get("spillover"):
+            fields["spillover"] = SpillSpec(**fields["spillover"])
         scopes[tuple(s["scope"])] = ScopeParams(**fields)
     snap = Snapshot(scopes, pools, frozenset((m, r) for m, r in block["placements"]), float("inf"), version)
     return View(snap, float(block["bucket_depth_s"]), float(block["ttl_s"]), int(block["idem_ttl_s"]), etag)
@@ -323,6 +326,7 @@ class Library:
     def reserve(
         self, *, request_id: str, tenant: str, model: str, region: str, traffic_class: str, prompt_tokens: int,
         cached_prompt_tokens: int | None = None, max_output_tokens: int | None = None, project: str | None = None,
+        overflow: str | None = None,
     ) -> dict[str, Any]:  # fmt: skip
         """The admit or throttle body, as the HTTP API answers it. Bad input raises InvalidRequest."""
         if traffic_class not in CLASSES:
@@ -331,11 +335,14 @@ class Library:
         cached = _int("cached_prompt_tokens", cached_prompt_tokens, required=False) or 0
         if cached > prompt:
             raise InvalidRequest("cached_prompt_tokens", "cannot exceed prompt_tokens")
+        if overflow is not None and overflow not in core.OVERFLOWS:
+            raise InvalidRequest("overflow", f"must be one of {', '.join(core.OVERFLOWS)}")
         req = ReserveRequest(
             request_id=_str("request_id", request_id), tenant=_str("tenant", tenant),
             project=_str("project", project, required=False), model=_str("model", model),
             region=_str("region", region), traffic_class=traffic_class, prompt_tokens=prompt,
             cached_prompt_tokens=cached, max_output_tokens=_int("max_output_tokens", max_output_tokens, required=False),
+            overflow=overflow,
         )  # fmt: skip
         view = cast(View, self.snapshot.view)  # a View once started (start() loads the first)
         d = core.reserve(req, view.snap, self.backend, sign=self._sign, rid_key=self._rid_key,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from admission.core import Plan, build_plan
+from admission.core import Plan, build_plan, spill_target
 from admission.snapshot_types import PoolParams, ScopeParams, Snapshot
 
 __all__ = ["Plan", "plan_for", "ttl_s", "idem_ttl_s"]
@@ -32,6 +32,7 @@ def plan_for(snap: Snapshot, sp: ScopeParams, pool: PoolParams, prefix: str, who
     if got is None:
         depth_s = settings.ADMISSION_BUCKET_DEPTH_S
         got = snap.plans[key] = build_plan(
-            sp, pool, prefix, who, depth_s=depth_s, ttl_s=ttl_s(), idem_ttl_s=idem_ttl_s()
-        )
+            sp, pool, prefix, who, depth_s=depth_s, ttl_s=ttl_s(), idem_ttl_s=idem_ttl_s(),
+            target=spill_target(snap, sp),
+        )  # fmt: skip
     return got

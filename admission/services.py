@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from admission import core, events, ids, params, plans, reclaims, sweeper
 from admission.backends import get_backend
 from admission.backends.base import BEST_EFFORT
-from admission.core import NEVER_PASSES, CompleteRequest, Decision, ReserveRequest, throttle
+from admission.core import NEVER_PASSES, OVERFLOWS, CompleteRequest, Decision, ReserveRequest, throttle
 from admission.idcodec import record_name
 from http_plumbing.api_guards import SURROGATE_MESSAGE
 
@@ -102,7 +102,15 @@ def parse_reserve(d: Any) -> ReserveRequest:
         request_id=_str(d, "request_id"), tenant=_str(d, "tenant"), project=_str(d, "project", required=False),
         model=_str(d, "model"), region=_str(d, "region"), traffic_class=cls, prompt_tokens=prompt,
         cached_prompt_tokens=_cached(d, prompt), max_output_tokens=_int(d, "max_output_tokens", required=False),
+        overflow=_overflow(d.get("overflow")),
     )  # fmt: skip
+
+
+def _overflow(v: Any) -> str | None:
+    """A reserve's `overflow` (issue 36.1): "allow" | "deny", absent or null: the entitlement's default."""
+    if v is None or v in OVERFLOWS:
+        return v
+    raise ValidationError({"overflow": f"must be one of {', '.join(OVERFLOWS)}"})
 
 
 def parse_complete(d: Any) -> CompleteRequest:

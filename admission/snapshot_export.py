@@ -28,6 +28,8 @@ def block(_at: datetime) -> dict[str, Any]:
         lim = d.get("limits")
         if lim is not None:
             d["limits"] = dataclasses.asdict(lim)
+        if sp.spillover is not None:  # issue 36.1: {target_pool_id, rate, allow, target}
+            d["spillover"] = dataclasses.asdict(sp.spillover)
         scopes.append({"scope": [tenant, project, model, region, cls], **d})
     pools = [
         {

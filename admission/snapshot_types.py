@@ -27,6 +27,18 @@ class PoolParams:
 
 
 @dataclass(frozen=True)
+class SpillSpec:
+    """A scope's spillover (issue 36.1, docs/spillover.md): the pool its target entitlement lives in,
+    the spill budget's rate (Σ budget CU × R of the scope's entitlements spilling there) and the
+    entitlements' default for a reserve that does not say `overflow`."""
+
+    target_pool_id: int
+    rate: float  # wt/s
+    allow: bool
+    target: str  # uuid of the target entitlement (the lowest-pk one's)
+
+
+@dataclass(frozen=True)
 class ScopeParams:
     key: str
     entitlement: str  # uuid of the first active entitlement in the scope
@@ -47,6 +59,7 @@ class ScopeParams:
     # counting its CU; None: none of them limits), a borrower's fair-share weight (they add up; 1 each by default).
     lending_limit_cu: float | None = None
     weight: float = 1.0
+    spillover: SpillSpec | None = None  # issue 36.1 (admission.spill_params)
 
 
 @dataclass(frozen=True)

@@ -129,6 +129,9 @@ def entitlement_grant(
     borrowing_limit_cu: Decimal | float | str = 0,
     lending_limit_cu: Decimal | float | str | None = None,
     weight: float | None = None,
+    spillover_target: Entitlement | None = None,
+    spillover_budget_cu: Decimal | float | str | None = None,
+    overflow: str = Entitlement.Overflow.ALLOW,
     **limit_values: Any,
 ) -> Entitlement:
     """`limit_values`: any of entitlements.limits.LIMIT_FIELDS (budgets, max_rps, burst)."""
@@ -189,6 +192,9 @@ def entitlement_grant(
         borrowing_limit_cu=as_cu(borrowing_limit_cu),
         lending_limit_cu=None if lending_limit_cu is None else as_cu(lending_limit_cu),
         weight=None if weight is None else float(weight),
+        spillover_target=spillover_target,
+        spillover_budget_cu=None if spillover_budget_cu is None else as_cu(spillover_budget_cu),
+        overflow=overflow,
         **envelope.__dict__,
         **limit_values,
     )
@@ -202,7 +208,10 @@ def entitlement_grant(
 # The workload envelope's fields, in one place: the API, the snapshot and launch requests read this.
 ENVELOPE_FIELDS: tuple[str, ...] = tuple(Envelope.__dataclass_fields__)
 AMENDABLE = {"cu", "starts_at", "ends_at", "overage", "borrowing_limit_cu", "lending_limit_cu", "weight",
-             *ENVELOPE_FIELDS, *limits.LIMIT_FIELDS}  # fmt: skip
+             "spillover_target", "spillover_budget_cu", "overflow", *ENVELOPE_FIELDS, *limits.LIMIT_FIELDS}  # fmt: skip
+
+
+CU_OR_NULL = ("lending_limit_cu", "spillover_budget_cu")
 
 
 def _limit_defaults(ent: Entitlement, given: set[str]) -> None:
@@ -229,7 +238,7 @@ def entitlement_amend(*, actor: Any, reason: str, entitlement: Entitlement, **ch
         raise ValidationError({"entitlement": "a revoked entitlement cannot be amended"})
     for k, v in changes.items():
         setattr(
-            ent, k, as_cu(v) if k in ("cu", "borrowing_limit_cu") or k == "lending_limit_cu" and v is not None else v
+            ent, k, as_cu(v) if k in ("cu", "borrowing_limit_cu") or k in CU_OR_NULL and v is not None else v
         )
     _limit_defaults(ent, set(changes))
     _validate_window(ent.starts_at, ent.ends_at)

@@ -21,7 +21,7 @@ from entitlements.reasons import REASONS
 from http_plumbing.api_guards import SURROGATE_MESSAGE
 
 DECISIONS = frozenset({"admit", "throttle", "complete"})
-SOURCE_KINDS = frozenset({"entitlement", "borrowed", "fail_open"})
+SOURCE_KINDS = frozenset({"entitlement", "borrowed", "spillover", "fail_open"})
 STATUSES = frozenset({"ok", "cancelled", "error", "expired"})
 # Completions that were not served (issue 33): served is `ok` (or, from a source that reports no status
 # at all, docs/contract.md §6 not asking for one, a completion not reported as one of these).

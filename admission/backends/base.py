@@ -115,6 +115,28 @@ def fair_ok(mine: float, weight: float, pie: float, weights: float) -> bool:
     return mine * weights <= pie * weight
 
 
+@dataclass(frozen=True)
+class Spill:
+    """A scope's spillover (issue 36.1, docs/spillover.md): another pool of the same model and tenant
+    that serves a request its own bucket is short for. Every key here is under the TARGET pool's hash
+    tag (`tag`), so the second script call that charges a spill touches one slot: the spill budget
+    (`bucket`: budget CU × R wt/s, 60 s deep), the target pool's bucket and lend bucket, the
+    in-flight zset of spilled reservations and their records.
+
+    `allow`: the entitlement's default for a reserve that does not say `overflow`."""
+
+    tag: str
+    pool_id: int
+    slug: str
+    bucket: Bucket
+    pool: Bucket
+    margin: float
+    degraded: bool
+    inflight_key: str
+    lend: Bucket | None = None
+    allow: bool = True
+
+
 @dataclass(frozen=True, eq=False)
 class Scope:
     """What every reserve in one scope shares while a snapshot lasts: built once per snapshot so
@@ -141,6 +163,7 @@ class Scope:
     # pool's set of in-flight zsets live under it. "": the backend's own prefix.
     tag: str = ""
     share: Share | None = None  # a borrowing scope's lending limits and fair share (issue 36.3)
+    spill: Spill | None = None  # where the scope spills over when its own bucket is short (issue 36.1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +179,34 @@ class ReserveOp:
     units: float = 0.0  # the estimate in the budget's unit (scope.limits.unit): wt, tokens or 1 request
     epoch: str | None = None  # the revocation epoch the token was verified under; None: no check (library mode)
     quota: bool = True  # answer with the remaining quota (Answer.quota), read in the same store call
+    # A spill may follow (issue 36.1): the scope has a spillover and the request allows it. Then a throttle
+    # on the own bucket's shortfall is not recorded as final: the record says 'S|<the own throttle>'
+    # (Answer.handoff) and the caller asks the target pool with SpillOp; every retry of the request is
+    # sent there again, so it is decided by the spill path once and only once (docs/spillover.md).
+    overflow: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SpillOp:
+    """The second call of a spilled reserve, on the target pool's tag (Spill). `fallback`: the own
+    throttle answer ('T|reason|retry[|limit]') the request gets when the spill cannot take it.
+    `reservation_id`: the request's record name + SPILLED (its record under the target's tag)."""
+
+    spill: Spill
+    reservation_id: str
+    cost: float
+    meta: str
+    fallback: str
+    ttl_s: float
+    idem_ttl_s: int
+    w_out: float
+    w_cached: float
+    max_output: int
+
+
+# A spilled reservation's record name: the request's own name with this suffix, so it never collides
+# with the request's hand-off marker (a target in the same pool shares the tag).
+SPILLED = ":s"
 
 
 class Quota(NamedTuple):
@@ -243,6 +294,11 @@ class Answer:
     def admitted(self) -> bool:
         return self.raw.startswith("A|")
 
+    @property
+    def handoff(self) -> bool:
+        """The own bucket was short and a spill may follow: ask the target (SpillOp)."""
+        return self.raw.startswith("S|")
+
     def parts(self) -> list[str]:
         return self.raw.split("|")
 
@@ -264,7 +320,7 @@ def decide(op: ReserveOp, own_l: float, pool_l: float, borrow_l: float) -> tuple
     room above the reclaim margin, so a lender admitting at its rate always gets through.
     """
     c, s = op.cost, op.scope
-    pool_ok_for_borrow = pool_l - c >= s.margin
+    pool_ok_for_borrow = room_above_margin(pool_l, c, s.margin)
     borrow_reason = reasons.PLATFORM_CAPACITY if s.degraded else reasons.RECLAIMED
     if s.traffic_class == RESERVED:
         if s.degraded and pool_l - c < s.reserved_floor:
@@ -285,6 +341,29 @@ def decide(op: ReserveOp, own_l: float, pool_l: float, borrow_l: float) -> tuple
     if not pool_ok_for_borrow:
         return "throttle", borrow_reason, 0.0
     return "admit", "borrowed", 0.0
+
+
+def room_above_margin(pool_l: float, cost: float, margin: float) -> bool:
+    """The rule every admission that is not a lender's own needs (borrowed, best_effort, spilled): the
+    pool keeps its reclaim margin after it, so a lender's own-bucket admission always finds room.
+    Mirrored by `room_above_margin` in lua/lib.lua."""
+    return pool_l - cost >= margin
+
+
+# Which own-bucket throttles a spill may replace (issue 36.1): the token bucket (or borrowing) came up
+# short; budgets, the request rate, concurrency and a degraded pool are not an empty own bucket.
+SPILLABLE = frozenset({reasons.QUOTA_EXCEEDED, reasons.RECLAIMED})
+
+
+def spill_decide(op: SpillOp, spill_l: float, pool_l: float, lend_l: float | None) -> bool:
+    """A spilled admission (issue 36.1): the spill budget has room, the target pool keeps its reclaim
+    margin after it (the borrowers' rule: lenders' own buckets in the target are never touched) and,
+    where the target's lenders limit lending, the lend bucket has room; never into a degraded pool.
+    Mirrored in lua/spill.lua."""
+    sp, c = op.spill, op.cost
+    if sp.degraded or spill_l < c or not room_above_margin(pool_l, c, sp.margin):
+        return False
+    return lend_l is None or lend_l >= c
 
 
 def budget_units(unit: str, wt: float, prompt_tokens: int, output_tokens: int) -> float:

@@ -14,6 +14,7 @@ from itertools import takewhile
 
 from admission.backends.base import (
     FAIR_FORGET_WT,
+    SPILLABLE,
     Answer,
     CompleteOp,
     EpochChanged,
@@ -21,6 +22,7 @@ from admission.backends.base import (
     Quota,
     ReserveOp,
     Settled,
+    SpillOp,
     _wait,
     bounded,
     bounded_used,
@@ -33,6 +35,7 @@ from admission.backends.base import (
     periods_at,
     retry_after_s,
     spent,
+    spill_decide,
 )
 from capacity.bucket import refilled
 from entitlements import reasons
@@ -166,7 +169,7 @@ class MemoryBackend:
             if verdict == "throttle":
                 if borrowing:
                     self._fair_entry(op, now)
-                return self._throttle(op, what, wait, now, expired)
+                return self._throttle(op, what, wait, now, expired, own_l=own_l)
             if what == "borrowed" and sh is not None:
                 room = pool_l - s.margin  # what borrowers may take: the pool above the reclaim margin...
                 lend = sh.lend
@@ -176,12 +179,12 @@ class MemoryBackend:
                     if lend_l < op.cost:
                         self._fair_entry(op, now)
                         wait = _wait(op.cost - lend_l, lend.rate)  # until the lend bucket has room for it
-                        return self._throttle(op, reasons.QUOTA_EXCEEDED, wait, now, expired, "lending")
+                        return self._throttle(op, reasons.QUOTA_EXCEEDED, wait, now, expired, "lending", own_l)
                     room = min(room, lend_l)
                 mine, used, weights = self._fair_read(op, now)
                 if not fair_ok(mine, sh.weight, used + room, weights):
                     self._fair_entry(op, now)
-                    return self._throttle(op, reasons.QUOTA_EXCEEDED, 0.0, now, expired, "fair_share")
+                    return self._throttle(op, reasons.QUOTA_EXCEEDED, 0.0, now, expired, "fair_share", own_l)
                 if lend is not None:
                     self._s.buckets[lend.key] = (lend_l - op.cost, now)
                 self._fair_entry(op, now, add=op.cost)
@@ -272,13 +275,55 @@ class MemoryBackend:
         )  # fmt: skip
 
     def _throttle(
-        self, op: ReserveOp, reason: str, wait: float, now: float, expired: list[str], limit: str = ""
-    ) -> Answer:
-        """`limit`: which limit a QUOTA_EXCEEDED hit when it is not the token rate ("rps")."""
+        self, op: ReserveOp, reason: str, wait: float, now: float, expired: list[str], limit: str = "",
+        own_l: float | None = None,
+    ) -> Answer:  # fmt: skip
+        """`limit`: which limit a QUOTA_EXCEEDED hit when it is not the token rate ("rps"); `own_l`: the
+        own bucket's level once read (None before: budgets, the request rate, concurrency)."""
         ra = retry_after_s(reason, wait, op.scope.retry_defaults)
         raw = f"T|{reason}|{ra}|{limit}" if limit else f"T|{reason}|{ra}"
-        self._s.idem[op.reservation_id] = (raw, now + max(1, min(3600, ra)))  # as reserve.lua: at most an hour
+        if op.overflow and own_l is not None and own_l < op.cost and reason in SPILLABLE:
+            # A spill may follow (reserve.lua's twin): the hand-off marker, kept as long as an admit's
+            # record, so every retry of the request goes to the spill path, never back to this bucket.
+            raw = "S" + raw[1:]
+            self._s.idem[op.reservation_id] = (raw, now + op.scope.ttl_s + op.scope.idem_ttl_s)
+        else:
+            self._s.idem[op.reservation_id] = (raw, now + max(1, min(3600, ra)))  # as reserve.lua: at most an hour
         return Answer(raw=raw, replay=False, expired_metas=expired, quota=self._quota(op, now))
+
+    def spill(self, op: SpillOp) -> Answer:
+        """The second call of a spilled reserve (lua/spill.lua's twin): replay the request's spill answer,
+        or decide it (base.spill_decide) and record it under its own name."""
+        sp, rid = op.spill, op.reservation_id
+        with self._lock:
+            now = self.clock()
+            self._gc(now)
+            prev = self._s.idem.get(rid)
+            if prev is not None and prev[1] > now:
+                r = self._s.res.get(rid)
+                return Answer(raw=prev[0], replay=True, expired_metas=[], settled=r is not None and r.state != "open")
+            b, p, ln = sp.bucket, sp.pool, sp.lend
+            spill_l = self._level(b.key, b.rate, b.depth, now)
+            pool_l = self._level(p.key, p.rate, p.depth, now)
+            lend_l = self._level(ln.key, ln.rate, ln.depth, now) if ln is not None else None
+            if not spill_decide(op, spill_l, pool_l, lend_l):
+                ra = int(op.fallback.split("|")[2])
+                self._s.idem[rid] = (op.fallback, now + max(1, min(3600, ra)))
+                return Answer(raw=op.fallback, replay=False, expired_metas=[])
+            self._s.buckets[b.key] = (spill_l - op.cost, now)
+            self._s.buckets[p.key] = (bounded(pool_l - op.cost, p.depth), now)
+            if ln is not None and lend_l is not None:
+                self._s.buckets[ln.key] = (lend_l - op.cost, now)
+            expires = now + op.ttl_s
+            scope = self._s.inflight.setdefault(sp.inflight_key, {})
+            scope[rid] = expires
+            self._s.res[rid] = _Res(
+                "open", sp.inflight_key, (b.key, b.rate, b.depth), (p.key, p.rate, p.depth), op.cost, op.w_out,
+                op.w_cached, op.meta, expires + op.idem_ttl_s, op.max_output,
+            )  # fmt: skip
+            raw = f"A|{rid}|{op.cost!r}|spillover|{expires!r}"
+            self._s.idem[rid] = (raw, expires + op.idem_ttl_s)
+            return Answer(raw=raw, replay=False, expired_metas=[], in_flight=len(scope))
 
     def complete(self, op: CompleteOp) -> Settled | None:
         self._check_epoch(op.epoch)

@@ -38,6 +38,7 @@ from admission.backends.base import (
     ReserveOp,
     Scope,
     Settled,
+    SpillOp,
     StoreUnavailable,
     lost_charges,
     new_epoch,
@@ -110,6 +111,7 @@ class RedisBackend:
         self._reserve = _Script("reserve")
         self._complete = _Script("complete")
         self._expire = _Script("expire")
+        self._spill = _Script("spill")
         self._static: weakref.WeakKeyDictionary[Scope, tuple[int, bytes]] = weakref.WeakKeyDictionary()
         self._prefix_b = prefix.encode()
         self.epoch_key = keys.token_epoch(prefix)
@@ -311,7 +313,8 @@ class RedisBackend:
         if s.limits is not None:
             more_keys, extra = self._limit_args(s, op.units)
             ks += more_keys
-        extra += (b"1" if op.quota else b"0",)  # reserve.lua's last ARGV
+        # reserve.lua's last ARGV: the remaining quota wanted, then whether a spill may follow (issue 36.1)
+        extra += ((b"1" if op.quota else b"0") + (b"1" if op.overflow else b""),)
         args = (*ks, self._epoch_check(op.epoch), rid, repr(op.cost), op.meta)
         out, attempts = self._eval(self._reserve, len(ks), args, self._static_args(s), extra)
         if out[0] == b"E":
@@ -321,6 +324,26 @@ class RedisBackend:
         metas = self._expire_due(s, ifs, [_s(i) for i in out[4:]]) if len(out) > 4 else []
         return Answer(raw=out[0].decode(), replay=out[1] >= 1, expired_metas=metas, retried=attempts > 1,
                       settled=out[1] == 2, in_flight=out[2], quota=Quota.parse(_s(out[3])))  # fmt: skip
+
+    def spill(self, op: SpillOp) -> Answer:
+        """The second call of a spilled reserve (spill.lua), on the TARGET pool's hash tag: every key it
+        touches is under that tag, so on a Redis Cluster it runs on the target's node in one slot."""
+        sp = op.spill
+        ln = sp.lend
+        ks = (self.record_key(op.reservation_id, sp.tag), sp.bucket.key, sp.pool.key, sp.inflight_key,
+              keys.inflight_sets(sp.tag or self.prefix), ln.key if ln else sp.bucket.key + ":ln")  # fmt: skip
+        middle = "\t".join((sp.inflight_key, sp.bucket.key, repr(sp.bucket.rate), repr(sp.bucket.depth), sp.pool.key,
+                            repr(sp.pool.rate), repr(sp.pool.depth), repr(op.w_out), repr(op.w_cached),
+                            str(op.max_output)))  # fmt: skip
+        args = (*ks, op.reservation_id, repr(op.cost), op.meta, op.fallback, repr(sp.bucket.rate),
+                repr(sp.bucket.depth), repr(sp.pool.rate), repr(sp.pool.depth), repr(sp.margin),
+                "1" if sp.degraded else "0", repr(ln.rate) if ln else "0", repr(ln.depth) if ln else "0",
+                _ttl(op.ttl_s), math.ceil(op.ttl_s) + op.idem_ttl_s, middle)  # fmt: skip
+        out, attempts = self._eval(self._spill, len(ks), args)
+        if sp.tag:
+            self._register(sp.tag)
+        return Answer(raw=_s(out[0]), replay=out[1] >= 1, expired_metas=[], retried=attempts > 1,
+                      settled=out[1] == 2, in_flight=out[2])  # fmt: skip
 
     def _expire_due(self, s: Scope, ifs: str, ids: list[str]) -> list[str]:
         """Settle the reservations a reserve found past their TTL (expire.lua: their records are

@@ -4,6 +4,7 @@ operators grant, amend and revoke through entitlements.services (with a reason, 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.utils import timezone
@@ -71,6 +72,10 @@ class EntitlementSerializer(serializers.ModelSerializer):
     borrowing_limit_cu = serializers.DecimalField(**CU_FIELD, read_only=True)
     lending_limit_cu = serializers.DecimalField(**CU_FIELD, read_only=True, allow_null=True)
     weight = serializers.FloatField(read_only=True, allow_null=True)
+    spillover_target: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="uuid", read_only=True, allow_null=True
+    )
+    spillover_budget_cu = serializers.DecimalField(**CU_FIELD, read_only=True, allow_null=True)
     rate_wt_per_s = serializers.FloatField(read_only=True)
     active = serializers.SerializerMethodField()
     history = serializers.SerializerMethodField()
@@ -81,7 +86,7 @@ class EntitlementSerializer(serializers.ModelSerializer):
         fields = [
             "id", "tenant", "project", "model", "region", "pool", "traffic_class", "cu", "rate_wt_per_s",
             "starts_at", "ends_at", *ENVELOPE_FIELDS, "max_concurrency_derivation", "overage", "borrowing_limit_cu",
-            "lending_limit_cu", "weight", *limits.LIMIT_FIELDS, "version", "active", "revoked_at", "created_at", "updated_at", "history",
+            "lending_limit_cu", "weight", "spillover_target", "spillover_budget_cu", "overflow", *limits.LIMIT_FIELDS, "version", "active", "revoked_at", "created_at", "updated_at", "history",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -159,6 +164,31 @@ class _LendingFields(serializers.Serializer):
         return value
 
 
+# The stored bound is 14 digits with 3 decimals; a budget a million times any pool is a typo, not a plan.
+MAX_SPILLOVER_CU = 1e9
+
+
+class _SpilloverFields(serializers.Serializer):
+    """Spillover (issue 36.1, docs/contract.md §5 `spillover: {target, budget}`): the ranges here; which
+    target is allowed (same tenant and model, not itself, another pool or best_effort) is the model's
+    rule (Entitlement.spillover_errors), so every writer shares it. null clears one."""
+
+    spillover_target = serializers.SlugRelatedField(
+        slug_field="uuid", queryset=Entitlement.objects.all(), required=False, allow_null=True,
+        help_text="id of the entitlement served when this one's bucket is empty (same tenant and model)",
+    )  # fmt: skip
+    spillover_budget_cu = NumberField(
+        required=False, allow_null=True, max_value=MAX_SPILLOVER_CU,
+        help_text="CU of spillover at most (a bucket of budget × R wt/s, 60 s deep); > 0",
+    )  # fmt: skip
+    overflow = serializers.ChoiceField(choices=Entitlement.Overflow.choices, required=False)
+
+    def validate_spillover_budget_cu(self, value: float | None) -> float | None:
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise serializers.ValidationError("must be a number greater than 0")
+        return value
+
+
 class _EnvelopeRequired(_EnvelopeRules):
     max_prompt_tokens = serializers.IntegerField(min_value=0)
     max_output_tokens = serializers.IntegerField(min_value=0)
@@ -186,7 +216,7 @@ class _EnvelopeOptional(_EnvelopeRules):
     streaming = serializers.BooleanField(required=False)
 
 
-class EntitlementCreateSerializer(_LimitFields, _LendingFields, _EnvelopeRequired):
+class EntitlementCreateSerializer(_LimitFields, _LendingFields, _SpilloverFields, _EnvelopeRequired):
     tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
     project = serializers.CharField(required=False, allow_null=True, help_text="project slug within the tenant")
     model = serializers.SlugRelatedField(slug_field="slug", queryset=ServedModel.objects.all())
@@ -223,7 +253,7 @@ class EntitlementCreateSerializer(_LimitFields, _LendingFields, _EnvelopeRequire
         return attrs
 
 
-class EntitlementAmendSerializer(_LimitFields, _LendingFields, _EnvelopeOptional):
+class EntitlementAmendSerializer(_LimitFields, _LendingFields, _SpilloverFields, _EnvelopeOptional):
     unknown_message = "cannot be amended; revoke and grant instead"
     cu = serializers.DecimalField(max_digits=14, decimal_places=3, min_value=0, required=False)
     starts_at = serializers.DateTimeField(required=False)

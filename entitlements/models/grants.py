@@ -67,6 +67,10 @@ class Entitlement(models.Model):
         THROTTLE = "throttle", "Throttle above the entitlement"
         BORROW = "borrow", "Borrow idle capacity, then throttle"
 
+    class Overflow(models.TextChoices):
+        ALLOW = "allow", "Spill over when the own bucket is empty"
+        DENY = "deny", "Never spill over unless the request asks"
+
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="entitlements")
     project = models.ForeignKey(Project, on_delete=models.PROTECT, null=True, blank=True, related_name="entitlements")
@@ -109,6 +113,19 @@ class Entitlement(models.Model):
     weight = models.FloatField(
         null=True, blank=True, help_text="best_effort: share of contended lendable room (0 < weight ≤ 1000); empty: 1"
     )
+    # Spillover (issue 36.1, docs/spillover.md): another entitlement of the same tenant and model in
+    # another pool (or a best_effort scope) serves what the own bucket cannot, within a budget of its own.
+    spillover_target = models.ForeignKey(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="spilled_from",
+        help_text="entitlement (same tenant and model, another pool or best_effort) served when this one is empty",
+    )  # fmt: skip
+    spillover_budget_cu = models.DecimalField(
+        **CU, null=True, blank=True, help_text="CU of spillover at most (a bucket of budget × R, 60 s deep)"
+    )
+    overflow = models.CharField(
+        max_length=8, choices=Overflow.choices, default=Overflow.ALLOW,
+        help_text="whether a reserve that does not say `overflow` spills over",
+    )  # fmt: skip
     version = models.PositiveIntegerField(default=1)
     revoked_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -151,6 +168,11 @@ class Entitlement(models.Model):
                 | (Q(weight__gt=0) & Q(weight__lte=MAX_WEIGHT) & Q(traffic_class=BORROWING_CLASS)),
                 name="ent_weight_best_effort_positive",
             ),
+            models.CheckConstraint(
+                condition=Q(spillover_target__isnull=True, spillover_budget_cu__isnull=True)
+                | (Q(spillover_target__isnull=False) & Q(spillover_budget_cu__gt=0) & ~Q(spillover_target=F("pk"))),
+                name="ent_spillover_target_and_budget",
+            ),
         ]
         indexes = [models.Index(fields=["pool", "starts_at"], name="ent_pool_window")]
 
@@ -177,6 +199,8 @@ class Entitlement(models.Model):
             errors.setdefault(name, message)
         for name, message in self.lending_errors().items():
             errors.setdefault(name, message)
+        for name, message in self.spillover_errors().items():
+            errors.setdefault(name, message)
         if errors:
             raise ValidationError(errors)
 
@@ -197,6 +221,35 @@ class Entitlement(models.Model):
                 errors["weight"] = f"only {BORROWING_CLASS} has a fair-share weight; {cls} does not"
             elif not 0 < self.weight <= MAX_WEIGHT:
                 errors["weight"] = f"must be greater than 0 and at most {MAX_WEIGHT:g}"
+        return errors
+
+    def spillover_errors(self) -> dict[str, str]:
+        """docs/contract.md §5 "Spillover" (issue 36.1): a target and a budget go together; the target is
+        another entitlement of the same tenant and model, live, in another pool or of class best_effort
+        (a pool it is allowed in: the tenant holds an entitlement there). One message per field."""
+        errors: dict[str, str] = {}
+        target, budget = self.spillover_target, self.spillover_budget_cu
+        if budget is not None:
+            if target is None:
+                errors["spillover_budget_cu"] = "a spillover budget needs a spillover_target"
+            elif not budget > 0:
+                errors["spillover_budget_cu"] = "must be greater than 0"
+        if target is None:
+            return errors
+        if budget is None:
+            errors["spillover_budget_cu"] = "a spillover target needs a budget (CU)"
+        if self.pk is not None and target.pk == self.pk:
+            errors["spillover_target"] = "an entitlement cannot spill over to itself"
+        elif target.tenant_id != self.tenant_id:
+            errors["spillover_target"] = "the target belongs to another tenant"
+        elif target.model_id != self.model_id:
+            errors["spillover_target"] = f"the target serves {target.model.slug}, not {self.model.slug}"
+        elif target.revoked_at is not None:
+            errors["spillover_target"] = "the target is revoked"
+        elif target.pool_id == self.pool_id and target.traffic_class_id != BORROWING_CLASS:
+            errors["spillover_target"] = (
+                f"the target is in the same pool; spill to another pool or a {BORROWING_CLASS} scope"
+            )
         return errors
 
     @property

@@ -36,6 +36,10 @@ local function bounded(l, depth)
   return l
 end
 
+-- What every admission that is not a lender's own needs (borrowed, best_effort, spilled): the pool
+-- keeps its reclaim margin after it (base.room_above_margin).
+local function room_above_margin(pool_l, c, margin) return pool_l - c >= margin end
+
 -- The record under '<prefix>r:<reservation id>', tab-separated (JSON escapes tabs, so meta may
 -- come last):
 --   a throttle answer:  'T|reason|retry' (no tabs; it is all the request needs to replay)

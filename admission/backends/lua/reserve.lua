@@ -24,7 +24,10 @@
 -- Mirrors base.decide().
 local stale = epoch_stale(ARGV[1])
 if stale then return {'E', stale} end
-local want_q = ARGV[#ARGV] == '1'
+-- The last ARGV's first character: '1' for the remaining quota; its second '1' when a spill may follow
+-- (issue 36.1, base.ReserveOp.overflow).
+local want_q = string.sub(ARGV[#ARGV], 1, 1) == '1'
+local spill_ok = string.sub(ARGV[#ARGV], 2, 2) == '1'
 local lim = nil
 if #ARGV > 29 then lim = ARGV[29] end
 local prev = redis.call('GET', KEYS[1])
@@ -84,6 +87,16 @@ local q_own, q_rq, q_charges = nil, nil, nil  -- what quota() need not read agai
 local function throttle(reason, ra, limit)
   local ans = 'T|' .. reason .. '|' .. ra
   if limit then ans = ans .. '|' .. limit end  -- which limit a QUOTA_EXCEEDED hit, when not the rate
+  if spill_ok and q_own and q_own < c and (reason == 'QUOTA_EXCEEDED' or reason == 'RECLAIMED') then
+    -- The own bucket is short and a spill may follow (issue 36.1, base.SPILLABLE): no final answer here.
+    -- The hand-off marker lives as long as an admit's record, so every retry of this request goes to
+    -- the spill call (spill.lua, on the target pool's tag), which decides it once; nothing is charged here.
+    ans = 'S' .. string.sub(ans, 2)
+    redis.call('SET', KEYS[1], ans, 'EX', ARGV[17])
+    out[1] = ans
+    out[4] = quota(now, now_str, q_own, q_rq, q_charges)
+    return out
+  end
   -- Replayed for its wait, at most an hour: a BUDGET_EXHAUSTED may advise days, and a record per
   -- refused request must not live that long (nor hide a budget raised meanwhile from a retry).
   redis.call('SET', KEYS[1], ans, 'EX', math.max(1, math.min(3600, tonumber(ra))))
@@ -137,7 +150,7 @@ q_own = own_l
 local degraded = ARGV[14] == '1'
 local bor_reason, bor_retry = 'RECLAIMED', ARGV[19]
 if degraded then bor_reason, bor_retry = 'PLATFORM_CAPACITY', ARGV[20] end
-local pool_ok = pool_l - c >= tonumber(ARGV[13])
+local pool_ok = room_above_margin(pool_l, c, tonumber(ARGV[13]))
 
 -- Borrowed tokens written at `at` as they count at `now` (base.decayed).
 local function decayed(u, at, now)
