@@ -195,7 +195,14 @@ ROLLUP_OUTCOMES = (
     "status_cancelled",
     "status_expired",
 )
-ROLLUP_ADDITIVE = ROLLUP_SUMS + TTFT_BINS + E2E_BINS + PROMPT_BINS + OUTPUT_BINS + ROLLUP_OUTCOMES
+# Events by where their capacity came from (issue 36): per row, the events whose source_kind is
+# `borrowed` (a best_effort admission on lent pool room) or `spillover` (an admission beyond the own
+# bucket, served by the entitlement's spillover target), and their settled (actual) wt. The row's
+# decision says what was counted: on admit rows the admitted requests, on complete rows the settled
+# ones and their wt. A spilled event names the entitlement that spilled, so it counts in that scope.
+ROLLUP_SOURCE_KINDS = {"borrowed": "borrowed", "spilled": "spillover"}  # column prefix → source_kind
+ROLLUP_SOURCES = ("borrowed_requests", "borrowed_wt", "spilled_requests", "spilled_wt")
+ROLLUP_ADDITIVE = ROLLUP_SUMS + TTFT_BINS + E2E_BINS + PROMPT_BINS + OUTPUT_BINS + ROLLUP_OUTCOMES + ROLLUP_SOURCES
 # Merged by the larger, not by addition: the longest prompt and output, the most reservations in flight
 # right after an admit (the store's exact count, carried on admit events as `in_flight`), and the
 # shortest prompt and output stored as MIN_REV_BASE − length, so that the larger of two is the shorter
@@ -235,6 +242,10 @@ class RollupBase(models.Model):
     )
     for _name in TTFT_BINS + E2E_BINS + PROMPT_BINS + OUTPUT_BINS + ROLLUP_OUTCOMES + ROLLUP_MAX:
         locals()[_name] = models.BigIntegerField(default=0)
+    borrowed_requests = models.BigIntegerField(default=0)
+    borrowed_wt = models.FloatField(default=0)
+    spilled_requests = models.BigIntegerField(default=0)
+    spilled_wt = models.FloatField(default=0)
     del _name
 
     class Meta:

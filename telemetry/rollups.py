@@ -21,6 +21,8 @@ from telemetry.models import (
     ROLLUP_ADDITIVE,
     ROLLUP_KEY,
     ROLLUP_MAX,
+    ROLLUP_SOURCE_KINDS,
+    ROLLUP_SOURCES,
     DayRollup,
     HourRollup,
     MinuteRollup,
@@ -31,6 +33,9 @@ from telemetry.validation import NOT_SERVED
 _TTFT0 = ROLLUP_ADDITIVE.index("ttft_b00")
 _E2E0 = ROLLUP_ADDITIVE.index("e2e_b00")
 _WIDTH = len(ROLLUP_ADDITIVE)  # values past it (ROLLUP_MAX) merge by the larger, not by addition
+_SOURCES0 = ROLLUP_ADDITIVE.index(ROLLUP_SOURCES[0])
+assert ROLLUP_ADDITIVE[_SOURCES0:] == ROLLUP_SOURCES  # noqa: S101 - minute_deltas appends them last
+assert tuple(f"{p}_{v}" for p in ROLLUP_SOURCE_KINDS for v in ("requests", "wt")) == ROLLUP_SOURCES  # noqa: S101
 EDGES = np.array(EDGES_MS, dtype=np.float64)
 assert _E2E0 == _TTFT0 + N_BINS  # noqa: S101 - the bin columns are laid out back to back
 assert ROLLUP_ADDITIVE.index("olen_b00") == ROLLUP_ADDITIVE.index("plen_b00") + N_BINS == _E2E0 + 2 * N_BINS  # noqa: S101
@@ -118,6 +123,22 @@ def _outcomes(cols: Columns, ents: list[str], envelopes: Envelopes | None) -> li
     return [np.array(c, dtype=np.float64) for c in cells] + [np.array(reported, dtype=np.float64)]
 
 
+def _sources(cols: Columns, ids: np.ndarray, m: int, actual: np.ndarray) -> tuple[list[list[int]], list[list[float]]]:
+    """Per key and ROLLUP_SOURCE_KINDS kind, the events of that source_kind and their settled wt: one
+    bincount per column, as every other sum."""
+    kinds = cols["source_kind"]
+    counts, wts = [], []
+    for kind in ROLLUP_SOURCE_KINDS.values():
+        if kind not in kinds:  # most batches hold neither kind: a C-level scan, no per-event mask
+            counts.append([0] * m)
+            wts.append([0.0] * m)
+            continue
+        mask = np.fromiter((k == kind for k in kinds), dtype=np.float64, count=len(kinds))
+        counts.append(_counts(ids, mask, m).tolist())
+        wts.append(np.bincount(ids, weights=mask * actual, minlength=m).tolist())
+    return counts, wts
+
+
 def _lows(ids: np.ndarray, values: list[Any], m: int) -> list[int]:
     """Per key, MIN_REV_BASE − the shortest length (telemetry.models.ROLLUP_MAX)."""
     return _maxima(ids, [MIN_REV_BASE - (v or 0) for v in values], m)
@@ -170,12 +191,15 @@ def minute_deltas(cols: Columns, envelopes: Envelopes | None = None) -> dict[Key
     maxima = [_maxima(ids, cols[c], m) for c in ("prompt_tokens", "output_tokens")] + [_maxima(ids, in_flight, m)]
     maxima += [_lows(ids, cols[c], m) for c in ("prompt_tokens", "output_tokens")]
     estimated = np.bincount(ids, weights=_floats(cols["estimated_wt"]), minlength=m).tolist()
-    actual = np.bincount(ids, weights=_floats(cols["actual_wt"]), minlength=m).tolist()
+    actual_wt = _floats(cols["actual_wt"])
+    actual = np.bincount(ids, weights=actual_wt, minlength=m).tolist()
+    kind_n, kind_wt = _sources(cols, ids, m, actual_wt)
     buckets = {t: datetime.fromtimestamp(t * 60, UTC) for t in set(minutes)}
     out: dict[Key, list] = {}
     for k, i in index.items():
         row = table[i]
-        out[(buckets[k[0]], *k[1:])] = [row[0], estimated[i], actual[i], *row[1:], *(mx[i] for mx in maxima)]
+        sources = [v for n, wt in zip(kind_n, kind_wt, strict=True) for v in (n[i], wt[i])]
+        out[(buckets[k[0]], *k[1:])] = [row[0], estimated[i], actual[i], *row[1:], *sources, *(mx[i] for mx in maxima)]
     return out
 
 

@@ -21,7 +21,16 @@ from entitlements.reasons import REASONS
 from entitlements.selectors import entitlements_visible_to, overlapping
 from telemetry import usage
 from telemetry.histogram import N_BINS, percentile
-from telemetry.models import E2E_BINS, FLEET_STATE, TTFT_BINS, FleetSample, PoolAlert, Trace
+from telemetry.models import (
+    E2E_BINS,
+    FLEET_STATE,
+    ROLLUP_SOURCE_KINDS,
+    ROLLUP_SOURCES,
+    TTFT_BINS,
+    FleetSample,
+    PoolAlert,
+    Trace,
+)
 
 
 def latest_pool_health(pool_id: int) -> tuple[int, int] | None:
@@ -38,7 +47,7 @@ def latest_pool_health(pool_id: int) -> tuple[int, int] | None:
 LEVELS = (("minute", 60), ("hour", 3600), ("day", 86400))
 ROLLUPS = usage.ROLLUPS
 # What a live series sums per bucket, decision and reason (bench/views.py's baseline reads the same).
-SERIES_FIELDS = ("n", "est", "act", "out", "slo", "slo_n")
+SERIES_FIELDS = ("n", "est", "act", "out", "slo", "slo_n", *ROLLUP_SOURCES)
 MAX_POINTS = 2000
 
 
@@ -128,6 +137,9 @@ def build_series(span: Span, scope: Q, ents: list[tuple], *, latency: bool = Tru
     e2e = [[0] * N_BINS for _ in range(n)]
     throttled_wt: dict[str, list[float]] = {}
     throttled_n: dict[str, list[int]] = {}
+    # by source (issue 36): admitted borrowed / spilled requests, and the wt those kinds settled
+    kind_n = {k: counts() for k in ROLLUP_SOURCE_KINDS}
+    kind_wt = {k: blank() for k in ROLLUP_SOURCE_KINDS}
     for r in _rollup_rows(span, scope, latency):
         i = usage.step_of(r["bucket"], span.start, span.step_s)
         if not 0 <= i < n:
@@ -137,6 +149,8 @@ def build_series(span: Span, scope: Q, ents: list[tuple], *, latency: bool = Tru
             admitted_wt[i] += r["est"]
             admitted_n[i] += r["n"]
             est[i] += r["est"]
+            for k in ROLLUP_SOURCE_KINDS:
+                kind_n[k][i] += r[f"{k}_requests"]
         elif d == "throttle":
             throttled_wt.setdefault(r["reason"], blank())[i] += r["est"]
             throttled_n.setdefault(r["reason"], counts())[i] += r["n"]
@@ -149,6 +163,8 @@ def build_series(span: Span, scope: Q, ents: list[tuple], *, latency: bool = Tru
             completed_n[i] += r["n"]
             slo_met[i] += r["slo"]
             slo_total[i] += r["slo_n"]
+            for k in ROLLUP_SOURCE_KINDS:
+                kind_wt[k][i] += r[f"{k}_wt"]
         if d != "complete":
             arrived_wt[i] += r["est"]
             arrived_n[i] += r["n"]
@@ -172,6 +188,8 @@ def build_series(span: Span, scope: Q, ents: list[tuple], *, latency: bool = Tru
             "admitted_requests": admitted_n,
             "throttled_requests": dict(sorted(throttled_n.items())),
             "completed_requests": completed_n,
+            **{f"admitted_{k}": kind_n[k] for k in ROLLUP_SOURCE_KINDS},
+            **{f"{k}_wt": kind_wt[k] for k in ROLLUP_SOURCE_KINDS},
             "estimated_wt": est,
             "actual_wt": act,
             "slo_met": slo_met,

@@ -164,6 +164,7 @@ def _reference_deltas(rows, envelopes=None):
     t0, e0 = ROLLUP_ADDITIVE.index("ttft_b00"), ROLLUP_ADDITIVE.index("e2e_b00")
     p0, o0, w = ROLLUP_ADDITIVE.index("plen_b00"), ROLLUP_ADDITIVE.index("olen_b00"), len(ROLLUP_ADDITIVE)
     s0 = ROLLUP_ADDITIVE.index("slo_inside_met")
+    k0 = ROLLUP_ADDITIVE.index("borrowed_requests")
     for r in rows:
         ent = r["entitlement"]
         key = (r["ts"].replace(second=0, microsecond=0), r["tenant"], r["project"], r["model"], r["region"],
@@ -188,6 +189,10 @@ def _reference_deltas(rows, envelopes=None):
                 acc[s0 + (0 if inside else 2) + (0 if r["slo_met"] else 1)] += 1
         if r["decision"] == "complete" and r["status"] in ("error", "cancelled", "expired"):
             acc[s0 + 4 + ("error", "cancelled", "expired").index(r["status"])] += 1
+        if r["source_kind"] in ("borrowed", "spillover"):
+            at = k0 + (0 if r["source_kind"] == "borrowed" else 2)
+            acc[at] += 1
+            acc[at + 1] += r["actual_wt"] or 0.0
         if r["ttft_ms"] is not None:
             acc[t0 + bisect_right(EDGES_MS, r["ttft_ms"])] += 1
         if r["e2e_ms"] is not None:
@@ -214,7 +219,7 @@ def _reference_deltas(rows, envelopes=None):
             st.sampled_from([None, True, False]),
             st.sampled_from(["", "ok", "error", "cancelled", "expired"]),
             st.booleans(),
-            st.sampled_from(["", "entitlement", "borrowed"]),
+            st.sampled_from(["", "entitlement", "borrowed", "spillover"]),
         ),
         min_size=1,
         max_size=60,
@@ -243,6 +248,7 @@ def test_minute_deltas_match_row_by_row_sums(specs, judged):
     got = minute_deltas(rows_to_columns(rows), envelopes)
     want = _reference_deltas(rows, envelopes)
     assert got == want
-    assert all(type(v) is int for vals in got.values() for i, v in enumerate(vals) if i not in (1, 2))
+    wts = (1, 2, ROLLUP_ADDITIVE.index("borrowed_wt"), ROLLUP_ADDITIVE.index("spilled_wt"))
+    assert all(type(v) is int for vals in got.values() for i, v in enumerate(vals) if i not in wts)
     assert all(k[0].tzinfo is not None and k[0] == datetime.fromtimestamp(k[0].timestamp(), UTC) for k in got)
-    assert sum(len(v) for v in got.values()) == len(got) * (8 + 4 * N_BINS + 7 + 5)
+    assert sum(len(v) for v in got.values()) == len(got) * (8 + 4 * N_BINS + 7 + 4 + 5)
