@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import uuid
 from datetime import UTC, datetime, timedelta
+from itertools import repeat
 from operator import gt, methodcaller
 from typing import Any
 
@@ -66,7 +67,8 @@ def _need(ok: bool) -> None:
 
 
 def column(events: list[dict[str, Any]], key: str) -> list[Any]:
-    return [e.get(key) for e in events]
+    """One field of every event (each a dict: _fast checks that first), in one C-level pass."""
+    return list(map(dict.get, events, repeat(key)))
 
 
 def _numbers(col: list[Any], key: str, *, integer: bool, required: bool | list[bool] = False) -> list[Any]:

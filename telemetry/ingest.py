@@ -1,21 +1,23 @@
 """Event ingest: validate, store what is new, add exactly that to the minute rollups — one
 transaction a batch (hours and days are folded from the minutes: telemetry.fold).
 
-On PostgreSQL the batch streams into a binary COPY straight into the events table while Python
-validates the next chunk and sums the rollups: the server inserts the rows on its own core in the
-meantime, so ingest costs about what the COPY costs plus the rollup upsert. Dedup is EventKey's unique
-(source, event_id) index (the events table is partitioned by day and cannot hold a unique index
-without ts), written by a second, narrow COPY in the same savepoint under a per-source advisory
-lock: when it refuses a key (a replay), the savepoint is rolled back with the events copied in it,
-the batch's ids are probed among the keys and only the new rows and keys copied. So the
-rollups only ever see rows this transaction inserted, and a replayed or concurrently delivered
-event is counted once. SQLite: the keys INSERT … ON CONFLICT DO NOTHING RETURNING, the new events
+Validation is by column (telemetry.columns), chunk by chunk; a chunk holding a bad event goes through
+the row validator, which names each bad event's index and field while its good events go on.
+
+PostgreSQL: the cleaned chunks stream into one binary COPY into a staging table while the next chunk
+is validated, and one set-based statement inserts the new keys into EventKey and the events whose key
+was new into the partitioned events table (telemetry.staging). The rollup sums are computed meanwhile
+over every staged event, in a second thread, since nearly every batch is all new; when the statement
+reports replays, they are taken out and the sums computed again over what was stored. So the rollups
+only ever see rows this transaction inserted, and a replayed or concurrently delivered event is
+counted once. Elsewhere (SQLite): the keys INSERT … ON CONFLICT DO NOTHING RETURNING, the new events
 inserted, then the same rollups.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
@@ -29,15 +31,18 @@ from telemetry.envelopes import Envelopes, envelopes_for
 from telemetry.fold import fold_if_due
 from telemetry.models import AdmissionEvent, EventKey
 from telemetry.rollups import add_minutes, minute_deltas
-from telemetry.sql import copy_in, insert_ignore_returning, insert_rows, lock_scope, stored_idents
+from telemetry.sql import insert_ignore_returning, insert_rows
+from telemetry.staging import move_staged, stage_copy
 from telemetry.validation import Catalogue, FieldError, clean_event, has_control
 
 # The stored columns: who sent it and when it was stored, around the cleaned fields.
 EVENT_COLUMNS = ("source", *FIELDS[:2], "received_at", *FIELDS[2:])
 # The dedup key of each stored event (telemetry.models.EventKey).
 KEY_COLUMNS = ("source", "event_id", "ts")
-# Small enough that the server starts inserting early, large enough that the per-chunk checks stay cheap.
+# Small enough that the server starts filing rows early, large enough that the per-chunk checks stay cheap.
 CHUNK = 2048
+
+Store = Callable[[list[Any], "_Batch", "IngestResult"], dict]
 
 
 @dataclass
@@ -79,7 +84,6 @@ class _Batch:
         self.cols: Columns = {f: [] for f in CLEANED}
         self.seen: set[str] = set()
         self.repeats = 0
-        self.streamed = 0  # events validated so far
 
     def add(self, cols: Columns) -> Columns:
         ids = cols["event_id"]
@@ -98,6 +102,11 @@ class _Batch:
             self.cols[f].extend(cols[f])
         return cols
 
+    def drop(self, ids: Sequence[str]) -> None:
+        """Take out the events with these ids (stored before: replays)."""
+        gone = set(ids)
+        self.cols = take(self.cols, [i for i, k in enumerate(self.cols["event_id"]) if k not in gone])
+
     def rows(self, cols: Columns) -> Iterator[tuple]:
         """EVENT_COLUMNS-ordered rows of `cols`."""
         n = len(cols["event_id"])
@@ -105,19 +114,35 @@ class _Batch:
         return zip(*head, *(cols[c] for c in EVENT_COLUMNS[4:]), strict=True)
 
 
-def _stream(events: list[Any], batch: _Batch, result: IngestResult, write: Callable[[Sequence[Any]], None]) -> None:
-    """Validate the events not yet validated, chunk by chunk, writing each chunk's new rows.
+def _stream(
+    events: list[Any], batch: _Batch, result: IngestResult, write: Callable[[Sequence[Any]], None] | None = None
+) -> None:
+    """Validate the batch chunk by chunk, writing each chunk's FIELDS-ordered new rows as it goes.
     No queries in here: on PostgreSQL the connection is busy with the COPY."""
-    for start in range(batch.streamed, len(events), CHUNK):
+    for start in range(0, len(events), CHUNK):
         cols = _clean_chunk(events[start : start + CHUNK], start, batch.cat, result)
-        batch.streamed = start + CHUNK
         if cols is not None:
-            for row in batch.rows(batch.add(cols)):
-                write(row)
+            cols = batch.add(cols)
+            if write is not None:
+                for row in zip(*(cols[f] for f in FIELDS), strict=True):
+                    write(row)
 
 
-def _discard(row: Sequence[Any]) -> None:
-    pass
+def _store_staged(events: list[Any], batch: _Batch, result: IngestResult) -> dict:
+    """PostgreSQL: one COPY into the stage, one statement out of it (telemetry.staging)."""
+    with stage_copy(FIELDS) as write:
+        _stream(events, batch, result, write)
+    if not batch.cols["event_id"]:
+        return {}
+    # The sums are numpy and C-level passes; the thread runs while this one waits on the server.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        summing = pool.submit(minute_deltas, batch.cols, batch.envelopes)
+        replays = move_staged(FIELDS, batch.source, batch.now)
+        deltas = summing.result()
+    if not replays:
+        return deltas
+    batch.drop(replays)
+    return minute_deltas(batch.cols, batch.envelopes)
 
 
 def _key_rows(batch: _Batch) -> Iterator[tuple]:
@@ -126,53 +151,29 @@ def _key_rows(batch: _Batch) -> Iterator[tuple]:
     return zip(repeat(batch.source), cols["event_id"], cols["ts"])
 
 
-def _store_pg(events: list[Any], batch: _Batch, result: IngestResult) -> dict:
-    from psycopg.errors import UniqueViolation
-
-    lock_scope(AdmissionEvent, batch.source)
-    try:
-        # a savepoint: a refused key COPY takes the events COPY back with it and leaves the transaction usable
-        with transaction.atomic():
-            with copy_in(AdmissionEvent, EVENT_COLUMNS) as write:
-                _stream(events, batch, result, write)
-                deltas = minute_deltas(batch.cols, batch.envelopes)  # while the server works through the COPY
-            with copy_in(EventKey, KEY_COLUMNS) as write_key:
-                for key in _key_rows(batch):
-                    write_key(key)
-        return deltas
-    except UniqueViolation:
-        _stream(events, batch, result, _discard)  # in case the refusal came before the last chunk
-    stored = stored_idents(EventKey, "source", batch.source, "event_id", batch.cols["event_id"])
-    batch.cols = take(batch.cols, [i for i, k in enumerate(batch.cols["event_id"]) if k not in stored])
-    with copy_in(AdmissionEvent, EVENT_COLUMNS) as write:
-        for row in batch.rows(batch.cols):
-            write(row)
-    with copy_in(EventKey, KEY_COLUMNS) as write_key:
-        for key in _key_rows(batch):
-            write_key(key)
-    return minute_deltas(batch.cols, batch.envelopes)
-
-
-def _store_sqlite(events: list[Any], batch: _Batch, result: IngestResult) -> dict:
-    rows: list[Sequence[Any]] = []
-    _stream(events, batch, result, rows.append)
+def _store_portable(events: list[Any], batch: _Batch, result: IngestResult) -> dict:
+    """Any database (SQLite's path): the keys inserted, skipping the stored ones, then their events."""
+    _stream(events, batch, result)
     inserted = insert_ignore_returning(
         EventKey, KEY_COLUMNS, list(_key_rows(batch)), ("source", "event_id"), "event_id"
     )
-    if len(inserted) != len(rows):
+    if len(inserted) != len(batch.cols["event_id"]):
         new = set(inserted)
-        keep = [i for i, k in enumerate(batch.cols["event_id"]) if k in new]
-        batch.cols = take(batch.cols, keep)
-        rows = [rows[i] for i in keep]
-    insert_rows(AdmissionEvent, EVENT_COLUMNS, rows)
+        batch.drop([k for k in batch.cols["event_id"] if k not in new])
+    insert_rows(AdmissionEvent, EVENT_COLUMNS, list(batch.rows(batch.cols)))
     return minute_deltas(batch.cols, batch.envelopes)
 
 
-def ingest_events(*, source: str, events: list[dict[str, Any]]) -> IngestResult:
+def _store() -> Store:
+    return _store_staged if connection.vendor == "postgresql" else _store_portable
+
+
+def ingest_events(*, source: str, events: list[dict[str, Any]], store: Store | None = None) -> IngestResult:
     """Validate, store the new events and add only those to the rollups, in one transaction.
 
     Each bad event is reported by index and field; the good ones in the batch are kept. A repeat of
-    a stored event, or of an earlier one in the same batch, counts as a duplicate.
+    a stored event, or of an earlier one in the same batch, counts as a duplicate. `store`: the
+    database's own path unless given (tests hold the staged and the portable path to one answer).
     """
     source = check_source(source)
     result = IngestResult()
@@ -181,8 +182,7 @@ def ingest_events(*, source: str, events: list[dict[str, Any]]) -> IngestResult:
         return result
     batch = _Batch(source, now, Catalogue.for_events(events, now), envelopes_for(events))
     with transaction.atomic():
-        store = _store_pg if connection.vendor == "postgresql" else _store_sqlite
-        add_minutes(store(events, batch, result))
+        add_minutes((store or _store())(events, batch, result))
     valid = len(batch.seen)
     result.accepted = len(batch.cols["event_id"])
     result.duplicates = batch.repeats + valid - result.accepted

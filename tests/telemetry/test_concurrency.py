@@ -1,8 +1,11 @@
 """Concurrent ingest of overlapping batches on PostgreSQL: every event counted once.
 
-Without the per-source advisory lock, two writers both probe "not stored" and COPY the same ids;
-the unique index then fails one of them (an error in `_run_threads`: its sender gets a 500 and must
-retry the whole batch) or the two deadlock on each other's keys. The negative control runs the same overlapping ingest with the lock taken out and shows exactly that.
+Two protections (telemetry.staging): the keys go in with ON CONFLICT DO NOTHING, so a key another
+writer stored (or is storing: it waits for that commit) is skipped rather than failing the batch, and
+in event_id order, so overlapping writers lock the unique index's entries in one order. The negative
+controls run the same overlapping ingest with each taken out: without the first a writer's batch fails
+on the unique index (its sender gets a 500 and must retry the whole batch); without the second,
+writers deadlock on each other's keys.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import threading
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from telemetry import ingest as ingest_module
+from telemetry import staging
 from telemetry.models import AdmissionEvent, DayRollup, EventKey, MinuteRollup
 from telemetry.services import ingest_events
 from tests.telemetry.helpers import event
@@ -61,21 +64,31 @@ def test_overlapping_concurrent_batches_count_each_event_once(transactional_db, 
     assert sum(DayRollup.objects.values_list("requests", flat=True)) == N
 
 
-@pytest.mark.postgres
-def test_negative_control_without_the_advisory_lock_overlapping_batches_fail(transactional_db, fleet, monkeypatch):
-    # The protection taken out for real: ingest runs as above, minus pg_advisory_xact_lock.
-    monkeypatch.setattr(ingest_module, "lock_scope", lambda model, value: None)
-    failures = []
+def _collide(monkeypatch, name, value):
+    """The overlapping ingest with one protection taken out for real, until the collision shows."""
+    monkeypatch.setattr(staging, name, value)
+    failures, results = [], []
     for attempt in range(5):  # the race is the scheduler's: a few rounds of fresh ids until it shows
         events = [event(attempt * N + i) for i in range(N)]
         results = []
         failures = _overlapping_ingest(events, results)
         if failures:
             break
-    assert failures, "without the lock, overlapping concurrent batches never collided"
+    assert failures, f"without {name}, overlapping concurrent batches never collided"
     assert len(results) + len(failures) == 4 and len(results) < 4  # a writer's batch failed as a whole
-    # writers collide on the unique index: a refused key COPY, or two COPYs waiting on each other's keys
-    assert all("duplicate key" in str(exc) or "deadlock detected" in str(exc) for exc in failures), failures
+    return failures
+
+
+@pytest.mark.postgres
+def test_negative_control_without_on_conflict_overlapping_batches_fail(transactional_db, fleet, monkeypatch):
+    failures = _collide(monkeypatch, "ON_CONFLICT", "")
+    assert all("duplicate key" in str(exc) for exc in failures), failures
+
+
+@pytest.mark.postgres
+def test_negative_control_without_the_key_order_overlapping_batches_deadlock(transactional_db, fleet, monkeypatch):
+    failures = _collide(monkeypatch, "KEY_ORDER", "ORDER BY random()")
+    assert all("deadlock detected" in str(exc) for exc in failures), failures
 
 
 @pytest.mark.postgres
