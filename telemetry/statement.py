@@ -37,6 +37,8 @@ from telemetry.models import (
     PROMPT_BINS,
     ROLLUP_MAX,
     ROLLUP_OUTCOMES,
+    ROLLUP_SOURCE_KINDS,
+    ROLLUP_SOURCES,
     TTFT_BINS,
 )
 from telemetry.usage import period_sums, ratio, scope, sums
@@ -51,7 +53,7 @@ class PeriodError(ValueError):
         self.message = message
 
 
-_FIELDS = ("n", "est", "act", "prompt", "out", "slo", "slo_n", *ROLLUP_OUTCOMES)
+_FIELDS = ("n", "est", "act", "prompt", "out", "slo", "slo_n", *ROLLUP_OUTCOMES, *ROLLUP_SOURCES)
 _BINS = TTFT_BINS + E2E_BINS + PROMPT_BINS + OUTPUT_BINS
 
 
@@ -198,11 +200,13 @@ def statement(ent: Entitlement, start: datetime, end: datetime) -> dict[str, Any
         "latency": _latency(ent, tot, _platform_hours(where, start, end)),
         "envelope": _envelope(ent, tot, requests),
         "borrowing": {
-            # only best_effort borrows (docs/contract.md §5): settled wt above its own rate, minute by minute
+            # only best_effort borrows (docs/contract.md §5): settled wt above its own rate, minute by
+            # minute, an estimate kept for compatibility; `sources.borrowed` counts what was admitted as borrowed
             "cu_hours": round(minutes["above_wt"] / r_wt / 3600, 6) if borrowed and r_wt else 0.0,
             "reclaims": requests.by_reason.get(RECLAIMED, 0),
             "reclaim_latency_p95_s": _reclaim_p95_s(ent, start, end) if borrowed else None,
         },
+        "sources": _sources(tot, r_wt),
         "cost": _cost(ent, used_cu_h if borrowed else bought_cu_h, borrowed),
         # period budgets (issue 23) as settled in the budget's day and month containing the period's end
         "budget": budget_usage(ent, at=min(end, timezone.now())),
@@ -257,6 +261,22 @@ class _Requests:
                 "by_reason": self.by_reason,
             },
         }
+
+
+def _sources(tot: _Totals, r_wt: float) -> dict[str, dict[str, Any]]:
+    """Traffic by where its capacity came from, as the events say (issue 36): requests admitted on borrowed
+    pool room or spilled to the entitlement's spillover target, and the wt they settled. Events do not name
+    the pool that served a spilled request, so none is named here."""
+    out = {}
+    for kind in ROLLUP_SOURCE_KINDS:
+        wt = tot.total("complete", f"{kind}_wt")
+        out[kind] = {
+            "admitted": int(tot.total("admit", f"{kind}_requests")),
+            "settled": int(tot.total("complete", f"{kind}_requests")),
+            "wt": round(wt, 3),
+            "cu_hours": round(wt / r_wt / 3600, 6) if r_wt else 0.0,
+        }
+    return out
 
 
 def _latency(ent: Entitlement, tot: _Totals, platform_hours: dict[str, int]) -> dict[str, Any]:

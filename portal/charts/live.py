@@ -15,6 +15,8 @@ ENTITLED = style.BLUE
 ARRIVED = style.SLATE
 ADMITTED = style.GREEN
 ACTUAL = style.PURPLE
+# admitted beyond the own bucket (issue 36): on lent pool room, or through the spillover target
+SOURCES = {"borrowed": ("on borrowed capacity", style.LIGHT_BLUE), "spilled": ("spilled over", style.VIOLET)}
 REASON_COLOURS = {
     "NOT_ENTITLED": style.AMBER_LIGHT,
     "OUTSIDE_ENVELOPE": style.AMBER,
@@ -115,6 +117,25 @@ def tokens_figure(usage: dict[str, Any]) -> dict[str, Any]:
         ],
         "layout": _layout("Estimated vs actual weighted tokens", "weighted tokens", barmode="group"),
     }
+
+
+def by_source(usage: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per kind of SOURCES, requests admitted that way and the wt such requests settled, over the range."""
+    s = usage["series"]
+    return {
+        k: {"label": label, "admitted": int(sum(s[f"admitted_{k}"])), "wt": sum(s[f"{k}_wt"])}
+        for k, (label, _) in SOURCES.items()
+    }
+
+
+def sources_figure(usage: dict[str, Any]) -> dict[str, Any]:
+    """Requests admitted on borrowed capacity and spilled over, one line each, apart from the own ones."""
+    s, t = usage["series"], usage["t"]
+    fig = {
+        "data": [_line(label, t, s[f"admitted_{k}"], colour) for k, (label, colour) in SOURCES.items()],
+        "layout": _layout("Admitted beyond your own capacity: borrowed and spilled over", "requests"),
+    }
+    return with_range(fig, usage, "Nothing borrowed or spilled over in this range")
 
 
 def fleet_figures(series: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:

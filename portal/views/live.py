@@ -143,6 +143,8 @@ def entitlement(request: HttpRequest, uuid: Any) -> HttpResponse:
         "totals": charts_live.totals(usage),
         "rate_fig": charts_live.rate_figure(usage),
         "tokens_fig": charts_live.tokens_figure(usage),
+        "sources": charts_live.by_source(usage),
+        "sources_fig": charts_live.sources_figure(usage),
         "tenant_fig": tenant_fig,
         "platform_fig": platform_fig,
     }
@@ -192,6 +194,8 @@ def usage(request: HttpRequest) -> HttpResponse:
         "totals": charts_live.totals(data),
         "rate_fig": charts_live.rate_figure(data),
         "tokens_fig": charts_live.tokens_figure(data),
+        "sources": charts_live.by_source(data),
+        "sources_fig": charts_live.sources_figure(data),
         "tenant_fig": tenant_fig,
         "platform_fig": platform_fig,
         "tenant_slug": slug or "",

@@ -13,6 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from entitlements.reasons import REASONS
+from portal.charts.live import SOURCES
 from portal.csv_echo import csv_echo_writer
 from telemetry.statement import PeriodError, statement, statement_entitlement
 from telemetry.statement_period import period_from_query
@@ -66,6 +67,8 @@ def page(request: HttpRequest, uuid: Any) -> HttpResponse:
         "query": request.GET.urlencode(),
         # period budgets (issue 23): the statement's budget block, one row per period that has one
         "budget_rows": [(k, (s.get("budget") or {}).get(k)) for k in ("daily", "monthly")],
+        # borrowed and spilled traffic (issue 36), labelled as the live pages label them
+        "source_rows": [(k, label, s["sources"][k]) for k, (label, _) in SOURCES.items()],
     }
     return render(request, "portal/statement.html", ctx)
 
