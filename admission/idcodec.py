@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from hashlib import blake2b
+from json.encoder import encode_basestring_ascii as _json_str
 
 PREFIX = "r1."
 
@@ -73,8 +74,11 @@ def _mac(key: bytes, body: str) -> bytes:
 
 
 def sign(c: Claims, key: bytes) -> str:
-    payload = json.dumps([c.tenant, c.request_id, list(c.scope), c.pool_id, c.estimate, c.expires, c.source],
-                         separators=(",", ":"), ensure_ascii=True)  # fmt: skip
+    # The compact ASCII JSON array json.dumps would write, spelled out: half the cost of json.dumps
+    # on every admit (each string through the encoder json.dumps itself uses for ensure_ascii).
+    s = _json_str
+    payload = (f"[{s(c.tenant)},{s(c.request_id)},[{','.join(map(s, c.scope))}],{int(c.pool_id)},"
+               f"{s(c.estimate)},{s(c.expires)},{s(c.source)}]")  # fmt: skip
     body = PREFIX + _b64(payload.encode())
     return body + "." + _b64(_mac(key, body))
 
