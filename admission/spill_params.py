@@ -81,5 +81,5 @@ def attach(scopes: dict[Key, ScopeParams], rows: list[Row], t: float) -> dict[Ke
 
 def next_boundary(rows: list[Row], t: float) -> float | None:
     """The next instant after `t` at which a spilling entitlement or its target starts or ends."""
-    times = [x for row in rows for x in (row[1], row[2], row[12], row[13]) if x is not None and x > t]
+    times = [x for row in rows for x in (row[1], row[2], row[8], row[9]) if x is not None and x > t]
     return min(times) if times else None

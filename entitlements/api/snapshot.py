@@ -27,8 +27,11 @@ from entitlements.services import ENVELOPE_FIELDS
 ENVELOPE = [f for f in ENVELOPE_FIELDS if f != "max_concurrency"]
 
 
+SPILL_FIELDS = ("spillover_target__uuid", "spillover_target__pool__slug", "spillover_budget_cu", "overflow")
+
+
 def _entitlements(at: datetime) -> list[dict[str, Any]]:
-    rows = snapshot_entitlement_rows(at, *ENVELOPE, *LIMIT_FIELDS, "lending_limit_cu", "weight")
+    rows = snapshot_entitlement_rows(at, *ENVELOPE, *LIMIT_FIELDS, "lending_limit_cu", "weight", *SPILL_FIELDS)
     out = []
     for r in rows:
         r_wt = r["model__r_wt_per_s"]
@@ -64,6 +67,15 @@ def _entitlements(at: datetime) -> list[dict[str, Any]]:
                 "weight": (1.0 if r["weight"] is None else r["weight"])
                 if r["traffic_class_id"] == "best_effort"
                 else None,
+                # Spillover (issue 36.1): the target entitlement and its pool, the budget; null: none.
+                "spillover": None
+                if r["spillover_target__uuid"] is None
+                else {
+                    "target": str(r["spillover_target__uuid"]),
+                    "target_pool": r["spillover_target__pool__slug"],
+                    "budget_cu": float(r["spillover_budget_cu"]),
+                },
+                "overflow": r["overflow"],
                 "version": r["version"],
             }
         )
