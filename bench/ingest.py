@@ -157,22 +157,49 @@ def restore() -> None:
         cur.execute("DROP TABLE IF EXISTS bench_copy_events")
 
 
-def run_service(n: int, size: int) -> tuple[float, int]:
+def _backend_cpu() -> float:
+    """CPU seconds the server process of this connection has used (same machine: /proc), 0 if unreadable."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_backend_pid()")
+        pid = cur.fetchone()[0]
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+class Cpu:
+    """CPU seconds of this process (all threads) and of its server process over a block."""
+
+    def __enter__(self) -> Cpu:
+        self.py, self.db = time.process_time(), _backend_cpu()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.py, self.db = time.process_time() - self.py, _backend_cpu() - self.db
+
+
+def run_service(n: int, size: int) -> tuple[float, Cpu, int]:
     from telemetry.fold import fold
     from telemetry.services import ingest_events
 
     pending = list(batches(n, size))  # generation is not ingest: build batches before the clock starts
     accepted = 0
-    t = time.perf_counter()
-    for b in pending:
-        r = ingest_events(source="bench", events=b)
-        assert not r.errors, r.errors[:3]
-        accepted += r.accepted
-    fold()  # the hour and day rollups caught up, inside the clock: "rollups included"
-    return time.perf_counter() - t, accepted
+    with Cpu() as cpu:
+        t = time.perf_counter()
+        for b in pending:
+            r = ingest_events(source="bench", events=b)
+            assert not r.errors, r.errors[:3]
+            accepted += r.accepted
+        fold()  # the hour and day rollups caught up, inside the clock: "rollups included"
+        took = time.perf_counter() - t
+    return took, cpu, accepted
 
 
-def run_copy(n: int) -> float:
+def run_copy(n: int) -> tuple[float, Cpu]:
     """Binary COPY of the same rows, already typed (what ingest stores), no validation and no rollups."""
     from django.db import connection
 
@@ -196,24 +223,27 @@ def run_copy(n: int) -> float:
     cols = ", ".join(EVENT_COLUMNS)
     connection.ensure_connection()
     raw = connection.connection
-    t = time.perf_counter()
-    with raw.cursor() as cur, cur.copy(f"COPY bench_copy_events ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
-        copy.set_types(types)
-        for r in rows:
-            copy.write_row(r)
-    raw.commit()
-    return time.perf_counter() - t
+    with Cpu() as cpu:
+        t = time.perf_counter()
+        with raw.cursor() as cur, cur.copy(f"COPY bench_copy_events ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(types)
+            for r in rows:
+                copy.write_row(r)
+        raw.commit()
+        took = time.perf_counter() - t
+    return took, cpu
 
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
     size = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
-    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 5
     setup_django()
     catalogue()
     from telemetry.models import DayRollup, HourRollup, MinuteRollup
 
     ratios = []
+    cpus: dict[str, list[Cpu]] = {"copy": [], "service": []}
     for r in range(rounds):
         # Interleaved, the order swapped each round: whichever side runs second inherits the first's
         # dirty pages and autovacuum debt, so neither side always pays for it.
@@ -223,10 +253,15 @@ def main() -> None:
             quiesce()
             before = f"load {os.getloadavg()[0]:.2f}"
             if side == "copy":
-                took["copy"] = run_copy(n)
+                took["copy"], cpu = run_copy(n)
             else:
-                took["service"], accepted = run_service(n, size)
-            print(f"round {r + 1}: {side:7s} {took[side]:8.2f} s  ({before} before)", flush=True)
+                took["service"], cpu, accepted = run_service(n, size)
+            cpus[side].append(cpu)
+            print(
+                f"round {r + 1}: {side:7s} {took[side]:8.2f} s, CPU {cpu.py:.2f} s Python + {cpu.db:.2f} s server "
+                f"({before} before)",
+                flush=True,
+            )
         minutes = MinuteRollup.objects.count()
         hour_total = sum(HourRollup.objects.values_list("requests", flat=True))
         total = sum(DayRollup.objects.values_list("requests", flat=True))
@@ -248,6 +283,11 @@ def main() -> None:
     print(
         f"ratio service/COPY: median {statistics.median(ratios):.2f} (rounds {', '.join(f'{x:.2f}' for x in ratios)}; goal ≥ {GOAL})"
     )
+    for side, runs in cpus.items():
+        py, db = statistics.median(c.py for c in runs), statistics.median(c.db for c in runs)
+        print(
+            f"CPU per 1,000 events, {side}: {1000 * py / n * 1000:.1f} ms Python + {1000 * db / n * 1000:.1f} ms server (medians)"
+        )
     print(f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} on {os.cpu_count()} cores")
 
 
