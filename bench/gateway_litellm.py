@@ -15,14 +15,8 @@ Run: .venv/bin/python bench/gateway_litellm.py [--clients 8] [--rounds 6] [--rou
 from __future__ import annotations
 
 import argparse
-import http.client
-import json
-import os
-import shutil
 import sys
 import tempfile
-import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -30,45 +24,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # not bench/: its admission.py would shadow the admission app
 
 import bench.admission as ab  # noqa: E402 - after the path fix; sets the bench portal's environment
+from bench.rounds import cleanup, hammer, interleaved, load, verdicts  # noqa: E402
 from tests.integrations import stack  # noqa: E402
 
 GOAL = 0.8
 KEYS = {"sk-bench": {"team_alias": "acme", "metadata": {"headroom_traffic_class": "reserved"}}}
-
-
-def load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load {one:.2f} / {five:.2f} / {fifteen:.2f} on {os.cpu_count()} cores"
-
-
-def hammer(port: int, clients: int, seconds: float, bad: list[str]) -> int:
-    """`clients` keep-alive threads for `seconds`; → requests answered 200."""
-    done = [0] * clients
-    stop = time.monotonic() + seconds
-    body = json.dumps({"model": "llama-test", "max_tokens": 20,
-                       "messages": [{"role": "user", "content": "a short question for the bench"}]}).encode()  # fmt: skip
-    headers = {"Authorization": "Bearer sk-bench", "Content-Type": "application/json"}
-
-    def run(k: int) -> None:
-        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        n = 0
-        while time.monotonic() < stop:
-            c.request("POST", "/v1/chat/completions", body=body, headers=headers)
-            r = c.getresponse()
-            raw = r.read()
-            if r.status != 200:
-                bad.append(f"{r.status} {raw[:200]!r}")
-                return
-            n += 1
-        c.close()
-        done[k] = n
-
-    ts = [threading.Thread(target=run, args=(k,)) for k in range(clients)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    return sum(done)
 
 
 def main() -> int:
@@ -114,46 +74,19 @@ def main() -> int:
         if bad:
             print("warm-up failed:", bad[:3])
             return 1
-        names = list(gws)
-        totals = dict.fromkeys(names, 0)
         print(f"LiteLLM proxy (1 worker) before the test upstream, {args.clients} clients, {args.rounds} rounds of "
               f"{args.round_s:.0f} s per proxy, order reversed every round")  # fmt: skip
-        for r in range(args.rounds):
-            order = names if r % 2 == 0 else names[::-1]
-            row = []
-            for name in order:
-                n = hammer(gws[name].port, args.clients, args.round_s, bad)
-                totals[name] += n
-                row.append(f"{name}: {n / args.round_s:.0f}/s")
-            print(f"  round {r + 1}: " + ", ".join(row) + f"   ({load()})")
-            if bad:
-                print("non-200 answers:", bad[:3])
-                return 1
-        base = totals[names[0]]
-        ok = True
-        for name in names:
-            rps = totals[name] / (args.rounds * args.round_s)
-            line = f"  {name}: {rps:.1f} requests/s"
-            if name != names[0]:
-                ratio = totals[name] / base
-                verdict = "meets" if ratio >= GOAL else "MISSES"
-                line += f" = {ratio:.2f} × without ({verdict} the {GOAL} × goal)"
-                ok &= ratio >= GOAL or "HTTP" in name  # the goal is library mode's (Redis shared); HTTP is printed
-            print(line)
+        totals = interleaved({name: gw.port for name, gw in gws.items()}, clients=args.clients, rounds=args.rounds,
+                             round_s=args.round_s, bad=bad)  # fmt: skip
+        if totals is None:
+            return 1
+        ok, _ = verdicts(totals, args.rounds * args.round_s, GOAL)
         print(f"  {load()}")
         return 0 if ok else 1
     finally:
         for cm in reversed(procs):
             cm.__exit__(None, None, None)
-        if gun is not None:
-            import redis
-
-            ab.cleanup(redis.Redis.from_url(ab.ENV["REDIS_URL"]), None, gun, f"{prefix}none")
-        from admission.backends.redis import RedisBackend
-
-        RedisBackend(ab.ENV["REDIS_URL"], prefix=prefix).clear()
-        shutil.rmtree(work, ignore_errors=True)
-        shutil.rmtree(ab.TMP, ignore_errors=True)
+        cleanup(gun, prefix, work)
 
 
 if __name__ == "__main__":

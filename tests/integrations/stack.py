@@ -87,11 +87,12 @@ def child_env(**extra: str) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def upstream(workdir: Path) -> Iterator[Proc]:
+def upstream(workdir: Path, *, ttfb_ms: float = 0.0) -> Iterator[Proc]:
+    """The upstream process (logging to workdir/upstream.jsonl); `ttfb_ms`: each answer's wait before its first byte."""
     port = free_port()
     p = Proc([sys.executable, "-m", "tests.integrations.upstream", "--port", str(port), "--log",
-              str(workdir / "upstream.jsonl")], env=child_env(PYTHONPATH=str(ROOT)), port=port, probe="/health",
-             log=workdir / "upstream.out")  # fmt: skip
+              str(workdir / "upstream.jsonl"), "--ttfb-ms", str(ttfb_ms)], env=child_env(PYTHONPATH=str(ROOT)),
+             port=port, probe="/health", log=workdir / "upstream.out")  # fmt: skip
     try:
         yield p
     finally:

@@ -22,22 +22,19 @@ import json
 import sys
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
-from admission import backends, events, params
+from admission import backends, events
 from admission.backends.memory import MemoryBackend
-from admission.backends.redis import RedisBackend
-from entitlements import models as m
 from integrations.envoy import config as envoy_config
+from integrations.envoy import ext_proc as envoy_ext_proc
 from telemetry.models import AdmissionEvent
-from tests import factories as f
-from tests.admission import cluster
-from tests.admission.world import build_world
 from tests.integrations import stack
+from tests.integrations.gateway_calls import EXPECTED, STEPS, Gateway, check_settled, check_streams, library_mode
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -51,28 +48,7 @@ EXT_CONFIG = {
     },
     "models": {"llama-elsewhere": {"model": "llama-test", "region": "nowhere"}},
 }
-# (step, key, model, max_tokens); a request weighs its prompt estimate (~10) + 4 × max_tokens
-# (tests/admission/world.py): acme's bucket (12,000, 200 wt/s) takes r1-r3 (~3,970 each) and refuses
-# r4 unless ~19 s passed; globex's g2 (~2,890, beyond its own bucket: borrowed) would take the pool
-# (16,800, 280 wt/s) under its reclaim margin (3,360) unless ~8 s passed: RECLAIMED.
-STEPS = [
-    ("r1", "sk-acme", "llama-test", 990),
-    ("r2", "sk-acme", "llama-test", 990),
-    ("r3", "sk-acme", "llama-test", 990),
-    ("g1", "sk-globex", "llama-test", 248),
-    ("g2", "sk-globex", "llama-test", 720),  # RECLAIMED
-    ("r4", "sk-acme", "llama-test", 990),  # QUOTA_EXCEEDED
-    ("n1", "sk-nobody", "llama-test", 10),  # NOT_ENTITLED
-    ("e1", "sk-acme", "llama-test", 2500),  # above the envelope's max output (2,000): OUTSIDE_ENVELOPE
-    ("p1", "sk-acme", "llama-elsewhere", 10),  # a region the model is not placed in: PLACEMENT
-]
-EXPECTED = [
-    (200, None, False), (200, None, False), (200, None, False), (200, None, False), (429, "RECLAIMED", True),
-    (429, "QUOTA_EXCEEDED", True), (429, "NOT_ENTITLED", True), (429, "OUTSIDE_ENVELOPE", False),
-    (429, "PLACEMENT", True),
-]  # fmt: skip
-NO_EVENT = {"n1", "p1"}  # telemetry dead-letters events of an unknown tenant or region
-WAIT_GUARD_S = 60  # events arrive within ~1 s; a hang guard, not a timing assertion
+WAIT_GUARD_S = 60  # the upstream logs within ~1 s; a hang guard, not a timing assertion
 
 
 @pytest.fixture(scope="module")
@@ -93,24 +69,10 @@ def gateway(tmp_path_factory):
                             "-l", "warning"], env=stack.child_env(), port=ports["admin"], probe="/ready",
                            log=work / "envoy.out")  # fmt: skip
         try:
-            yield {"work": work, "ext_port": ext_port, "with": f"http://127.0.0.1:{ports['with']}",
-                   "without": f"http://127.0.0.1:{ports['without']}", "envoy": envoy}  # fmt: skip
+            yield {"work": work, "ext_port": ext_port, "with": Gateway(f"http://127.0.0.1:{ports['with']}", "x-request-id"),
+                   "without": Gateway(f"http://127.0.0.1:{ports['without']}", "x-request-id"), "envoy": envoy}  # fmt: skip
         finally:
             envoy.stop()
-
-
-@pytest.fixture
-def portal(live_server, fleet):
-    """The live portal with the tiny world on a fresh in-process store, and a gateway token."""
-    world = build_world(fleet)
-    prev = backends.set_backend(MemoryBackend())
-    params.invalidate()
-    user = f.UserFactory(username="gw-envoy")
-    m.PlatformRole.objects.get_or_create(user=user, role="gateway")
-    _, token = m.ApiToken.issue(user)
-    yield live_server.url, token, world
-    backends.set_backend(prev)
-    params.invalidate()
 
 
 def ext_proc(gateway: dict, env: dict[str, str], name: str) -> stack.Proc:
@@ -124,22 +86,10 @@ def ext_proc(gateway: dict, env: dict[str, str], name: str) -> stack.Proc:
                       log=work / f"{name}.out")  # fmt: skip
 
 
-def ask(url: str, key: str, tag: str, model: str, max_tokens: int, *, run: str, stream: bool = False,
-        extra: str = "") -> httpx.Response:  # fmt: skip
-    body = {"model": model, "max_tokens": max_tokens, "stream": stream,
-            "messages": [{"role": "user", "content": f"please answer id:{run}-{tag} {extra}".strip()}]}  # fmt: skip
-    if stream:
-        body["stream_options"] = {"include_usage": True}
-    headers = {"Authorization": f"Bearer {key}", "x-request-id": f"{run}-{tag}"}
-    return httpx.post(url + "/v1/chat/completions", json=body, headers=headers, timeout=60)
-
-
-def through_envoy(url: str, run: str) -> tuple[list[tuple], httpx.Response]:
-    with ThreadPoolExecutor(3) as pool:  # r1-r3 together: all admitted, whatever their order
-        first = list(pool.map(lambda st: ask(url, st[1], st[0], st[2], st[3], run=run), STEPS[:3]))
+def through_envoy(gw: Gateway, run: str) -> tuple[list[tuple], httpx.Response]:
+    answers = gw.steps(run)
     out = []
-    for i, (tag, key, model, max_tokens) in enumerate(STEPS):
-        r = first[i] if i < 3 else ask(url, key, tag, model, max_tokens, run=run)
+    for r in answers:
         reason = r.headers.get("x-headroom-reason")
         if r.status_code == 429:  # Headroom's answer as the body, OpenAI-shaped error beside it
             d = r.json()
@@ -150,23 +100,7 @@ def through_envoy(url: str, run: str) -> tuple[list[tuple], httpx.Response]:
         else:
             assert reason is None and r.json()["usage"], r.text[:300]
         out.append((r.status_code, reason, r.headers.get("retry-after") is not None))
-    return out, first[0]
-
-
-def run_events(source: str, run: str) -> dict[str, AdmissionEvent]:
-    return {e.event_id: e for e in AdmissionEvent.objects.filter(source=source, event_id__startswith=f"{run}-")}
-
-
-def wait_for_events(source: str, run: str, want: set[str], flush) -> dict[str, AdmissionEvent]:
-    deadline = time.monotonic() + WAIT_GUARD_S
-    got: dict[str, AdmissionEvent] = {}
-    while time.monotonic() < deadline:
-        flush()
-        got = run_events(source, run)
-        if want <= got.keys():
-            return got
-        time.sleep(0.2)
-    return got
+    return out, answers[0]
 
 
 def check_mode(gateway: dict, source: str, flush) -> None:
@@ -175,50 +109,11 @@ def check_mode(gateway: dict, source: str, flush) -> None:
     assert got == EXPECTED
     # An admitted answer carries the remaining quota Headroom answered (x-ratelimit-*).
     assert int(r1.headers["x-ratelimit-remaining-tokens"]) >= 0, dict(r1.headers)
-    admitted = [tag for (tag, *_), (status, *_) in zip(STEPS, got, strict=True) if status == 200]
-    want = {f"{run}-{t}" for t, *_ in STEPS if t not in NO_EVENT} | {f"{run}-{t}:complete" for t in admitted}
-    evs = wait_for_events(source, run, want, flush)
-    assert want <= evs.keys(), sorted(want - evs.keys())
-    usage = stack.upstream_log(gateway["work"])
-    assert sorted(k for k in usage if k.startswith(run)) == sorted(
-        f"{run}-{t}" for t in admitted
-    )  # no throttle reached it
-    for tag in admitted:
-        done, u = evs[f"{run}-{tag}:complete"], usage[f"{run}-{tag}"]["usage"]
-        assert (done.status, done.prompt_tokens, done.output_tokens) == (
-            "ok",
-            u["prompt_tokens"],
-            u["completion_tokens"],
-        )
-        assert evs[f"{run}-{tag}"].prompt_tokens != u["prompt_tokens"]  # reserved on the estimate, settled on usage
-    throttled = {e.reason for e in evs.values() if e.decision == "throttle"}
-    assert throttled == {r for _, r, _ in EXPECTED if r} - {"NOT_ENTITLED", "PLACEMENT"}
+    check_settled(run, got, gateway["work"], source, flush)
 
 
-def check_streams(gateway: dict, source: str, flush) -> None:
-    run = uuid.uuid4().hex[:6]
-    url = gateway["with"]
-    # A stream that runs to its end: settled with the usage of the upstream's last chunk.
-    r = ask(url, "sk-acme", "s1", "llama-test", 300, run=run, stream=True, extra="short:37")
-    assert r.status_code == 200 and r.text.count('"content"') == 37, r.text[:500]
-    # A stream the client leaves after 5 chunks (the upstream paces 50 ms per token): settled cancelled.
-    body = {"model": "llama-test", "max_tokens": 400, "stream": True, "stream_options": {"include_usage": True},
-            "messages": [{"role": "user", "content": f"long answer id:{run}-s2 delay:50"}]}  # fmt: skip
-    seen = 0
-    with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=60,
-                      headers={"Authorization": "Bearer sk-acme", "x-request-id": f"{run}-s2"}) as s:  # fmt: skip
-        assert s.status_code == 200
-        for line in s.iter_lines():
-            seen += line.startswith("data: ")
-            if seen == 5:
-                break
-    evs = wait_for_events(source, run, {f"{run}-s1", f"{run}-s1:complete", f"{run}-s2", f"{run}-s2:complete"}, flush)
-    up = stack.upstream_log(gateway["work"])[f"{run}-s1"]
-    done = evs[f"{run}-s1:complete"]
-    assert (done.status, done.prompt_tokens, done.output_tokens) == ("ok", up["usage"]["prompt_tokens"], 37)
-    cut, admit = evs[f"{run}-s2:complete"], evs[f"{run}-s2"]
-    assert cut.status == "cancelled", (cut.status, cut.output_tokens)
-    assert cut.prompt_tokens == admit.prompt_tokens and 5 <= cut.output_tokens < 400
+def check_envoy_streams(gateway: dict, source: str, flush) -> None:
+    run = check_streams(gateway["with"], gateway["work"], source, flush)
     # Envoy stopped the upstream's stream too: it never finished its 400 tokens.
     deadline = time.monotonic() + WAIT_GUARD_S
     while f"{run}-s2" not in stack.upstream_log(gateway["work"]) and time.monotonic() < deadline:
@@ -234,14 +129,14 @@ def test_http_mode_admits_throttles_and_settles_the_upstreams_usage(gateway, por
         flush = events.buffer().flush
         check_mode(gateway, "admission", flush)
         backends.set_backend(MemoryBackend())  # full buckets again for the streams
-        check_streams(gateway, "admission", flush)
+        check_envoy_streams(gateway, "admission", flush)
         # A key that names no tenant is refused, never served unmetered.
-        r = ask(gateway["with"], "sk-unknown", "x", "llama-test", 5, run="none")
+        r = gateway["with"].ask("sk-unknown", "x", "llama-test", 5, run="none")
         assert r.status_code == 403 and "tenant" in r.json()["error"]["message"]
         # QUOTA_EXCEEDED: Retry-After and the remaining quota, as the admission API answers them.
         run = uuid.uuid4().hex[:6]
-        assert ask(gateway["with"], "sk-acme", "q1", "llama-test", 1990, run=run).status_code == 200
-        r = ask(gateway["with"], "sk-acme", "q2", "llama-test", 1990, run=run)
+        assert gateway["with"].ask("sk-acme", "q1", "llama-test", 1990, run=run).status_code == 200
+        r = gateway["with"].ask("sk-acme", "q2", "llama-test", 1990, run=run)
         assert r.status_code == 429 and r.json()["reason"] == "QUOTA_EXCEEDED", r.text
         assert int(r.headers["retry-after"]) >= 1 and r.json()["retry_after_s"] == int(r.headers["retry-after"])
         assert r.headers["x-headroom-responsible"] == "tenant" and "x-ratelimit-remaining-tokens" in r.headers
@@ -252,16 +147,12 @@ def test_http_mode_admits_throttles_and_settles_the_upstreams_usage(gateway, por
 @pytest.mark.redis
 def test_library_mode_admits_throttles_and_settles_the_upstreams_usage(gateway, portal, redis_url):
     url, token, _ = portal
-    prefix = f"envoy{uuid.uuid4().hex[:8]}:"
-    env = {"HEADROOM_URL": url, "HEADROOM_GATEWAY_TOKEN": token, "HEADROOM_REDIS_URL": cluster.store_url(redis_url),
-           "HEADROOM_SIGNING_KEY": "envoy-test-key", "HEADROOM_KEY_PREFIX": prefix,
-           "HEADROOM_REDIS_TIMEOUT_S": "2", "HEADROOM_HTTP_TIMEOUT_S": "30"}  # fmt: skip
-    store = RedisBackend(cluster.store_url(redis_url), prefix=prefix)
+    env, store = library_mode(url, token, redis_url, "envoy", http_timeout_s=30)
     p = ext_proc(gateway, env, "library")
     try:
         check_mode(gateway, "envoy", lambda: None)  # the ext_proc sends its events itself
         store.clear()  # full buckets again for the streams
-        check_streams(gateway, "envoy", lambda: None)
+        check_envoy_streams(gateway, "envoy", lambda: None)
     finally:
         p.stop()
         store.clear()
@@ -274,7 +165,7 @@ def test_negative_control_without_the_filter_no_event(gateway, portal):
     Headroom knows nothing of them."""
     run = uuid.uuid4().hex[:6]
     for tag, key, model, max_tokens in STEPS:
-        r = ask(gateway["without"], key, tag, model, max_tokens, run=run)
+        r = gateway["without"].ask(key, tag, model, max_tokens, run=run)
         assert r.status_code == 200 and "x-headroom-reason" not in r.headers
     events.buffer().flush()
     assert len([k for k in stack.upstream_log(gateway["work"]) if k.startswith(run)]) == len(STEPS)
@@ -282,3 +173,14 @@ def test_negative_control_without_the_filter_no_event(gateway, portal):
     conf = envoy_config.render(upstream=("h", 1), ext_proc=("h", 2), listen=("h", 3), admin=("h", 4), without=("h", 5))
     bare = conf["static_resources"]["listeners"][1]["filter_chains"][0]["filters"][0]["typed_config"]
     assert [f["name"] for f in bare["http_filters"]] == ["envoy.filters.http.router"]
+
+
+def test_envoy_yaml_asks_for_every_header_the_ext_proc_reads():
+    """Request headers are SKIPped (no message of their own): what the ext_proc reads of them comes as
+    the filter's request_attributes, so envoy.yaml must ask for exactly the ext_proc's HEADER_ATTRIBUTES
+    (one missing: that header would silently read as absent, e.g. every request refused 403)."""
+    conf = yaml.safe_load(envoy_config.EXAMPLE.read_text())
+    hcm = conf["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    (ext,) = [f["typed_config"] for f in hcm["http_filters"] if f["name"] == envoy_config.EXT_PROC]
+    assert ext["processing_mode"]["request_header_mode"] == "SKIP"
+    assert ext["request_attributes"] == list(envoy_ext_proc.HEADER_ATTRIBUTES)

@@ -10,7 +10,8 @@ deliberately not what a gateway estimates:
   says `short:K`,
 - with `"stream": true` one SSE chunk per output token (paced by `delay:MS` in a message), then,
   with `stream_options.include_usage`, a last chunk carrying `usage`, then `[DONE]`.
-A message's `id:TAG` names the request in the log: one JSON line per answer, `{"tag", "usage",
+`--ttfb-ms MS` holds every answer back that long before its first byte (a model's time to first
+token, for the benches). A message's `id:TAG` names the request in the log: one JSON line per answer, `{"tag", "usage",
 "stream", "finished", "sent"}` (`finished` false when the client left mid-stream).
 """
 
@@ -52,7 +53,7 @@ def usage_for(body: dict[str, Any]) -> tuple[dict[str, int], dict[str, str]]:
     return {"prompt_tokens": prompt, "completion_tokens": int(n), "total_tokens": prompt + int(n)}, marks
 
 
-def make_app(log_path: str | None) -> Starlette:
+def make_app(log_path: str | None, ttfb_ms: float = 0.0) -> Starlette:
     log = open(log_path, "a", buffering=1) if log_path else None  # noqa: SIM115 - open for the process's life
 
     def record(tag: str | None, usage: dict[str, int], stream: bool, finished: bool, sent: int) -> None:
@@ -63,6 +64,8 @@ def make_app(log_path: str | None) -> Starlette:
 
     async def chat(request: Request) -> Any:
         body = await request.json()
+        if ttfb_ms:
+            await asyncio.sleep(ttfb_ms / 1000)
         usage, marks = usage_for(body)
         tag = marks.get("id")
         model = body.get("model", "upstream")
@@ -115,8 +118,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--log")
+    ap.add_argument("--ttfb-ms", type=float, default=0.0)
     args = ap.parse_args()
-    uvicorn.run(make_app(args.log), host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+    uvicorn.run(
+        make_app(args.log, args.ttfb_ms), host="127.0.0.1", port=args.port, log_level="warning", access_log=False
+    )
 
 
 if __name__ == "__main__":
