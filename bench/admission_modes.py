@@ -2,8 +2,9 @@
 
 1. Library mode vs HTTP mode: reserve + complete pairs/s, the same `clients` threads in this
    process either calling admission.library.Library (same scripts, in-process) or
-   admission.client.AdmissionClient against gunicorn, in alternating short rounds so a change in
-   the machine's load hits both alike. Goal: library ≥ 5 × HTTP.
+   admission.client.AdmissionClient against gunicorn, in alternating short rounds with the order
+   swapped so a change in the machine's load hits both alike; CPU per pair: this (gateway) process's
+   plus, in HTTP mode, the gunicorn workers' (/proc). Goal: library ≥ 5 × HTTP.
 2. Redis Cluster (BENCH_REDIS_CLUSTER_URL, e.g. redis+cluster://127.0.0.1:7101; skipped without
    it): reserve + complete pairs/s of forked worker processes on two pools whose hash tags live on
    two different nodes vs on one pool (one node), alternating rounds. Goal: two nodes ≥ 1.6 × one.
@@ -22,6 +23,36 @@ from typing import Any
 def load() -> str:
     one, five, fifteen = os.getloadavg()
     return f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+def count_dead_letter(batch: list[dict], error: str) -> None:
+    """The benches' library dead letter: the batch is counted, not logged whole (a bench's events
+    are not kept; the default logs every event as JSON)."""
+    DEAD[0] += len(batch)
+
+
+DEAD = [0]
+
+
+def worker_cpu(master_pid: int) -> Any:
+    """A function → CPU seconds (user + system) the gunicorn master's worker processes used so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def cpu() -> float:
+        total = 0.0
+        for task in os.listdir(f"/proc/{master_pid}/task"):
+            with open(f"/proc/{master_pid}/task/{task}/children") as fh:
+                kids = fh.read().split()
+            for pid in kids:
+                try:
+                    with open(f"/proc/{pid}/stat") as fh:
+                        fields = fh.read().rsplit(")", 1)[1].split()
+                except FileNotFoundError:
+                    continue
+                total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        return total
+
+    return cpu
 
 
 def _pairs(make_call: Any, clients: int, seconds: float) -> int:
@@ -50,15 +81,19 @@ def body(tag: str, k: int, i: int) -> dict:
             "region": "us-test", "traffic_class": "reserved", "prompt_tokens": 20, "max_output_tokens": 20}  # fmt: skip
 
 
-def modes(port: int, token: str, redis_url: str, *, clients: int, rounds: int, round_s: float) -> dict[str, float]:
+def modes(
+    port: int, token: str, redis_url: str, *, clients: int, rounds: int, round_s: float, workers: Any = None
+) -> dict[str, float]:
+    """`workers`: worker_cpu(gunicorn's pid), for the HTTP mode's server CPU per pair."""
     from admission.client import AdmissionClient
     from admission.library import Library
 
     url = f"http://127.0.0.1:{port}"
     http = AdmissionClient(url, token, timeout_s=10)
     lib = Library(url, token, signing_key="bench-signing-key", redis_url=redis_url, prefix=f"benchlib-{uuid.uuid4().hex[:6]}:",
-                  redis_timeout_s=1.0, sweep_every_s=None, event_flush_s=1.0)  # fmt: skip
+                  redis_timeout_s=1.0, sweep_every_s=None, event_flush_s=1.0, dead_letter=count_dead_letter)  # fmt: skip
     bad = {"http": 0, "library": 0}
+    server = workers or (lambda: 0.0)
 
     def maker(client: Any, name: str) -> Any:
         def make(k: int) -> Any:
@@ -77,19 +112,31 @@ def modes(port: int, token: str, redis_url: str, *, clients: int, rounds: int, r
     _pairs(maker(lib, "library"), clients, 0.5)
     bad.update(http=0, library=0)
     totals = {"http": 0, "library": 0}
+    cpu = {"http": 0.0, "library": 0.0, "http_workers": 0.0}
     print(f"  library vs HTTP mode, {clients} threads, {rounds} alternating rounds of {round_s:.1f} s each; {load()}")
     for r in range(rounds):
         for name, client in (("http", http), ("library", lib)) if r % 2 == 0 else (("library", lib), ("http", http)):
+            c0, w0 = time.process_time(), server()
             n = _pairs(maker(client, name), clients, round_s)
+            mine, theirs = time.process_time() - c0, server() - w0
             totals[name] += n
-            print(f"    round {r + 1} {name:<8} {n / round_s:9,.0f} pairs/s   ({load()})")
+            cpu[name] += mine + (theirs if name == "http" else 0.0)
+            if name == "http":
+                cpu["http_workers"] += theirs
+            print(f"    round {r + 1} {name:<8} {n / round_s:9,.0f} pairs/s   CPU {(mine + (theirs if name == 'http' else 0)) / max(n, 1) * 1e3:5.2f} ms/pair"
+                  f"   ({load()})")  # fmt: skip
     lib.close()
     lib.backend.clear()
     span = rounds * round_s
     out = {"http_pairs_s": totals["http"] / span, "library_pairs_s": totals["library"] / span}
     out["ratio"] = out["library_pairs_s"] / out["http_pairs_s"]
-    print(f"  HTTP mode    {out['http_pairs_s']:9,.0f} pairs/s")
-    print(f"  library mode {out['library_pairs_s']:9,.0f} pairs/s   ratio {out['ratio']:.2f} (goal ≥ 5)")
+    out["http_cpu_ms"] = cpu["http"] / max(totals["http"], 1) * 1e3
+    out["http_worker_cpu_ms"] = cpu["http_workers"] / max(totals["http"], 1) * 1e3
+    out["library_cpu_ms"] = cpu["library"] / max(totals["library"], 1) * 1e3
+    print(f"  HTTP mode    {out['http_pairs_s']:9,.0f} pairs/s   CPU {out['http_cpu_ms']:.2f} ms/pair "
+          f"(gunicorn workers {out['http_worker_cpu_ms']:.2f}, the rest this gateway process)")  # fmt: skip
+    print(f"  library mode {out['library_pairs_s']:9,.0f} pairs/s   CPU {out['library_cpu_ms']:.2f} ms/pair   "
+          f"ratio {out['ratio']:.2f} (goal ≥ 5)")  # fmt: skip
     if bad["http"] or bad["library"]:
         print(f"  !! answers that were not a store admission: {bad}")
     return out
