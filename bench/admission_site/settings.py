@@ -8,3 +8,7 @@ import os  # noqa: E402
 
 # bench/admission.py gives each run its own key prefix, so its cleanup removes its keys and no one else's.
 ADMISSION_KEY_PREFIX = os.environ.get("ADMISSION_KEY_PREFIX", "adm:")
+
+# Persistent database connections, as production's PostgreSQL has them (DB_CONN_MAX_AGE, default 60):
+# the bench runs on SQLite, whose default (0) would reconnect for every snapshot counter check.
+DATABASES["default"]["CONN_MAX_AGE"] = 60  # noqa: F405
