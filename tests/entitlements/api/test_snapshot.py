@@ -44,7 +44,8 @@ def test_snapshot_has_active_entitlements_with_enforcement_parameters(client_for
             },
             "max_concurrency": 64, "overage": "borrow", "borrowing_limit_cu": 3.0,
             "borrowing_limit_wt_per_s": 3000.0, "daily_budget": None, "monthly_budget": None, "budget_unit": "wt",
-            "budget_tz": "UTC", "max_rps": None, "burst": None, "lending_limit_cu": None, "weight": 1.0, "version": 1,
+            "budget_tz": "UTC", "max_rps": None, "burst": None, "lending_limit_cu": None, "weight": 1.0,
+            "spillover": None, "overflow": "allow", "version": 1,
         }
     ]  # fmt: skip
     assert body["pools"] == [
@@ -94,6 +95,7 @@ def test_snapshot_queries_are_fixed(client_for, fleet, django_assert_max_num_que
     # (admission.snapshot_export) reads the serving path's snapshot: its change counters, then the
     # scopes summed in SQL and their first entitlements' uuids (admission.scope_sums: two queries
     # however many), and the usage an Atlas import left for this process's store (admission.CarriedUsage:
-    # one query) — fixed, not per entitlement
-    with django_assert_max_num_queries(6):
+    # one query), the entitlements that name a spillover target (admission.spill_params: one query)
+    # — fixed, not per entitlement
+    with django_assert_max_num_queries(7):
         assert len(client.get(URL).json()["entitlements"]) == 6
