@@ -18,9 +18,11 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
-from rest_framework.renderers import JSONRenderer
+from rest_framework.compat import LONG_SEPARATORS, SHORT_SEPARATORS
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.utils import encoders
 from rest_framework.views import APIView
 
 from admission import services
@@ -48,7 +50,18 @@ _THROTTLE = inline_serializer(
 SERVING_AUTH = [CachedGatewayTokenAuthentication, SessionAuthentication]
 
 _SLOW = object()
-_RENDER = JSONRenderer().render  # the renderer DRF picks for these requests, so the bytes are its bytes
+# The bytes DRF's JSONRenderer writes for these requests (no indent asked), without its per-call
+# media-type parsing: 29 -> 11 us per answer (timeit). Its settings, its encoder, its escapes.
+_ENCODE = encoders.JSONEncoder(
+    ensure_ascii=not api_settings.UNICODE_JSON, allow_nan=not api_settings.STRICT_JSON,
+    separators=SHORT_SEPARATORS if api_settings.COMPACT_JSON else LONG_SEPARATORS,
+).encode  # fmt: skip
+
+
+def _render(body: Any) -> bytes:
+    return _ENCODE(body).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode()
+
+
 _JSON_ACCEPT = frozenset({"", "*/*", "application/json"})  # what DRF answers with plain JSON
 
 
@@ -90,7 +103,7 @@ class _GatewayFastPath:
             learned(changed.current)
             forget(who[1])
             return _SLOW
-        response = HttpResponse(_RENDER(body), status=status, content_type="application/json")
+        response = HttpResponse(_render(body), status=status, content_type="application/json")
         response["Allow"], response["Vary"] = "POST, OPTIONS", "Accept"  # DRF's default response headers
         for k, v in headers.items():
             response[k] = v

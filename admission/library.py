@@ -259,7 +259,9 @@ def _str(name: str, v: Any, *, required: bool = True) -> str:
     limit = MAX_LEN.get(name, 1024)
     if not isinstance(v, str) or len(v) > limit:
         raise InvalidRequest(name, f"must be a string of at most {limit} characters")
-    if any(c < " " or "\x7f" <= c <= "\x9f" for c in v):
+    # isprintable() is False for every control character: the scan runs only for the rare string
+    # that is not (12 -> 0.5 us for a reserve's five strings).
+    if not v.isprintable() and any(c < " " or "\x7f" <= c <= "\x9f" for c in v):
         raise InvalidRequest(name, "must not contain control characters")
     return v
 
