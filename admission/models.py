@@ -85,3 +85,21 @@ class CarriedUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.bucket}: {self.carried:g} (+{self.delta:g})"
+
+
+class SnapshotChange(models.Model):
+    """The change log the snapshot's incremental refresh reads (admission.snapshot_triggers): the scope
+    (tenant, project, model, region, class ids) of every entitlement row written, appended by the same
+    triggers that bump the counters, in commit order; `everything` marks a write that moves every
+    scope (a tenant, project or class row, or a bulk write), which a reader answers with a full rebuild."""
+
+    id = models.BigAutoField(primary_key=True)
+    everything = models.BooleanField(default=False)
+    tenant_id = models.BigIntegerField(null=True)
+    project_id = models.BigIntegerField(null=True)
+    model_id = models.BigIntegerField(null=True)
+    region_id = models.BigIntegerField(null=True)
+    traffic_class = models.CharField(max_length=16, null=True)
+
+    def __str__(self) -> str:
+        return f"change {self.id}"

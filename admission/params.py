@@ -26,7 +26,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from admission import atlas_carry, budgets, scope_sums, snapshot_reads, snapshot_triggers, spill_params
+from admission import atlas_carry, budgets, scope_sums, snapshot_delta, snapshot_reads, snapshot_triggers, spill_params
 from admission import snapshot_reads as rd
 from admission.backends import get_backend
 from admission.budgets import LimitSpec
@@ -157,10 +157,9 @@ class _Held:
     """What the snapshot was derived from and the counters it was read under."""
 
     stamp: tuple[int, ...] | None = None
-    sums: scope_sums.Sums | None = None
+    scopes: snapshot_delta.Scopes = field(default_factory=snapshot_delta.Scopes)  # issue 35.2
     bases: list[PoolBase] = field(default_factory=list)
     health: dict[int, tuple[int, int] | None] = field(default_factory=dict)
-    derived: _Derived | None = None
     spill: list[Any] = field(default_factory=list)  # spillover rows (admission.spill_params)
     full_at: float = 0.0  # time.monotonic() of the next safety-net full rebuild
 
@@ -171,6 +170,7 @@ _current: Snapshot | None = None
 _version = 0
 _held = _Held()
 _dirty: set[str] = set()  # parts an ORM save in this process changed (signals)
+_dirty_scopes: set[scope_sums.IdKey] = set()  # the scopes of the entitlements it saved
 _next_check = 0.0  # time.monotonic() of the next counter read
 
 
@@ -182,20 +182,25 @@ def _changed_parts(old: tuple[int, ...] | None, new: tuple[int, ...] | None) -> 
 
 def _refresh(snap: Snapshot | None, now: float) -> Snapshot:
     """Read the counters, then re-read the parts that moved (counters first: rows read after them
-    are at least as new, so a write is never hidden behind a counter already seen)."""
-    global _current, _version, _dirty, _next_check
+    are at least as new, so a write is never hidden behind a counter already seen). Entitlements:
+    only the scopes written since (admission.snapshot_delta), unless the whole must be read again."""
+    global _current, _version, _dirty, _dirty_scopes, _next_check
     parts, _dirty = _dirty, set()
+    local, _dirty_scopes = _dirty_scopes, set()
     try:
-        stamp = snapshot_triggers.read(connection)
-        if snap is None or now >= _held.full_at:
+        stamp, log_last = snapshot_triggers.read_with_log(connection)
+        full = snap is None or now >= _held.full_at or snapshot_delta.lost(_held.stamp, stamp)
+        if full:
             parts = set(ALL_PARTS)
             _held.full_at = now + settings.ADMISSION_SNAPSHOT_TTL_S
         parts |= _changed_parts(_held.stamp, stamp)
-        if "catalogue" in parts:
+        if "catalogue" in parts:  # slugs and model rates: every scope
             parts |= {"entitlements", "supply"}
+            full = True
         t = timezone.now()
-        if "entitlements" in parts or _held.sums is None:
-            _held.sums = scope_sums.read(t)
+        pending = None
+        if "entitlements" in parts or local or _held.scopes.table is None:
+            pending = _held.scopes.read(connection, log_last, local, t, full=full)
             _held.spill = spill_params.read(t)
             # usage an import_atlas in another process handed to this process's store (atlas_carry)
             atlas_carry.apply_pending(get_backend())
@@ -209,21 +214,28 @@ def _refresh(snap: Snapshot | None, now: float) -> Snapshot:
         # The database is away: keep serving what we have, try again at the next check.
         log.warning("admission snapshot: database read failed; serving version %s", snap.version, exc_info=True)
         _dirty |= parts
+        _dirty_scopes |= local
         _next_check = now + settings.ADMISSION_SNAPSHOT_CHECK_S
         return snap
     _held.stamp = stamp
     _next_check = now + settings.ADMISSION_SNAPSHOT_CHECK_S
-    if not parts and snap is not None and now < snap.valid_until:
+    if pending is not None:
+        _held.scopes.apply(pending, t.timestamp())
+    if not parts and not local and snap is not None and now < snap.valid_until:
         return snap  # nothing moved: same snapshot, its plans kept
-    if parts - {"supply", "health"} or _held.derived is None or snap is None or now >= snap.valid_until:
-        _held.derived = _with_spill(_Derived(*scope_sums.derive(_held.sums, t.timestamp())), _held.spill, t)
-    d = _held.derived
+    table = _held.scopes.table
+    assert table is not None
+    table.advance(t.timestamp())  # the scopes a window start or end reached (no query)
+    reserved, sold, withheld = table.totals()
+    d = _with_spill(_Derived(dict(table.scopes), reserved, sold, table.next_boundary(), withheld), _held.spill, t)
     until = _held.full_at
     if d.next_boundary is not None:
         until = min(until, now + max(0.0, d.next_boundary - t.timestamp()))
     placements = frozenset((b.model, b.region) for b in _held.bases)
+    pools = derive_pools(_held.bases, _held.health, d)
+    plans = {} if snap is None or not snap.plans else snapshot_delta.kept_plans(snap, d.scopes, pools)
     _version += 1
-    _current = Snapshot(d.scopes, derive_pools(_held.bases, _held.health, d), placements, until, _version)
+    _current = Snapshot(d.scopes, pools, placements, until, _version, plans)
     return _current
 
 
@@ -266,11 +278,15 @@ def build(now: datetime | None = None, version: int = 0) -> Snapshot:
     return Snapshot(d.scopes, pools, frozenset((b.model, b.region) for b in bases), float("inf"), version)
 
 
-def changed(sender: Any = None, **_: Any) -> None:
+def changed(sender: Any = None, instance: Any = None, **_: Any) -> None:
     """Signal receiver: an ORM save in this process changed its model's part; the next call
-    re-reads that part (other processes see it through the counters within one check)."""
+    re-reads that part, an entitlement's scope alone (other processes see it through the counters
+    and the change log within one check)."""
     global _next_check
     table = getattr(getattr(sender, "_meta", None), "db_table", "")
+    if table == "entitlements_entitlement" and instance is not None:
+        e = instance
+        _dirty_scopes.add((e.tenant_id, e.project_id, e.model_id, e.region_id, e.traffic_class_id))
     _dirty.add(snapshot_triggers.TABLES.get(table, "catalogue"))
     _next_check = 0.0
 
