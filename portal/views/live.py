@@ -36,6 +36,7 @@ RANGES: dict[str, timedelta] = {
     "30d": timedelta(days=30),
     "90d": timedelta(days=90),
 }
+SOURCE_COLUMNS = ("admitted_borrowed", "admitted_spilled", "borrowed_wt", "spilled_wt")
 POLL_UP_TO = timedelta(hours=24)  # coarser ranges read hour/day rollups that barely move in 5 s
 
 
@@ -234,6 +235,8 @@ def usage_export(request: HttpRequest) -> StreamingHttpResponse:
         *[f"throttled_{r}" for r in reasons],
         "estimated_wt",
         "actual_wt",
+        # issue 36: admitted beyond the own capacity, and the wt such requests settled
+        *SOURCE_COLUMNS,
     ]
 
     def rows() -> Any:
@@ -257,6 +260,7 @@ def usage_export(request: HttpRequest) -> StreamingHttpResponse:
                     *[int(by[r][i]) for r in reasons],
                     s["estimated_wt"][i],
                     s["actual_wt"][i],
+                    *[s[c][i] for c in SOURCE_COLUMNS],
                 ]
             )
 

@@ -160,6 +160,13 @@ def test_the_live_pages_show_borrowed_and_spilled_lines(mixed, fleet):
     html = r.content.decode()
     assert _row(html, "borrowed")[:2] == ["on borrowed capacity", "3"]
     assert _row(html, "spilled")[:2] == ["spilled over", "2"]
+    export = viewer.get("/usage/export.csv", {"range": "7d"})
+    rows = list(csv.DictReader(io.StringIO(b"".join(export.streaming_content).decode())))
+    got = {
+        c: sum(float(x[c]) for x in rows)
+        for c in ("admitted_borrowed", "admitted_spilled", "borrowed_wt", "spilled_wt")
+    }
+    assert got == {"admitted_borrowed": 3, "admitted_spilled": 2, "borrowed_wt": 240.0, "spilled_wt": 200.0}
     one = viewer.get(f"/entitlements/{reserved.uuid}/", {"range": "7d"})
     assert one.status_code == 200
     assert one.context["sources"]["spilled"] == {"label": "spilled over", "admitted": 2, "wt": 200.0}
