@@ -87,13 +87,15 @@ class AdmissionClient:
     def reserve(
         self, *, request_id: str, tenant: str, model: str, region: str, traffic_class: str, prompt_tokens: int,
         cached_prompt_tokens: int | None = None, max_output_tokens: int | None = None, project: str | None = None,
+        overflow: str | None = None,
     ) -> dict[str, Any]:  # fmt: skip
+        """`overflow`: "allow" | "deny" spillover for this request (issue 36.1); None: the entitlement's default."""
         body: dict[str, Any] = {
             "request_id": request_id, "tenant": tenant, "model": model, "region": region,
             "traffic_class": traffic_class, "prompt_tokens": prompt_tokens,
         }  # fmt: skip
         for k, v in (("cached_prompt_tokens", cached_prompt_tokens), ("max_output_tokens", max_output_tokens),
-                     ("project", project)):  # fmt: skip
+                     ("project", project), ("overflow", overflow)):  # fmt: skip
             if v is not None:
                 body[k] = v
         try:
