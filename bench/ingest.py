@@ -3,6 +3,13 @@ one transaction per batch; the hour and day rollups folded from the minutes, as 
 every 30 s, with a final fold inside the clock) against a raw binary PostgreSQL COPY of the same rows
 into a scratch table, measured in the same run. Goal: the service path at ≥ 0.5× COPY's events/s.
 
+Fair by construction: both sides take the same events (one seed); COPY's table is the events table's
+equivalent (its columns, defaults, identity and primary key) plus the dedup index ingest pays for;
+COPY's rows are typed before its clock starts, ingest's batches are built before its own; the rounds
+alternate which side runs first (6 rounds by default, even so that each order runs as often), each after a CHECKPOINT, with autovacuum off for both
+tables. Printed per run: wall time, the load average before it, and the CPU this process and its
+PostgreSQL backend spent (from /proc): where the time goes when the machine is shared.
+
 Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/telemetry_bench .venv/bin/python bench/ingest.py [N] [BATCH] [ROUNDS]
 (that URL is the default; the database is created and migrated if missing).
 """
@@ -237,7 +244,7 @@ def run_copy(n: int) -> tuple[float, Cpu]:
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
     size = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
-    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 5
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 6
     setup_django()
     catalogue()
     from telemetry.models import DayRollup, HourRollup, MinuteRollup
@@ -283,6 +290,12 @@ def main() -> None:
     print(
         f"ratio service/COPY: median {statistics.median(ratios):.2f} (rounds {', '.join(f'{x:.2f}' for x in ratios)}; goal ≥ {GOAL})"
     )
+    # The side that runs first in a round has read slower on this machine: each order's own median, so
+    # an odd number of rounds cannot tilt the figure toward one order.
+    first = {"COPY first": ratios[0::2], "ingest first": ratios[1::2]}
+    print("by order: " + "; ".join(f"{k} {statistics.median(v):.2f}" for k, v in first.items() if v))
+    cpu_total = {side: sum(c.py + c.db for c in runs) for side, runs in cpus.items()}
+    print(f"CPU ratio (COPY's CPU ÷ ingest's, both processes): {cpu_total['copy'] / cpu_total['service']:.2f}")
     for side, runs in cpus.items():
         py, db = statistics.median(c.py for c in runs), statistics.median(c.db for c in runs)
         print(
