@@ -8,8 +8,10 @@ triggers keep (admission.snapshot_triggers: one query) and re-reads only the par
 moved (entitlement sums, pools, health). Entitlements are summed by the database per scope, pool
 and window (admission.scope_sums: a rebuild at 10,000 entitlements loops over hundreds of groups,
 not the rows); when a window starts or ends the scopes are re-derived from the groups already held
-(no query). ORM saves in this process mark their part
-at once (signals); ADMISSION_SNAPSHOT_TTL_S (default 300 s) is only a safety net full rebuild.
+(no query). After a write only the scopes written are summed again (issue 35.2: the change log the
+triggers append to, admission.snapshot_delta), and every other scope keeps its object and its plan.
+ORM saves in this process mark their part at once (signals); ADMISSION_SNAPSHOT_TTL_S (default 300 s)
+is only a safety net full rebuild.
 """
 
 from __future__ import annotations

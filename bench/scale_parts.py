@@ -1,13 +1,18 @@
-"""Growth at 1×, 10× and 100× the demo (issue 19, items 2 and 3): the admission snapshot's rebuild,
-reserve throughput, the operator's home page and the usage partial, measured on the demo fleet plus
-synthetic entitlements (`growth-*` tenants, spread over the demo pools), in a database of its own.
+"""Growth at 1×, 10× and 100× the demo (issue 19, items 2 and 3; issue 35.2 and 35.7): the admission
+snapshot's refresh after one write, reserve throughput while entitlements are written, the operator's
+home page and the usage partial, measured on the demo fleet plus synthetic entitlements in a database
+of its own. Every synthetic entitlement is a scope of its own (`distinct-*` tenants, one project per
+entitlement, spread over the demo pools): 10,000 entitlements are 10,000 distinct scopes.
 
 The entitlement count is switched between rows of a table by two `.update()` statements (revoke or
-restore synthetic rows), which is itself a signal-less write the snapshot must notice. Reserve
-throughput alternates its two states block by block (one active entitlement, then 10,000) so a
-change in the machine's load hits both alike; the load average is printed beside every ratio.
+restore synthetic rows), which is itself a signal-less write the snapshot must notice. The refresh
+after one write (incremental: the written scope re-summed) is timed beside a full rebuild, in rounds
+whose order swaps. Reserve throughput at 10,000 distinct scopes alternates blocks with no write and
+blocks during which another thread, on its own connection, writes one entitlement per second (as the
+portal would in another process); the order swaps each round and the load is printed per round.
 
-Run alone: .venv/bin/python bench/scale_parts.py   (BENCH_SCALE_PARTS_DATABASE_URL, default below; REDIS_URL,
+Run alone: DJANGO_DEBUG=1 .venv/bin/python bench/scale_parts.py [--reserve-only] [--rounds N]
+(BENCH_SCALE_PARTS_DATABASE_URL, default below; REDIS_URL,
 default db 8, keys under a prefix of its own, removed at the end); bench/scale.py runs it after its table.
 """
 
@@ -16,6 +21,7 @@ from __future__ import annotations
 import os
 import statistics
 import sys
+import threading
 import time
 import uuid
 from datetime import timedelta
@@ -24,9 +30,9 @@ from pathlib import Path
 
 sys.path[0] = str(Path(__file__).resolve().parents[1])  # not bench/: its admission.py would shadow the app
 
-DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/bench_scale_parts"
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/bench_scale_parts_distinct"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/8"
-SYNTH = "growth-"  # tenant slug prefix of the synthetic entitlements (bench/scale.py owns "scale-")
+SYNTH = "distinct-"  # tenant slug prefix of the synthetic entitlements (bench/scale.py owns "scale-")
 GOAL_REBUILD_MS = 100.0
 GOAL_RESERVE_RATIO = 0.9
 
@@ -63,12 +69,12 @@ def demo_count() -> int:
 
 
 def ensure_synthetic(n: int) -> None:
-    """At least n synthetic entitlements: best_effort (not sold) and reserved at 0.001 CU, round-robin
-    over the demo pools and 100 tenants, open-ended, started a day ago. bulk_create: the triggers
-    (history, snapshot counters) still fire per row."""
+    """At least n synthetic entitlements, each in a project of its own (a distinct scope): best_effort
+    (not sold) and reserved at 0.001 CU, round-robin over the demo pools and 100 tenants, open-ended,
+    started a day ago. bulk_create: the triggers (history, snapshot counters) still fire per row."""
     from django.utils import timezone
 
-    from entitlements.models import Entitlement, Pool, Tenant
+    from entitlements.models import Entitlement, Pool, Project, Tenant
 
     have = Entitlement.objects.filter(tenant__slug__startswith=SYNTH).count()
     if have >= n:
@@ -79,13 +85,17 @@ def ensure_synthetic(n: int) -> None:
     tenants = list(Tenant.objects.filter(slug__startswith=SYNTH).order_by("slug"))
     pools = list(Pool.objects.order_by("slug"))
     start = timezone.now() - timedelta(days=1)
+    projects = Project.objects.bulk_create(
+        [Project(tenant=tenants[i % len(tenants)], slug=f"d{i:05d}", name=f"D {i}") for i in range(have, n)]
+    )
     rows = []
-    for i in range(have, n):
+    for i, project in zip(range(have, n), projects, strict=True):
         p = pools[i % len(pools)]
         cls = "reserved" if i % 2 else "best_effort"
         rows.append(
             Entitlement(
-                tenant=tenants[(i // len(pools)) % len(tenants)],
+                tenant=tenants[i % len(tenants)],
+                project=project,
                 model_id=p.model_id,
                 region_id=p.region_id,
                 pool=p,
@@ -172,17 +182,22 @@ def old_read() -> int:
     return len(list(qs.select_related("tenant", "project", "model", "region", "traffic_class")))
 
 
-def rebuild_after_write() -> tuple[float, float]:
+def refresh_after_write(full: bool) -> tuple[float, float]:
     """One entitlement written by `.update()` (no signal), then the next check through the real path:
-    the counter read, the entitlement rows, the derive. → (wall ms, CPU ms of this process)."""
+    the counters and log id, the written scope re-summed, the snapshot rebuilt from the held table.
+    `full`: the snapshot dropped first, so the check reads every scope (what each write cost before
+    issue 35.2, and what the fallback costs). → (wall ms, CPU ms of this process)."""
     from django.utils import timezone
 
     from admission import params
     from entitlements.models import Entitlement
 
-    params.current()
+    params._next_check = 0.0
+    params.current()  # the previous round's write seen, untimed
     pk = Entitlement.objects.filter(revoked_at__isnull=True).order_by("-pk").values_list("pk", flat=True)[0]
     Entitlement.objects.filter(pk=pk).update(ends_at=timezone.now() + timedelta(days=3650))
+    if full:
+        params.invalidate()
     params._next_check = 0.0
     w, c = time.perf_counter(), time.process_time()
     snap = params.current()
@@ -192,11 +207,19 @@ def rebuild_after_write() -> tuple[float, float]:
     return wall, cpu
 
 
-def rebuild_row(reps: int = 5) -> tuple[float, float, float]:
-    """(median wall ms, median CPU ms) of a rebuild after an entitlement write; the old read's wall ms."""
-    runs = [rebuild_after_write() for _ in range(reps)]
-    old = median_ms(old_read, max(1, reps // 2))
-    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs), old
+def rebuild_row(rounds: int = 6) -> tuple[tuple[float, float], tuple[float, float], float]:
+    """Incremental and full refresh after a write, interleaved with the order swapped each round →
+    ((median wall, CPU ms) incremental, (median wall, CPU ms) full, the old read's wall ms)."""
+    inc, full = [], []
+    for i in range(rounds):
+        for f in (False, True) if i % 2 == 0 else (True, False):
+            (full if f else inc).append(refresh_after_write(f))
+    old = median_ms(old_read, max(1, rounds // 3))
+
+    def med(runs: list[tuple[float, float]]) -> tuple[float, float]:
+        return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+
+    return med(inc), med(full), old
 
 
 def page_ms(client, url: str, reps: int, **headers) -> float:
@@ -230,64 +253,109 @@ def reserve_body():
             "region": e.region.slug, "traffic_class": "reserved", "prompt_tokens": 10, "max_output_tokens": 10}  # fmt: skip
 
 
-def reserves_per_s(base: dict, seconds: float) -> float:
-    """Reserve + complete pairs on one scope for `seconds` (completes keep its bucket from emptying)."""
+def reserves_per_s(base: dict, seconds: float) -> tuple[float, float]:
+    """Reserve + complete pairs on one scope for `seconds` (completes keep its bucket from emptying)
+    → (pairs/s, p99 ms of a reserve, which carries any snapshot refresh the check interval triggers)."""
     from admission import params, services
 
     params.invalidate()
     params.current()  # the rebuild after the switch is not part of the steady state measured
     n = 0
+    lat = []
     end = time.perf_counter() + seconds
     t0 = time.perf_counter()
     while time.perf_counter() < end:
+        t = time.perf_counter()
         d = services.reserve(services.parse_reserve({**base, "request_id": f"s{n}-{uuid.uuid4().hex[:6]}"}))
+        lat.append(time.perf_counter() - t)
         assert d.status == 200, d.body
         services.complete(services.parse_complete({"reservation_id": d.body["reservation_id"], "prompt_tokens": 10,
                                                    "output_tokens": 10, "status": "ok"}))  # fmt: skip
         n += 1
-    return n / (time.perf_counter() - t0)
+    lat.sort()
+    return n / (time.perf_counter() - t0), lat[int(0.99 * (len(lat) - 1))] * 1e3
 
 
-def reserve_rows(big: int, blocks: int = 8, seconds: float = 1.0) -> tuple[float, float, float, int, int]:
-    """Interleaved pairs of blocks (one active entitlement, then `big`; the order swaps every pair so
-    neither side always runs second) → (median rate one, median rate big, median of the pairs' ratios,
-    counts). The ratio of each pair is taken side by side, so a load swing between pairs cancels."""
+class Writer(threading.Thread):
+    """One entitlement write per second, on this thread's own database connection (as the portal
+    writing in another process): the cu of a synthetic entitlement toggled by `.update()`."""
+
+    def __init__(self, pks: list[int]) -> None:
+        super().__init__(daemon=True)
+        self.pks, self.halt, self.writes = pks, threading.Event(), 0
+
+    def run(self) -> None:
+        from django.db import connection
+
+        from entitlements.models import Entitlement
+
+        try:
+            while True:
+                pk = self.pks[self.writes % len(self.pks)]
+                cu = Decimal("0.002") if (self.writes // len(self.pks)) % 2 == 0 else Decimal("0.001")
+                Entitlement.objects.filter(pk=pk).update(cu=cu)
+                self.writes += 1
+                if self.halt.wait(1.0):
+                    return
+        finally:
+            connection.close()
+
+
+def reserve_rows(rounds: int = 6, seconds: float = 4.0) -> None:
+    """At 10,000 distinct scopes: reserve blocks with no write and with one write per second,
+    interleaved, the order swapping each round; the ratio per round and its median."""
+    from entitlements.models import Entitlement
 
     base = reserve_body()
-    one, many, ratios = [], [], []
-    n_one = n_big = 0
+    pks = list(
+        Entitlement.objects.filter(tenant__slug__startswith=SYNTH, revoked_at__isnull=True)
+        .order_by("pk")
+        .values_list("pk", flat=True)[:50]
+    )
+    quiet, busy, ratios, writes = [], [], [], 0
 
-    def run_one() -> float:
-        nonlocal n_one
-        set_active(0, demo=False)
-        n_one = active_count()
-        return reserves_per_s(base, seconds)
+    def written() -> tuple[float, float]:
+        nonlocal writes
+        w = Writer(pks)
+        w.start()
+        try:
+            return reserves_per_s(base, seconds)
+        finally:
+            w.halt.set()
+            w.join()
+            writes += w.writes
 
-    def run_big() -> float:
-        nonlocal n_big
-        set_active(big - len(_demo_active))
-        restore_demo()
-        n_big = active_count()
-        return reserves_per_s(base, seconds)
-
-    for i in range(blocks):
+    print(f"reserve + complete, Redis, one scope, {active_count():,} entitlements active "
+          f"({scope_count():,} distinct scopes), {seconds:.0f} s blocks:")  # fmt: skip
+    for i in range(rounds):
         if i % 2 == 0:
-            a = run_one()
-            b = run_big()
+            a = reserves_per_s(base, seconds)
+            b = written()
         else:
-            b = run_big()
-            a = run_one()
-        one.append(a)
-        many.append(b)
-        ratios.append(b / a)
-    return statistics.median(one), statistics.median(many), statistics.median(ratios), n_one, n_big
+            b = written()
+            a = reserves_per_s(base, seconds)
+        quiet.append(a)
+        busy.append(b)
+        ratios.append(b[0] / a[0])
+        print(f"  round {i + 1} ({'quiet first' if i % 2 == 0 else 'writes first'}): no writes {a[0]:,.0f}/s "
+              f"(p99 {a[1]:.2f} ms), 1 write/s {b[0]:,.0f}/s (p99 {b[1]:.2f} ms), ratio {b[0] / a[0]:.2f}; {load()}")  # fmt: skip
+    print(f"  median: no writes {statistics.median(q[0] for q in quiet):,.0f}/s (p99 "
+          f"{statistics.median(q[1] for q in quiet):.2f} ms), 1 write/s {statistics.median(b[0] for b in busy):,.0f}/s "
+          f"(p99 {statistics.median(b[1] for b in busy):.2f} ms); ratio {statistics.median(ratios):.2f} "
+          f"(goal ≥ {GOAL_RESERVE_RATIO}); {writes} writes; {load()}")  # fmt: skip
+
+
+def scope_count() -> int:
+    from admission import params
+
+    return len(params.current().scopes)
 
 
 def _reserve_report() -> int:
-    one, many, ratio, n_one, n_big = reserve_rows(10_000)
-    print(f"reserve + complete, Redis, one scope: {n_one} scope(s) active {one:,.0f}/s; "
-          f"{n_big:,} entitlements active {many:,.0f}/s")  # fmt: skip
-    print(f"  ratio {ratio:.2f}, median of 8 interleaved pairs (goal ≥ {GOAL_RESERVE_RATIO}); {load()}")
+    set_active(10_000 - len(_demo_active))
+    restore_demo()
+    rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 6
+    reserve_rows(rounds=rounds)
     return 0
 
 
@@ -315,21 +383,21 @@ def main() -> int:
         print(f"scale parts (demo = {demo} active entitlements); {load()}")
         if "--reserve-only" in sys.argv:
             return _reserve_report()
-        print(
-            f"{'scale':>6} {'active':>7} {'snapshot rebuild':>17} {'old read':>9} {'home /':>8} {'usage partial':>14}"
-        )
+        print(f"{'scale':>6} {'active':>7} {'scopes':>7} {'refresh after a write':>23} {'full rebuild':>24} "
+              f"{'old read':>9} {'home /':>7} {'usage partial':>14}")  # fmt: skip
         for k in (1, 10, 100, None):
             n = 10_000 if k is None else k * demo
             set_active(n - demo)
             restore_demo()
-            new, cpu, old = rebuild_row()
+            (inc, inc_cpu), (full, full_cpu), old = rebuild_row()
             home = page_ms(client, "/", 3)
             usage = page_ms(client, "/usage/?tenant=acme", 3, HTTP_HX_REQUEST="true")
             label = f"{k}×" if k else "10k"
-            print(f"{label:>6} {active_count():>7} {new:>8.1f} ms (CPU {cpu:5.1f} ms) {old:>6.0f} ms {home:>5.0f} ms "
-                  f"{usage:>5.0f} ms")  # fmt: skip
-        print(f"  rebuild: counters + entitlement rows + derive, median of 5; goal < {GOAL_REBUILD_MS:.0f} ms at 10k; "
-              f"old read: the model instances the 2 s rebuild made; pages: median of 3; {load()}")  # fmt: skip
+            print(f"{label:>6} {active_count():>7} {scope_count():>7} {inc:>6.1f} ms (CPU {inc_cpu:5.1f} ms) "
+                  f"{full:>7.1f} ms (CPU {full_cpu:5.1f} ms) {old:>6.0f} ms {home:>4.0f} ms {usage:>5.0f} ms; {load()}")  # fmt: skip
+        print(f"  refresh after a write: counters + log id, the written scope re-summed, snapshot rebuilt; full: the "
+              f"same check with every scope read; medians of 6 rounds, order swapped; goal < {GOAL_REBUILD_MS:.0f} ms "
+              f"at 10k; old read: the model instances the 2 s rebuild made; pages: median of 3")  # fmt: skip
         return _reserve_report()
     finally:
         set_active(0)
