@@ -409,6 +409,13 @@ class Processor(pb_grpc.ExternalProcessorServicer):
             log.warning("Headroom: complete of %s failed; its TTL will settle it", reservation_id, exc_info=True)
 
 
+# One Envoy sends every request's stream over one HTTP/2 connection, small messages each: no
+# bandwidth-delay probing (a ping beside data frames), many streams at once, latency over throughput.
+# Measured against grpcio's defaults, interleaved A/B at 8 clients: 1.04, 1.24, 1.14 × requests/s.
+SERVER_OPTIONS = [("grpc.so_reuseport", 0), ("grpc.http2.bdp_probe", 0), ("grpc.max_concurrent_streams", 1000),
+                  ("grpc.optimization_target", "latency"), ("grpc.http2.max_pings_without_data", 0)]  # fmt: skip
+
+
 async def health_server(host: str, port: int) -> asyncio.AbstractServer:
     """`GET /health` → 200: a plain-HTTP probe beside the gRPC port (for orchestrators and tests)."""
 
@@ -429,7 +436,7 @@ async def health_server(host: str, port: int) -> asyncio.AbstractServer:
 
 async def serve(host: str, port: int, config: Config, *, health_port: int | None = None) -> None:
     processor = Processor(config)
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    server = grpc.aio.server(options=SERVER_OPTIONS)
     pb_grpc.add_ExternalProcessorServicer_to_server(processor, server)
     if server.add_insecure_port(f"{host}:{port}") == 0:
         raise SystemExit(f"cannot listen on {host}:{port}")
