@@ -128,8 +128,8 @@ def test_the_page_and_its_csv_show_the_split(mixed, fleet):
     reserved, borrower, _ = mixed
     viewer = client_for(person("acme-viewer", tenant=fleet.acme))
     page = viewer.get(f"/entitlements/{borrower.uuid}/statement/", _period()).content.decode()
-    assert _row(page, "borrowed") == ["on borrowed capacity", "3", "3", "240 wt", "0.000067 CU-h"]
-    assert _row(page, "spilled") == ["spilled over", "0", "0", "0 wt", "0.000000 CU-h"]
+    assert _row(page, "borrowed") == ["on borrowed capacity", "3", "3", "240 wt", "0.0001 CU-h"]
+    assert _row(page, "spilled") == ["spilled over", "0", "0", "0 wt", "0.0000 CU-h"]
     raw = viewer.get(f"/entitlements/{reserved.uuid}/statement.csv", _period()).content.decode()
     figures = dict(csv.reader(io.StringIO(raw)))
     assert [figures[f"sources.spilled.{k}"] for k in ("admitted", "settled", "wt", "cu_hours")] == [
