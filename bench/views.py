@@ -12,11 +12,19 @@ of telemetry_bench never touches; created and migrated if missing).
 loads it) as the tenant viewer against the operator, interleaved (order swapped each round); prints each
 side's median and p95 and the ratio of medians (issue 28.10, goal: tenant home under 1 s). Database:
 BENCH_HOMES_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/homes_bench.
+
+`--homes --fleet [ROUNDS]`: the same with the demo fleet running (issue 35.4, goal: tenant home p95
+under 300 ms): the web server and `manage.py simulate_fleet` are started as `make run` starts them (the
+commands of bin/run_all.plan, embedded admission store: REDIS_URL is not passed on) on the homes
+database and port BENCH_FLEET_PORT (default 8767); after FLEET_WARMUP_S of traffic the homes are
+measured in this process, while the simulator keeps writing admissions and usage through the server.
+The simulator's last lines are printed after the figures, to show it was sending throughout.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -26,7 +34,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-HOMES = "--homes" in sys.argv
+FLEET = "--fleet" in sys.argv
+HOMES = "--homes" in sys.argv or FLEET
+FLEET_WARMUP_S = 20.0
 if HOMES:  # as `make run` serves the demo: plain HTTP on localhost, a key of its own
     os.environ.setdefault("HEADROOM_LOCAL_HTTP", "1")
     os.environ.setdefault("DJANGO_SECRET_KEY", "bench-homes-only-key")
@@ -155,13 +165,42 @@ def measure(client, urls, rounds, headers):
     return times
 
 
+def start_fleet(port: int, log_path: Path) -> list:
+    """The web server and the fleet simulator on `port`, as `make run` starts them; the caller stops them."""
+    import subprocess
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bin"))
+    from run_all import ROOT, _answers, plan
+
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "CELERY_BROKER_URL")}
+    # Its own static root, collected as `make run` collects it (the pages need the manifest).
+    env["DJANGO_STATIC_ROOT"] = f"/tmp/bench_views_static_{os.getpid()}"
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True
+    )
+    procs = {p.name: p for p in plan(env, host="127.0.0.1", port=port)}
+    children = []
+    for name in ("web", "simulator"):
+        if name == "simulator":
+            deadline = time.monotonic() + 60
+            while not _answers("127.0.0.1", port):
+                if children[0].poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"--fleet: the web server did not answer on port {port} (see {log_path})")
+                time.sleep(0.2)
+        p, log = procs[name], log_path.with_suffix(f".{name}.log").open("w")
+        children.append(
+            subprocess.Popen(
+                p.argv, cwd=ROOT, env={**env, **p.env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        )
+    return children
+
+
 def homes(rounds: int) -> None:
     from io import StringIO
 
     from django.conf import settings
-    from django.contrib.auth import get_user_model
     from django.core.management import call_command
-    from django.test import Client
 
     from demo.history import seed_history
 
@@ -174,30 +213,75 @@ def homes(rounds: int) -> None:
     for command in ("load_demo", "load_demo_alerts"):  # both idempotent
         call_command(command, stdout=StringIO())
     seed_history()  # writes nothing when history exists
-    clients = {}
+    children, log_path, port = [], Path(f"/tmp/bench_views_fleet_{os.getpid()}.log"), 0
+    if FLEET:
+        port = int(os.environ.get("BENCH_FLEET_PORT", "8767"))
+        children = start_fleet(port, log_path)
+        time.sleep(FLEET_WARMUP_S)
+    try:
+        _measure_homes(rounds, port)
+    finally:
+        if children:
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bin"))
+            from run_all import stop_all
+
+            stop_all(children)
+            shutil.rmtree(f"/tmp/bench_views_static_{os.getpid()}", ignore_errors=True)
+    if FLEET:
+        tail = log_path.with_suffix(".simulator.log").read_text().strip().splitlines()[-3:]
+        print("fleet simulator (last lines of its log):", *(f"  {line}" for line in tail), sep="\n")
+
+
+def _measure_homes(rounds: int, port: int) -> None:
+    """Each home as its person sees it: through the fleet's own web server when `port` (so its
+    requests queue with the simulator's), else in this process."""
+    import urllib.request
+
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    def getter(client: Client):  # type: ignore[no-untyped-def]
+        if not port:
+            return lambda: client.get("/").status_code
+        name = settings.SESSION_COOKIE_NAME
+        cookie = f"{name}={client.cookies[name].value}"
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/", headers={"Cookie": cookie})
+
+        def over_http() -> int:
+            with urllib.request.urlopen(req, timeout=60) as r:  # noqa: S310  # our own local server
+                r.read()
+                return int(r.status)
+
+        return over_http
+
+    gets = {}
     for who in ("demo-viewer", "demo-operator"):
-        clients[who] = Client()
-        clients[who].force_login(get_user_model().objects.get(username=who))
-        assert clients[who].get("/").status_code == 200  # warm
-    times: dict[str, list[float]] = {who: [] for who in clients}
+        client = Client()
+        client.force_login(get_user_model().objects.get(username=who))
+        gets[who] = getter(client)
+        assert gets[who]() == 200  # warm
+    times: dict[str, list[float]] = {who: [] for who in gets}
     for i in range(rounds):
-        for who in list(clients)[:: 1 if i % 2 else -1]:
+        for who in list(gets)[:: 1 if i % 2 else -1]:
             t = time.perf_counter()
-            r = clients[who].get("/")
+            status = gets[who]()
             times[who].append(time.perf_counter() - t)
-            assert r.status_code == 200, (who, r.status_code)
+            assert status == 200, (who, status)
     med = {who: statistics.median(t) for who, t in times.items()}
-    print(f"home page on the demo, {rounds} interleaved rounds (order swapped each round)")
+    fleet = f", over HTTP with the demo fleet running ({FLEET_WARMUP_S:.0f} s warm-up)" if FLEET else ""
+    print(f"home page on the demo{fleet}, {rounds} interleaved rounds (order swapped each round)")
     for who, t in times.items():
         p95 = statistics.quantiles(t, n=20)[18] if len(t) >= 2 else t[0]
         print(f"{who:14s}: median {med[who] * 1000:7.1f} ms  p95 {p95 * 1000:7.1f} ms")
-    print(f"ratio tenant/operator (medians): {med['demo-viewer'] / med['demo-operator']:.2f}; goal: tenant under 1 s")
+    goal = "tenant p95 under 300 ms with the fleet running" if FLEET else "tenant under 1 s"
+    print(f"ratio tenant/operator (medians): {med['demo-viewer'] / med['demo-operator']:.2f}; goal: {goal}")
     one, five, fifteen = os.getloadavg()
     print(f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} on {os.cpu_count()} cores")
 
 
 def main() -> None:
-    args = [a for a in sys.argv[1:] if a != "--homes"]
+    args = [a for a in sys.argv[1:] if a not in ("--homes", "--fleet")]
     rounds = int(args[0]) if args else 4
     if HOMES:
         setup_django()

@@ -39,16 +39,17 @@ def size_day(
 ) -> tuple[DayCost, SizingResult]:
     """Each hour sized at its own rate (same seed, so hours are comparable); returns the day's
     cost and the peak hour's sizing. `floor_replicas` defaults to the peak hour's failure and
-    startup reserve, which stays provisioned at night."""
+    startup reserve, which stays provisioned at night. The hours are sized `fleet_only` (no CU to
+    buy, no peak's extra cost: the day reads only replicas and load), so the peak's result has none."""
     rates = hourly_rates(inp.arrival_rate_rps, hourly_multipliers=hourly_multipliers, hourly_rps=hourly_rps)
     # The peak hour picks the operating point (the pool's replica shape); the other hours scale
     # replicas of that shape: a pool does not change accelerator type by the hour.
-    peak = size(replace(inp, arrival_rate_rps=max(rates), sim_requests=sim_requests))
+    peak = size(replace(inp, arrival_rate_rps=max(rates), sim_requests=sim_requests), fleet_only=True)
     pinned = replace(inp, operating_points=(peak.operating_point_used,), accelerator=None, sim_requests=sim_requests)
     by_rate: dict[float, SizingResult] = {max(rates): peak}
     for rate in rates:
         if rate not in by_rate:
-            by_rate[rate] = size(replace(pinned, arrival_rate_rps=rate))
+            by_rate[rate] = size(replace(pinned, arrival_rate_rps=rate), fleet_only=True)
     floor = peak.replicas.total - peak.replicas.steady if floor_replicas is None else floor_replicas
     acc = next(a for a in inp.accelerators if a.slug == peak.accelerator)
     hours = [

@@ -6,7 +6,9 @@ repeats the actual numbers, so a page can show the whole derivation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
 
 from capacity.cost import PoolCost, accelerators_for, pool_cost
 from capacity.failure import FailurePolicy, replicas_for_failure
@@ -35,6 +37,7 @@ __all__ = [
     "LengthQuantiles",
     "LengthSamples",
     "LengthSpec",
+    "KvReplays",
     "ModelSpec",
     "NetworkModel",
     "OperatingPoint",
@@ -73,7 +76,7 @@ def kv_capacity_tokens(
     return float(int(free_gb * GB // model.kv_bytes_per_token))
 
 
-def size(inp: SizingInput) -> SizingResult:
+def size(inp: SizingInput, *, fleet_only: bool = False, replays: KvReplays | None = None) -> SizingResult:
     """Size one request class at the cheapest feasible operating point (and so replica shape).
 
     Every point meeting the SLO is sized in full (its own latencies, KV room and replica shape) and
@@ -81,6 +84,11 @@ def size(inp: SizingInput) -> SizingResult:
     replica × price, failure and startup reserve included; ties go to fewer accelerators, then to
     the earlier point. The runners-up come back in `alternatives` with their cost. Raises
     SizingInputError naming the first bad field.
+
+    `fleet_only` leaves out the CU to buy (`planning`, a replay of the whole workload that costs more
+    than the rest of the sizing) and the peak's extra cost, for a caller that reads only the fleet and
+    its cost: a day's hours, the cost per planning basis. `replays` shares the KV replays between
+    sizings of one class at other rates (see KvReplays).
     """
     policy = validate(inp)
     m = inp.model
@@ -92,7 +100,7 @@ def size(inp: SizingInput) -> SizingResult:
     points = [p for p in points if p.accelerator in priced]
     if not points:
         raise SizingInputError("accelerator", f"no catalogue entry (or price) for accelerator(s) {', '.join(unpriced)}")
-    results, misfits, sims = [], [], _Sims()
+    results, misfits, sims = [], [], replays or KvReplays()
     for p in points:
         try:
             results.append(_size_at(inp, policy, p, sims))
@@ -111,6 +119,8 @@ def size(inp: SizingInput) -> SizingResult:
     if unpriced:
         notes.append(f"left out: points on {', '.join(unpriced)}, which has no price under this pricing")
     notes.extend(f"left out: {e.message}" for e in misfits)
+    if fleet_only:
+        return replace(best, assumptions=(*notes, *best.assumptions), alternatives=alternatives, why_chosen=why)
     answer = planning_answer(inp)
     notes.append(f"CU to buy: {answer.check}; requests from {answer.planning_basis}")
     extra, extra_note = _peak_extra(inp, policy, best, sims)
@@ -168,7 +178,7 @@ def real_rate_rps(inp: SizingInput) -> float:
 
 
 def _peak_extra(
-    inp: SizingInput, policy: FailurePolicy, best: SizingResult, sims: _Sims | None = None
+    inp: SizingInput, policy: FailurePolicy, best: SizingResult, sims: KvReplays | None = None
 ) -> tuple[float | None, str | None]:
     """What sizing for the planning rate rather than the mean costs per hour, on the chosen point."""
     mean = real_rate_rps(inp)
@@ -295,29 +305,50 @@ def _rates(inp: SizingInput, ttft: float, tpot: float, st: _Steps) -> _Rates:
     )
 
 
-class _Sims:
-    """KV simulations within one size() call, by latencies (and rate, where the replay depends on it):
-    points with the same TTFT and TPOT replay the same requests, and the peak's extra cost re-sizes
-    the chosen point at a trace's mean rate, which replays it identically at its own timing."""
+class KvReplays:
+    """KV simulations of one class, by latencies (and rate, where the replay depends on it): points
+    with the same TTFT and TPOT replay the same requests; the peak's extra cost re-sizes the chosen
+    point at a trace's mean rate, and the calculator sizes the class at each planning basis — a trace
+    at its own timing replays identically at any rate, so each point is simulated once for them all.
+
+    One object serves inputs that differ at most in `arrival_rate_rps`: any other field (its arrays
+    by identity) differing from the first input's is a ValueError, since a replay keyed by latencies
+    alone would then answer for another class."""
 
     def __init__(self) -> None:
         self._by_key: dict[tuple[float | None, float, float], KvDemand] = {}
+        self._class: SizingInput | None = None
 
     def get(self, inp: SizingInput, ttft: float, tpot: float) -> KvDemand:
+        self._check_class(inp)
         rate = None if inp.arrival_rate_rps > 0 and rate_free(inp) else inp.arrival_rate_rps
         key = (rate, ttft, tpot)
         if key not in self._by_key:
             self._by_key[key] = simulate_class(inp, ttft, tpot)
         return self._by_key[key]
 
+    def _check_class(self, inp: SizingInput) -> None:
+        if self._class is None:
+            self._class = inp
+            return
+        for f in fields(inp):
+            if f.name == "arrival_rate_rps":
+                continue
+            mine, theirs = getattr(self._class, f.name), getattr(inp, f.name)
+            same = mine is theirs if isinstance(mine, np.ndarray) or isinstance(theirs, np.ndarray) else mine == theirs
+            if not same:
+                raise ValueError(f"KvReplays: {f.name} differs from the class these replays are for")
 
-def _size_at(inp: SizingInput, policy: FailurePolicy, op: OperatingPoint, sims: _Sims | None = None) -> SizingResult:
+
+def _size_at(
+    inp: SizingInput, policy: FailurePolicy, op: OperatingPoint, sims: KvReplays | None = None
+) -> SizingResult:
     """The whole sizing on one operating point."""
     m, acc, apr = inp.model, _accelerator_for(inp, op), op.accelerators_per_replica
     ttft, tpot, latency_source = latencies_used(op, inp.slo)
     st = _Steps()
     r = _rates(inp, ttft, tpot, st)
-    kv_demand = (sims or _Sims()).get(inp, ttft, tpot)
+    kv_demand = (sims or KvReplays()).get(inp, ttft, tpot)
     demand = _kv_and_load(inp, op, acc, r, kv_demand, st)
     prefill = prefill_bound(
         accelerators_per_replica=apr,

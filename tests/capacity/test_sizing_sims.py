@@ -66,9 +66,9 @@ def test_one_replay_per_latency_pair_and_the_same_figures():
 def test_a_rate_dependent_replay_is_not_shared_across_rates():
     # Time-scaled to the planning rate (not its own timing): the mean rate's sizing replays anew.
     inp = _trace_input(trace_own_timing=False)
-    sims = sizing._Sims()
+    sims = sizing.KvReplays()
     a = sims.get(inp, 1.0, 0.05)
     b = sims.get(replace(inp, arrival_rate_rps=6.0), 1.0, 0.05)
     assert a is not b and a.sim.kv_tokens_p99 != b.sim.kv_tokens_p99
-    own = replace(inp, trace_own_timing=True)
-    assert sims.get(own, 1.0, 0.05) is sims.get(replace(own, arrival_rate_rps=6.0), 1.0, 0.05)
+    own, own_sims = replace(inp, trace_own_timing=True), sizing.KvReplays()  # another class: its own replays
+    assert own_sims.get(own, 1.0, 0.05) is own_sims.get(replace(own, arrival_rate_rps=6.0), 1.0, 0.05)
