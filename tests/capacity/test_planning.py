@@ -93,11 +93,28 @@ def test_longer_requests_never_ask_less(w: Workload, target: float, k: float) ->
 @FAST
 @given(workloads(), targets, st.floats(1.0, 4.0))
 def test_a_higher_rate_never_asks_less(w: Workload, target: float, k: float) -> None:
-    faster = Workload(w.arrival_s / k, w.cost_wt, w.basis)
+    # Equal costs: the same arrivals k times faster are the same bucket refilled k times slower, and with
+    # equal costs a slower refill never admits more requests. (Unequal costs: see the next test.)
+    same = Workload(w.arrival_s, np.full(len(w.cost_wt), float(w.cost_wt[0])), w.basis)
+    faster = Workload(same.arrival_s / k, same.cost_wt, same.basis)
     assert (
         plan(faster, r_wt_per_s=R, target_throttled_share=target).cu_to_buy
-        >= plan(w, r_wt_per_s=R, target_throttled_share=target).cu_to_buy
+        >= plan(same, r_wt_per_s=R, target_throttled_share=target).cu_to_buy
     )
+
+
+def test_with_unequal_costs_a_faster_stream_can_throttle_fewer_requests() -> None:
+    # Why the property above is stated for equal costs (docs/planning.md): the contract's bucket serves a
+    # request whenever it fits, so at 0.1 CU (100 wt/s, 6,000 wt deep) the slow stream admits the
+    # 6,000 wt request and then has no room for the two after it; twice as fast, the big one is refused
+    # and both small ones fit. Counted by requests (the target's unit) the faster stream throttles fewer;
+    # counted by weighted tokens it throttles more.
+    t = np.array([2.0, 16.0, 23.0, 24.0])
+    c = np.array([1000.0, 6000.0, 1000.0, 2000.0])
+    assert independent_share(t, c, 0.1) == 0.5
+    assert independent_share(t / 2, c, 0.1) == 0.25
+    assert replay(Workload(t, c, "slow"), 0.1, R).throttled == 2
+    assert replay(Workload(t / 2, c, "fast"), 0.1, R).throttled == 1
 
 
 def test_a_burst_is_planned_for_not_averaged_away() -> None:
