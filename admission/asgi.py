@@ -5,7 +5,7 @@
 
 For each request to one of `paths` (OpenAI-style by default):
 - **reserve** before the gateway sees it. Who is asking comes from `resolve(scope, headers, body)`
-  (default: headers `x-headroom-tenant`, `-project`, `-region`, `-traffic-class`, `x-request-id`;
+  (default: headers `x-headroom-tenant`, `-project`, `-region`, `-traffic-class`, `-overflow`, `x-request-id`;
   the model from the JSON body, `max_tokens` / `max_completion_tokens` as the output estimate).
   Prompt tokens: header `x-headroom-prompt-tokens`, else `count_prompt(body)` (default: the
   characters of the messages or prompt / 4, rounded up).
@@ -90,6 +90,9 @@ def default_resolve(scope: Scope, headers: dict[str, str], body: dict[str, Any])
         if not headers.get(HEADER + name):
             raise BadRequest(HEADER + name, "this header is required")
     prompt = _int_header(headers, HEADER + "prompt-tokens")
+    overflow = headers.get(HEADER + "overflow") or None  # spillover for this request (issue 36.1)
+    if overflow is not None and overflow not in ("allow", "deny"):
+        raise BadRequest(HEADER + "overflow", "must be allow or deny")
     return {
         "request_id": headers.get("x-request-id") or uuid.uuid4().hex,
         "tenant": headers[HEADER + "tenant"],
@@ -100,6 +103,7 @@ def default_resolve(scope: Scope, headers: dict[str, str], body: dict[str, Any])
         "prompt_tokens": prompt if prompt is not None else count_prompt(body),
         "cached_prompt_tokens": _int_header(headers, HEADER + "cached-prompt-tokens"),
         "max_output_tokens": out_est,
+        "overflow": overflow,
     }
 
 

@@ -193,3 +193,15 @@ def test_a_spilled_reserve_and_its_complete_over_http(fleet, targets, store, sin
     services.events.buffer().flush()
     kinds = [(e["decision"], e.get("source_kind")) for e in sink.events if e["tenant"] == "acme"]
     assert ("admit", "spillover") in kinds and ("complete", "spillover") in kinds
+
+
+def test_the_middleware_reads_overflow_from_its_header_and_names_it_when_bad():
+    from admission.asgi import BadRequest, default_resolve
+
+    h = {"x-headroom-tenant": "acme", "x-headroom-region": "us-test", "x-headroom-prompt-tokens": "5"}
+    body = {"model": "llama-test", "max_tokens": 10}
+    assert default_resolve({}, h, body)["overflow"] is None  # the entitlement's default
+    assert default_resolve({}, {**h, "x-headroom-overflow": "deny"}, body)["overflow"] == "deny"
+    with pytest.raises(BadRequest) as bad:
+        default_resolve({}, {**h, "x-headroom-overflow": "maybe"}, body)
+    assert bad.value.field == "x-headroom-overflow"
