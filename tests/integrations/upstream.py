@@ -120,9 +120,10 @@ def main() -> None:
     ap.add_argument("--log")
     ap.add_argument("--ttfb-ms", type=float, default=0.0)
     args = ap.parse_args()
-    uvicorn.run(
-        make_app(args.log, args.ttfb_ms), host="127.0.0.1", port=args.port, log_level="warning", access_log=False
-    )
+    # Idle keep-alive connections kept 75 s: uvicorn's default (5 s) closes them between a bench's rounds
+    # while the gateway may be reusing one (an Envoy 503 or a LiteLLM connection error now and then).
+    uvicorn.run(make_app(args.log, args.ttfb_ms), host="127.0.0.1", port=args.port, log_level="warning",
+                access_log=False, timeout_keep_alive=75)  # fmt: skip
 
 
 if __name__ == "__main__":
