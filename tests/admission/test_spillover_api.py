@@ -56,7 +56,16 @@ def targets(fleet):
         "acme_b": _grant(fleet, "1", "best_effort", pool=fleet.pool_b),
         "globex_b": _grant(fleet, "1", "best_effort", tenant=fleet.globex, pool=fleet.pool_b),
         "acme_a_shared": _grant(fleet, "5", "shared"),
+        "acme_other_model": _grant(fleet, "1", "best_effort", pool=_other_model_pool(fleet)),
     }
+
+
+def _other_model_pool(fleet):
+    """A pool of another model (mistral-test) in the same region."""
+    from tests.factories import OperatingPointFactory, ServedModelFactory, make_pool
+
+    op = OperatingPointFactory(model=ServedModelFactory(slug="mistral-test", name="Mistral test"))
+    return make_pool("pool-m", op=op, region=fleet.pool_a.region)
 
 
 def _raw_post(client, body):
@@ -75,6 +84,11 @@ def test_a_bare_nan_budget_is_refused_before_it_is_read(operator_api, targets):
     [
         ({"spillover_target": "globex_b", "spillover_budget_cu": 2}, "spillover_target", "another tenant"),
         ({"spillover_target": "acme_a_shared", "spillover_budget_cu": 2}, "spillover_target", "same pool"),
+        (
+            {"spillover_target": "acme_other_model", "spillover_budget_cu": 2},
+            "spillover_target",
+            "serves mistral-test, not llama-test",
+        ),
         ({"spillover_target": "acme_b"}, "spillover_budget_cu", "needs a budget"),
         ({"spillover_budget_cu": 2}, "spillover_budget_cu", "needs a spillover_target"),
         ({"spillover_target": "acme_b", "spillover_budget_cu": -1}, "spillover_budget_cu", "greater than 0"),
