@@ -291,7 +291,8 @@ def reserve(
         if not ans.replay or ans.retried:  # a retried call may have admitted unseen: telemetry dedups by id
             emit(reserve_event(req, "admit", cost, plan.event_head, source_kind=source, in_flight=ans.in_flight,
                                **served))  # fmt: skip
-            hooks.admitted(backend, sp, source)
+            if not served:  # reclaim latency is about lenders and borrowers in the scope's own pool
+                hooks.admitted(backend, sp, source)
         pool_id = spill.pool_id if served and spill is not None else sp.pool_id
         d = _admitted(req, sp, parts[2], source, parts[4], sign, plan.scope.ttl_s, settled=ans.settled,
                       pool_id=pool_id)  # fmt: skip
