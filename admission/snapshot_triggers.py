@@ -86,8 +86,11 @@ _NEW = ", ".join(f"NEW.{c}" for c in SCOPE_COLUMNS)
 _OLD = ", ".join(f"OLD.{c}" for c in SCOPE_COLUMNS)
 _MOVED = " OR ".join(f"NEW.{c} IS DISTINCT FROM OLD.{c}" for c in SCOPE_COLUMNS)
 
-# One log row, and every LOG_PRUNE_EVERY ids the rows older than the last LOG_KEEP go.
-PG_LOG_ROW = f"""
+
+def _pg_log_row() -> str:
+    """One log row, and every LOG_PRUNE_EVERY ids the rows older than the last LOG_KEEP go (built at
+    install time, from the constants as they are then)."""
+    return f"""
 CREATE OR REPLACE FUNCTION admission_snap_log_row(everything boolean, t bigint, p bigint, m bigint, r bigint,
                                                   c varchar) RETURNS void AS $$
 DECLARE got bigint;
@@ -96,6 +99,7 @@ BEGIN
   IF got % {LOG_PRUNE_EVERY} = 0 THEN DELETE FROM {LOG} WHERE id <= got - {LOG_KEEP}; END IF;
 END $$ LANGUAGE plpgsql;
 """
+
 
 # The entitlements counter, then the log row: the counter row stays locked to commit, so log ids
 # follow commit order. 'headroom.snap_logged' counts this transaction's rows (LOG_CAP + 1: done).
@@ -128,7 +132,7 @@ END $$ LANGUAGE plpgsql;
 
 def _pg_statements(tables: set[str]) -> list[str]:
     logging = LOG in tables
-    out = [PG_FUNCTION] + ([PG_LOG_ROW, PG_LOG_FUNCTION] if logging else [])
+    out = [PG_FUNCTION] + ([_pg_log_row(), PG_LOG_FUNCTION] if logging else [])
     for table, part in TABLES.items():
         if table not in tables:
             continue
@@ -147,8 +151,8 @@ def _pg_statements(tables: set[str]) -> list[str]:
 
 def _sqlite_log(table: str, op: str) -> list[str]:
     """The log rows of one SQLite row trigger (no transaction state: every row logs, no cap)."""
-    prune = (f"DELETE FROM {LOG} WHERE last_insert_rowid() % {LOG_PRUNE_EVERY} = 0 "
-             f"AND id <= last_insert_rowid() - {LOG_KEEP};")  # fmt: skip
+    last = f"(SELECT MAX(id) FROM {LOG})"  # the row just logged (ids only grow: AUTOINCREMENT)
+    prune = f"DELETE FROM {LOG} WHERE {last} % {LOG_PRUNE_EVERY} = 0 AND id <= {last} - {LOG_KEEP};"
     insert = f"INSERT INTO {LOG} (everything, {_COLS})"
     if LOGGED[table] == "everything":
         return [f"{insert} VALUES (1, NULL, NULL, NULL, NULL, NULL);", prune]

@@ -255,3 +255,20 @@ def test_too_many_scopes_at_once_are_read_whole(fleet, elsewhere):  # noqa: F811
         m.Entitlement.objects.filter(pk=e.pk).update(cu=Decimal("0.03"))
     same_as_full(refresh())
     assert params._held.scopes.table is not table
+
+
+def test_the_trigger_keeps_the_log_to_its_last_rows(fleet, elsewhere, monkeypatch):  # noqa: F811
+    """Every LOG_PRUNE_EVERY ids the trigger drops the rows older than the last LOG_KEEP (small here)."""
+    monkeypatch.setattr(snapshot_triggers, "LOG_KEEP", 5)
+    monkeypatch.setattr(snapshot_triggers, "LOG_PRUNE_EVERY", 4)
+    snapshot_triggers.install(connection)
+    try:
+        e = spread(fleet, 1)[0]
+        for i in range(12):  # one transaction each: one log row each
+            m.Entitlement.objects.filter(pk=e.pk).update(cu=Decimal(i + 1) / 100)
+        ids = list(SnapshotChange.objects.order_by("pk").values_list("pk", flat=True))
+        pruned_at = ids[-1] - ids[-1] % 4
+        assert ids == list(range(pruned_at - 4, ids[-1] + 1))
+    finally:
+        monkeypatch.undo()
+        snapshot_triggers.install(connection)
