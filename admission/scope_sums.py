@@ -6,8 +6,9 @@ Rows are grouped by scope, pool and window (starts, ends): a scope can span pool
 are per row's pool), and a group starts and ends as one row would, so when a window starts or ends
 the held groups are derived again without a query. Entitlements sold together share a window, so
 groups are far fewer than rows. `read(t, scopes)` re-sums only the given scopes (issue 35.2: the
-incremental refresh after a write, admission.scope_table). `derive` gives the same result as admission.params.derive_scopes over
-entitlement_rows (the row-by-row specification, tested equal on a varied fixture): rates and
+incremental refresh after a write, admission.scope_table). `derive` gives the same result as
+admission.params.derive_scopes over entitlement_rows (the row-by-row specification, tested equal on a
+varied fixture): rates and
 borrowing add up, the envelope is the widest, concurrency adds up, the scope names its lowest-pk
 entitlement, budgets combine in pk order (the few rows with limits are held as rows).
 """
