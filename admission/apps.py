@@ -32,6 +32,10 @@ class AdmissionConfig(AppConfig):
         from entitlements.api import snapshot as gateway_snapshot
 
         gateway_snapshot.EXTENSIONS["admission"] = snapshot_export.block
+        # A poll naming the current ETag is answered 304 from the change counters (issue 35.1).
+        from admission import snapshot_stamp
+
+        gateway_snapshot.STAMP[:] = [snapshot_stamp.stamp]
 
         from entitlements.auth import epoch_bumped
 

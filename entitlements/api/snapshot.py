@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Hashable
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
@@ -122,6 +123,47 @@ def build_snapshot(at: datetime | None = None) -> dict[str, Any]:
         content[name] = block(t)
     canonical = json.dumps(content, sort_keys=True, cls=DjangoJSONEncoder, separators=(",", ":"))
     return {"version": hashlib.sha256(canonical.encode()).hexdigest()[:32], "generated_at": t, **content}
+
+
+class Stamp(Protocol):
+    """Says, without a build, that nothing the snapshot reads has changed (issue 35.1). `read` is
+    all a 304 costs. After a build, `vouch(key)` names the key that build stands for and until when
+    (time.monotonic()): time moves the snapshot with no write (windows start and end), so no key
+    stands for ever; None: the build may be older than `key`, don't remember it."""
+
+    def read(self) -> Hashable: ...
+
+    def vouch(self, key: Hashable) -> tuple[Hashable, float] | None: ...
+
+
+# Registered by a higher app at ready(), as EXTENSIONS (admission: its trigger-kept change counters).
+# None: every poll builds.
+STAMP: list[Stamp] = []
+_memo: tuple[Hashable, str, float] | None = None  # (key, version, until) of the last build vouched for
+
+
+def stamp_read() -> Hashable | None:
+    return STAMP[0].read() if STAMP else None
+
+
+def remembered(key: Hashable | None) -> str | None:
+    """The version built under this very key, while its vouch lasts; None: build."""
+    m = _memo
+    if key is None or m is None or m[0] != key or time.monotonic() >= m[2]:
+        return None
+    return m[1]
+
+
+def remember(key: Hashable | None, version: str) -> None:
+    global _memo
+    vouched = STAMP[0].vouch(key) if STAMP and key is not None else None
+    # One entry: gateways poll for the current version, an older one is only ever answered 200.
+    _memo = None if vouched is None else (vouched[0], version, vouched[1])
+
+
+def forget() -> None:
+    global _memo
+    _memo = None
 
 
 def if_none_match(header: str, version: str) -> bool:

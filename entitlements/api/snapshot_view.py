@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from entitlements.api.snapshot import build_snapshot, if_none_match
+from entitlements.api.snapshot import build_snapshot, if_none_match, remember, remembered, stamp_read
 from entitlements.permissions import IsGateway
 
 
@@ -79,8 +79,16 @@ class SnapshotView(APIView):
         responses={200: SnapshotSerializer, 304: OpenApiResponse(description="unchanged since that ETag")},
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        header = request.headers.get("If-None-Match", "")
+        # The stamp is read before the build: rows read after it are at least as new, so a write
+        # that lands meanwhile moves the stamp the next poll reads and is never hidden behind it.
+        key = stamp_read()
+        known = remembered(key)
+        if known is not None and if_none_match(header, known):
+            return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": f'"{known}"'})
         snap = build_snapshot()
+        remember(key, snap["version"])
         etag = f'"{snap["version"]}"'
-        if if_none_match(request.headers.get("If-None-Match", ""), snap["version"]):
+        if if_none_match(header, snap["version"]):
             return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
         return Response(snap, headers={"ETag": etag})
