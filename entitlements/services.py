@@ -237,9 +237,7 @@ def entitlement_amend(*, actor: Any, reason: str, entitlement: Entitlement, **ch
     if ent.revoked_at is not None:
         raise ValidationError({"entitlement": "a revoked entitlement cannot be amended"})
     for k, v in changes.items():
-        setattr(
-            ent, k, as_cu(v) if k in ("cu", "borrowing_limit_cu") or k in CU_OR_NULL and v is not None else v
-        )
+        setattr(ent, k, as_cu(v) if k in ("cu", "borrowing_limit_cu") or k in CU_OR_NULL and v is not None else v)
     _limit_defaults(ent, set(changes))
     _validate_window(ent.starts_at, ent.ends_at)
     _validate_borrowing(ent.traffic_class_id, ent.overage, ent.borrowing_limit_cu)
