@@ -416,6 +416,7 @@ SPECTACULAR_SETTINGS = {
         "LaunchTrafficClassEnum": "portal.models.LaunchRequest.TrafficClassChoice",
         "ScenarioBasisEnum": "portal.models.Basis",
         "BudgetUnitEnum": "entitlements.limits.UNIT_CHOICES",
+        "OverflowEnum": "entitlements.models.grants.Entitlement.Overflow",
     },
 }
 
