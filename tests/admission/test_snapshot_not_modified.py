@@ -139,3 +139,16 @@ def test_a_build_while_the_serving_snapshot_lags_is_not_remembered(transactional
     assert caught_up.status_code == 200
     assert caught_up.json()["admission"]["pools"] != first.json()["admission"]["pools"]
     assert client.get(URL, HTTP_IF_NONE_MATCH=caught_up["ETag"]).status_code == 304
+
+
+def test_no_build_is_trusted_past_the_serving_snapshots_ttl(fleet, monkeypatch, settings):
+    """Health ages with no write the serving path sees before its ADMISSION_SNAPSHOT_TTL_S rebuild:
+    past that (no window boundary nearer) the poll builds again; same content, so still 304."""
+    client, first = _warm(fleet)
+    mono = time.monotonic
+    monkeypatch.setattr(time, "monotonic", lambda: mono() + settings.ADMISSION_SNAPSHOT_TTL_S + 1)
+    with CaptureQueriesContext(connection) as q:
+        again = client.get(URL, HTTP_IF_NONE_MATCH=first["ETag"])
+    assert again.status_code == 304
+    pool_reads = [x["sql"] for x in q.captured_queries if 'ORDER BY "entitlements_pool"."slug"' in x["sql"]]
+    assert len(pool_reads) == 1  # snapshot_pool_rows: the build's
