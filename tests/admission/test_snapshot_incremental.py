@@ -21,7 +21,8 @@ from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
-from admission import params, plans, snapshot_delta, snapshot_triggers
+from admission import atlas_carry, params, plans, snapshot_delta, snapshot_triggers
+from admission.backends import get_backend
 from admission.models import SnapshotChange
 from entitlements import models as m
 from entitlements.pool_services import pool_update
@@ -108,8 +109,10 @@ def test_a_refresh_after_one_write_reads_that_scope_alone(fleet, elsewhere):  # 
     assert len(snap_50.scopes) == 51 and len(snap_500.scopes) == 501
     assert snap_500.scopes[scope_of(small[7])].rate == pytest.approx(2.01 * R)  # written once per load
     # counters and newest log id; the log rows; the scope's groups; its rows with limits; spillover
-    # rows; carried usage (the in-process store)
-    assert len(at_50.calls) == len(at_500.calls) == 6, [c.sql[:80] for c in at_500.calls]
+    # rows; carried usage, read only by an in-process store (admission.atlas_carry.apply_pending: a
+    # shared Redis store was written by the import itself)
+    expected = 6 if atlas_carry.in_process(get_backend()) else 5
+    assert len(at_50.calls) == len(at_500.calls) == expected, [c.sql[:80] for c in at_500.calls]
     assert [c.params for c in at_50.calls] == [c.params for c in at_500.calls]
     assert max(c.params for c in at_500.calls) <= 7  # the written scope's five ids and the instant
     if connection.vendor == "postgresql":
