@@ -104,6 +104,10 @@ def test_planning_prices_idle_cu_hours_at_that_rate(planned, fleet):
     rate = _expected(fleet.pool_a)
     hours = len(row["weeks"]) * gap.WEEK_H
     assert row["stranded"]["cost_usd"] == pytest.approx(row["stranded"]["mean_cu"] * hours * rate)
+    # the fixture's two scenarios planned above what came, over the supply gap's weeks: pinned from the
+    # fixture (were only "> 0"), so a change in the idle-hour rule shows here
+    assert [w["over_idle_cu_hours"] for w in row["cost_of_being_wrong"]] == pytest.approx(
+        [8_985_600.624, 22_463_999.376], rel=1e-12
+    )
     for w in row["cost_of_being_wrong"]:
-        assert w["over_idle_cu_hours"] > 0
         assert w["over_idle_cost_usd"] == pytest.approx(w["over_idle_cu_hours"] * rate)
