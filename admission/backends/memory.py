@@ -6,6 +6,7 @@ shifted to Unix time so `expires_at` reads like Redis' and tests can inject thei
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -126,11 +127,9 @@ class MemoryBackend:
         with self._lock:
             now = self.clock()
             self._gc(now)
-            prev = self._s.idem.get(rid)
-            if prev is not None and prev[1] > now:
-                r = self._s.res.get(rid)
-                return Answer(raw=prev[0], replay=True, expired_metas=[], settled=r is not None and r.state != "open",
-                              quota=self._quota(op, now))  # fmt: skip
+            replayed = self._replay(rid, now)
+            if replayed is not None:
+                return dataclasses.replace(replayed, quota=self._quota(op, now))
             scope = self._s.inflight.setdefault(s.inflight_key, {})
             # Expire on access: up to 16 of this scope's reservations past their TTL (at the cap, all).
             # Insertion order is expiry order (one TTL per scope), so the scan stops at the first live one.
@@ -291,6 +290,14 @@ class MemoryBackend:
             self._s.idem[op.reservation_id] = (raw, now + max(1, min(3600, ra)))  # as reserve.lua: at most an hour
         return Answer(raw=raw, replay=False, expired_metas=expired, quota=self._quota(op, now))
 
+    def _replay(self, rid: str, now: float) -> Answer | None:
+        """The answer a request id already got, while its record lives (the lock is held)."""
+        prev = self._s.idem.get(rid)
+        if prev is None or prev[1] <= now:
+            return None
+        r = self._s.res.get(rid)
+        return Answer(raw=prev[0], replay=True, expired_metas=[], settled=r is not None and r.state != "open")
+
     def spill(self, op: SpillOp) -> Answer:
         """The second call of a spilled reserve (lua/spill.lua's twin): replay the request's spill answer,
         or decide it (base.spill_decide) and record it under its own name."""
@@ -298,10 +305,9 @@ class MemoryBackend:
         with self._lock:
             now = self.clock()
             self._gc(now)
-            prev = self._s.idem.get(rid)
-            if prev is not None and prev[1] > now:
-                r = self._s.res.get(rid)
-                return Answer(raw=prev[0], replay=True, expired_metas=[], settled=r is not None and r.state != "open")
+            replayed = self._replay(rid, now)
+            if replayed is not None:
+                return replayed
             b, p, ln = sp.bucket, sp.pool, sp.lend
             spill_l = self._level(b.key, b.rate, b.depth, now)
             pool_l = self._level(p.key, p.rate, p.depth, now)
