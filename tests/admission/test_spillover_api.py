@@ -104,6 +104,9 @@ def test_a_bare_nan_budget_is_refused_before_it_is_read(operator_api, targets):
             "does not exist",
         ),
         ({"overflow": "maybe"}, "overflow", "not a valid choice"),
+        ({"overflow": "allow\x00"}, "overflow", "must not contain NUL characters"),
+        # a subnormal budget is below the field's 0.001 CU step: it reads as 0, refused as such
+        ({"spillover_target": "acme_b", "spillover_budget_cu": 1e-320}, "spillover_budget_cu", "greater than 0"),
     ],
 )
 def test_a_bad_spillover_is_a_400_naming_the_field(operator_api, targets, over, field, words):
