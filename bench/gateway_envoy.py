@@ -18,7 +18,16 @@ Printed: the ratio against the ~1 ms upstream (the issue's figure: it decides th
 against the 50 ms one, then the median time of one request sent alone on each fast listener (what the
 ext_proc adds to a request when the machine is not saturated by the bench itself).
 
+`--ceiling` (issue 37's ceiling on this machine): instead of the above, per upstream (~1 ms, then each
+`--slow-ms`, e.g. 10 20 50 100) four listeners interleaved: Envoy alone; Envoy with a do-nothing C++
+ext_proc (bench/ext_proc_noop/noop.cc, compiled on first use into $TMPDIR/headroom-ext-proc-noop; that
+side skipped, saying why, without g++ and Debian's libgrpc++-dev); with a do-nothing Python one
+(bench/ext_proc_noop/noop.py: grpcio as ext_proc.py runs it); with Headroom's library mode. Each
+ext_proc has its Envoy (one worker); the same processing mode (integrations/envoy/envoy.yaml). The
+C++ no-op's ratio is what any ext_proc can reach here; the exit status is 0 unless an answer failed.
+
 Run: .venv/bin/python bench/gateway_envoy.py [--clients 8] [--rounds 6] [--round-s 3] [--slow-ms 50] [--alone 200]
+     .venv/bin/python bench/gateway_envoy.py --ceiling --slow-ms 10 20 50 100
 """
 
 from __future__ import annotations
@@ -133,7 +142,7 @@ def ceiling(args: argparse.Namespace, work: Path, stop: contextlib.ExitStack, li
         stop.callback(ext.stop)
         pids[f"ext_lib{i}"] = ext.proc.pid
     bad: list[str] = []
-    ratios: dict[str, dict[str, float]] = {}
+    ratios: dict[str, tuple[dict[str, float], str]] = {}  # upstream → (side → ratio, the load at its end)
     for ms in [0.0, *args.slow_ms]:
         label = f"{ms:g} ms upstream" if ms else "~1 ms upstream"
         with contextlib.ExitStack() as phase:  # this upstream's processes, stopped before the next's
@@ -156,11 +165,11 @@ def ceiling(args: argparse.Namespace, work: Path, stop: contextlib.ExitStack, li
                                  pids={**watch, **pids})  # fmt: skip
             if totals is None:
                 return 1
-            ratios[label] = verdicts(totals, args.rounds * args.round_s, GOAL)[1]
+            ratios[label] = verdicts(totals, args.rounds * args.round_s, GOAL)[1], load()
             if not ms:
                 alone(targets, args.alone)
-    for label, r in ratios.items():
-        print(f"  ceiling, {label}: " + ", ".join(f"{k} {v:.2f} ×" for k, v in r.items()) + f"   ({load()})")
+    for label, (r, at) in ratios.items():
+        print(f"  ceiling, {label}: " + ", ".join(f"{k} {v:.2f} ×" for k, v in r.items()) + f"   ({at})")
     return 0
 
 
