@@ -76,6 +76,9 @@ class EntitlementSerializer(serializers.ModelSerializer):
         slug_field="uuid", read_only=True, allow_null=True
     )
     spillover_budget_cu = serializers.DecimalField(**CU_FIELD, read_only=True, allow_null=True)
+    # CONTRACT.md §5 names them `spillover: {target, budget}` and `lending_limit`: the same values.
+    spillover = serializers.SerializerMethodField()
+    lending_limit = serializers.DecimalField(**CU_FIELD, source="lending_limit_cu", read_only=True, allow_null=True)
     rate_wt_per_s = serializers.FloatField(read_only=True)
     active = serializers.SerializerMethodField()
     history = serializers.SerializerMethodField()
@@ -86,9 +89,22 @@ class EntitlementSerializer(serializers.ModelSerializer):
         fields = [
             "id", "tenant", "project", "model", "region", "pool", "traffic_class", "cu", "rate_wt_per_s",
             "starts_at", "ends_at", *ENVELOPE_FIELDS, "max_concurrency_derivation", "overage", "borrowing_limit_cu",
-            "lending_limit_cu", "weight", "spillover_target", "spillover_budget_cu", "overflow", *limits.LIMIT_FIELDS, "version", "active", "revoked_at", "created_at", "updated_at", "history",
+            "lending_limit_cu", "lending_limit", "weight", "spillover", "spillover_target", "spillover_budget_cu", "overflow", *limits.LIMIT_FIELDS, "version", "active", "revoked_at", "created_at", "updated_at", "history",
         ]  # fmt: skip
         read_only_fields = fields
+
+    @extend_schema_field(
+        {
+            "type": "object",
+            "nullable": True,
+            "properties": {"target": {"type": "string", "format": "uuid"}, "budget": {"type": "number"}},
+        }
+    )
+    def get_spillover(self, obj: Entitlement) -> dict[str, Any] | None:
+        target = obj.spillover_target
+        if target is None or obj.spillover_budget_cu is None:
+            return None
+        return {"target": str(target.uuid), "budget": float(obj.spillover_budget_cu)}
 
     def get_active(self, obj: Entitlement) -> bool:
         now = self.context.get("now") or timezone.now()
@@ -158,14 +174,52 @@ class _LendingFields(serializers.Serializer):
         help_text="best_effort: fair-share weight of contended lendable room (0 < weight ≤ 1000); null: 1",
     )  # fmt: skip
 
+    lending_limit = serializers.DecimalField(
+        max_digits=14, decimal_places=3, min_value=0, required=False, allow_null=True,
+        help_text="CONTRACT.md's name for lending_limit_cu (give one of them)",
+    )  # fmt: skip
+
     def validate_weight(self, value: float | None) -> float | None:
         if value is not None and not value > 0:
             raise serializers.ValidationError("must be greater than 0")
         return value
 
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        return super().validate(_alias(attrs, "lending_limit", {"lending_limit_cu": lambda v: v}))
+
 
 # The stored bound is 14 digits with 3 decimals; a budget a million times any pool is a typo, not a plan.
 MAX_SPILLOVER_CU = 1e9
+
+
+def _alias(attrs: dict[str, Any], name: str, parts: dict[str, Any]) -> dict[str, Any]:
+    """CONTRACT.md's name `name` for the stored field(s) in `parts` (field → how to read it from the value):
+    given alone it sets them; given beside a stored name with another value it is a 400 naming `name`."""
+    if name not in attrs:
+        return attrs
+    value = attrs.pop(name)
+    for field, read in parts.items():
+        v = None if value is None else read(value)
+        if field in attrs and attrs[field] != v:
+            raise serializers.ValidationError({name: f"says otherwise than {field}: give one of them"})
+        attrs[field] = v
+    return attrs
+
+
+def _positive_budget(value: float | None) -> float | None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise serializers.ValidationError("must be a number greater than 0")
+    return value
+
+
+class _SpilloverObject(serializers.Serializer):
+    """CONTRACT.md §5 `spillover: {target, budget}` (both required; `spillover: null` clears both)."""
+
+    target = serializers.SlugRelatedField(slug_field="uuid", queryset=Entitlement.objects.all())
+    budget = NumberField(max_value=MAX_SPILLOVER_CU, help_text="CU of spillover at most; > 0")
+
+    def validate_budget(self, value: float | None) -> float | None:
+        return _positive_budget(value)
 
 
 class _SpilloverFields(serializers.Serializer):
@@ -182,11 +236,14 @@ class _SpilloverFields(serializers.Serializer):
         help_text="CU of spillover at most (a bucket of budget × R wt/s, 60 s deep); > 0",
     )  # fmt: skip
     overflow = serializers.ChoiceField(choices=Entitlement.Overflow.choices, required=False)
+    spillover = _SpilloverObject(required=False, allow_null=True, help_text="CONTRACT.md's shape of the two above")
 
     def validate_spillover_budget_cu(self, value: float | None) -> float | None:
-        if value is not None and not (math.isfinite(value) and value > 0):
-            raise serializers.ValidationError("must be a number greater than 0")
-        return value
+        return _positive_budget(value)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        parts = {"spillover_target": lambda v: v["target"], "spillover_budget_cu": lambda v: v["budget"]}
+        return super().validate(_alias(attrs, "spillover", parts))
 
 
 class _EnvelopeRequired(_EnvelopeRules):
@@ -306,7 +363,7 @@ class EntitlementViewSet(
     lookup_value_regex = "[0-9a-fA-F-]{36}"
 
     def get_queryset(self) -> Any:
-        return entitlements_visible_to(self.request.user)
+        return entitlements_visible_to(self.request.user).select_related("spillover_target")
 
     def get_serializer_context(self) -> dict[str, Any]:
         return {**super().get_serializer_context(), "now": timezone.now()}

@@ -65,6 +65,7 @@ def _entitlements(at: datetime) -> list[dict[str, Any]]:
                 # Lending and fair share (issue 36.3): null lending limit = lends all idle room
                 # (lenders only); weight 1 unless set (best_effort only, else null).
                 "lending_limit_cu": None if r["lending_limit_cu"] is None else float(r["lending_limit_cu"]),
+                "lending_limit": None if r["lending_limit_cu"] is None else float(r["lending_limit_cu"]),  # CONTRACT.md
                 "weight": (1.0 if r["weight"] is None else r["weight"])
                 if r["traffic_class_id"] == "best_effort"
                 else None,
@@ -75,6 +76,7 @@ def _entitlements(at: datetime) -> list[dict[str, Any]]:
                     "target": str(r["spillover_target__uuid"]),
                     "target_pool": r["spillover_target__pool__slug"],
                     "budget_cu": float(r["spillover_budget_cu"]),
+                    "budget": float(r["spillover_budget_cu"]),  # CONTRACT.md §5's name
                 },
                 "overflow": r["overflow"],
                 "version": r["version"],

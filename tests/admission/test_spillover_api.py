@@ -174,7 +174,7 @@ def test_the_snapshot_the_plan_and_both_exports_carry_the_spillover(fleet, targe
     gw = api_client(people["gateway"])
     ents = {e["uuid"]: e for e in gw.get("/api/v1/entitlements/snapshot").json()["entitlements"]}
     assert ents[str(own.uuid)]["spillover"] == {"target": str(targets["acme_b"].uuid), "target_pool": "pool-b",
-                                                "budget_cu": 2.5}  # fmt: skip
+                                                "budget_cu": 2.5, "budget": 2.5}  # fmt: skip
     assert ents[str(own.uuid)]["overflow"] == "deny"
     assert ents[str(targets["acme_b"].uuid)]["spillover"] is None
     # A revoked target serves nothing: the scope has no spillover any more.

@@ -44,7 +44,7 @@ def test_snapshot_has_active_entitlements_with_enforcement_parameters(client_for
             },
             "max_concurrency": 64, "overage": "borrow", "borrowing_limit_cu": 3.0,
             "borrowing_limit_wt_per_s": 3000.0, "daily_budget": None, "monthly_budget": None, "budget_unit": "wt",
-            "budget_tz": "UTC", "max_rps": None, "burst": None, "lending_limit_cu": None, "weight": 1.0,
+            "budget_tz": "UTC", "max_rps": None, "burst": None, "lending_limit_cu": None, "lending_limit": None, "weight": 1.0,
             "spillover": None, "overflow": "allow", "version": 1,
         }
     ]  # fmt: skip
