@@ -12,11 +12,18 @@ not the rows); when a window starts or ends the scopes are re-derived from the g
 triggers append to, admission.snapshot_delta), and every other scope keeps its object and its plan.
 ORM saves in this process mark their part at once (signals); ADMISSION_SNAPSHOT_TTL_S (default 300 s)
 is only a safety net full rebuild.
+
+With ADMISSION_SNAPSHOT_BACKGROUND (issue 35.2: the served default; the test suite's is off) the
+check runs on a refresher thread per process, so a request thread only reads the held snapshot.
+Three refreshes stay on the request thread: the first build, a snapshot past its valid_until (a
+window boundary the refresher did not reach first: it wakes at that instant) and this process's own
+saves (a transaction only the saving thread's connection sees; its next reserve must see the write).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -182,13 +189,19 @@ def _changed_parts(old: tuple[int, ...] | None, new: tuple[int, ...] | None) -> 
     return {p for p, a, b in zip(snapshot_triggers.PARTS, old, new, strict=True) if a != b}
 
 
-def _refresh(snap: Snapshot | None, now: float) -> Snapshot:
+def _refresh(snap: Snapshot | None, now: float, *, own: bool = True) -> Snapshot:
     """Read the counters, then re-read the parts that moved (counters first: rows read after them
     are at least as new, so a write is never hidden behind a counter already seen). Entitlements:
-    only the scopes written since (admission.snapshot_delta), unless the whole must be read again."""
+    only the scopes written since (admission.snapshot_delta), unless the whole must be read again.
+    `own=False` (the refresher): this process's saves are left to the thread that made them, and a
+    database error is raised to the refresher, which closes its connection."""
     global _current, _version, _dirty, _dirty_scopes, _next_check
-    parts, _dirty = _dirty, set()
-    local, _dirty_scopes = _dirty_scopes, set()
+    parts: set[str] = set()
+    local: set[scope_sums.IdKey] = set()
+    if own:
+        parts, _dirty = _dirty, set()
+        local, _dirty_scopes = _dirty_scopes, set()
+    full_at = _held.full_at
     try:
         stamp, log_last = snapshot_triggers.read_with_log(connection)
         full = snap is None or now >= _held.full_at or snapshot_delta.lost(_held.stamp, stamp)
@@ -211,16 +224,19 @@ def _refresh(snap: Snapshot | None, now: float) -> Snapshot:
         if "supply" in parts or "health" in parts:
             _held.health = snapshot_reads.health_rows([b.pool_id for b in _held.bases])
     except DatabaseError:
-        if snap is None:
+        _held.full_at = full_at  # a full rebuild that failed is still due
+        if own:
+            _dirty |= parts
+            _dirty_scopes |= local
+        if snap is None or not own:
             raise
         # The database is away: keep serving what we have, try again at the next check.
         log.warning("admission snapshot: database read failed; serving version %s", snap.version, exc_info=True)
-        _dirty |= parts
-        _dirty_scopes |= local
         _next_check = now + settings.ADMISSION_SNAPSHOT_CHECK_S
         return snap
     _held.stamp = stamp
-    _next_check = now + settings.ADMISSION_SNAPSHOT_CHECK_S
+    if own:  # the refresher's tick must not put off a request thread's own save
+        _next_check = now + settings.ADMISSION_SNAPSHOT_CHECK_S
     if pending is not None:
         _held.scopes.apply(pending, t.timestamp())
     if not parts and not local and snap is not None and now < snap.valid_until:
@@ -238,27 +254,121 @@ def _refresh(snap: Snapshot | None, now: float) -> Snapshot:
     plans = {} if snap is None or not snap.plans else snapshot_delta.kept_plans(snap, d.scopes, pools)
     _version += 1
     _current = Snapshot(d.scopes, pools, placements, until, _version, plans)
+    if own:
+        _kick.set()  # the refresher waits for the old snapshot's boundary: this one's may come sooner
     return _current
 
 
 def current() -> Snapshot:
     """The live snapshot. When a check is due, one thread reads the counters (and what moved) while
-    the others keep serving the previous snapshot (only the first build waits)."""
+    the others keep serving the previous snapshot (only the first build waits). With the refresher
+    running, a request thread refreshes only for the three reasons in the module's docstring."""
     snap = _current
+    bg = _pid == os.getpid() or _start()
     if snap is not None:
         now = time.monotonic()
-        if now < _next_check and now < snap.valid_until:
+        if now < snap.valid_until and (now < _next_check or (bg and not (_dirty or _dirty_scopes))):
             return snap
-    if not _lock.acquire(blocking=snap is None):
+    # The refresher may hold the lock: a boundary or an own save waits for it rather than be missed.
+    if not _lock.acquire(blocking=snap is None or bg):
         return snap  # type: ignore[return-value]  # someone else is refreshing: serve the previous one
     try:
         snap = _current
         now = time.monotonic()
-        if snap is None or now >= _next_check or now >= snap.valid_until:
+        if snap is None or now >= snap.valid_until or (now >= _next_check and (not bg or _dirty or _dirty_scopes)):
             snap = _refresh(snap, now)
         return snap
     finally:
         _lock.release()
+
+
+# ---- the refresher thread (ADMISSION_SNAPSHOT_BACKGROUND) ----------------------------------------
+
+_pid = 0  # the process whose refresher runs (0: none); a forked child has another pid and starts its own
+_start_lock = threading.Lock()
+_stop = threading.Event()  # the running refresher's; a new one per thread
+_kick = threading.Event()  # set: a request thread published a snapshot (or stop): the refresher's wait is stale
+_thread: threading.Thread | None = None
+IDLE_S = 0.01  # the shortest wait between ticks (a check interval of 0, a boundary passed)
+
+
+def _start() -> bool:
+    """Start this process's refresher when the setting asks for one; → whether it runs."""
+    global _pid, _stop, _kick, _thread
+    if not settings.ADMISSION_SNAPSHOT_BACKGROUND:
+        return False
+    with _start_lock:
+        if _pid != os.getpid():
+            _pid, _stop, _kick = os.getpid(), threading.Event(), threading.Event()
+            _thread = threading.Thread(target=_run, args=(_stop, _kick), name="admission-snapshot-refresh", daemon=True)
+            _thread.start()
+    return True
+
+
+def _run(stop: threading.Event, kick: threading.Event) -> None:
+    failed = False
+    try:
+        while True:
+            kicked = kick.wait(_wait_s(failed))
+            if stop.is_set():
+                return
+            kick.clear()
+            if kicked:
+                continue  # a snapshot just read: wait again, until its boundary at the latest
+            try:
+                _tick()
+                failed = False
+            except Exception:
+                failed = True  # the next tick tries again, on a new connection
+                log.exception("admission snapshot refresher: refresh failed; serving the held snapshot")
+                _close_connection()
+    finally:
+        _close_connection()
+
+
+def _wait_s(failed: bool) -> float:
+    wait = settings.ADMISSION_SNAPSHOT_CHECK_S
+    snap = _current
+    if snap is not None and not failed:  # wake at the window boundary, before a request thread meets it
+        wait = min(wait, snap.valid_until - time.monotonic())
+    return max(IDLE_S, wait)
+
+
+def _tick() -> None:
+    if not settings.ADMISSION_SNAPSHOT_BACKGROUND:
+        return
+    with _lock:
+        snap = _current
+        if snap is not None:  # the first build (and one after invalidate()) is a request thread's
+            _refresh(snap, time.monotonic(), own=False)
+
+
+def _close_connection() -> None:
+    try:
+        connection.close()
+    except Exception:  # a connection the server already dropped may fail to close: it is gone either way
+        log.debug("admission snapshot refresher: closing its connection failed", exc_info=True)
+
+
+def stop_refresher() -> None:
+    """End this process's refresher and wait for it (its connection closed); the next current()
+    starts another if the setting asks (tests, a setting change)."""
+    global _pid, _thread
+    with _start_lock:
+        _stop.set()
+        _kick.set()
+        t, _thread, _pid = _thread, None, 0
+    if t is not None and t is not threading.current_thread():
+        t.join()
+
+
+def _after_fork() -> None:
+    global _lock, _start_lock
+    # A fork copies the locks as the parent's threads held them, not those threads: fresh ones.
+    _lock, _start_lock = threading.Lock(), threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def _with_spill(d: _Derived, rows: list[Any], t: datetime) -> _Derived:
@@ -301,5 +411,7 @@ def invalidate(*_: Any, **__: Any) -> None:
 
 def setting_changed(*, setting: str, **_: Any) -> None:
     """The snapshot and its plans hold ADMISSION_* settings: a change (tests) drops them."""
+    if setting == "ADMISSION_SNAPSHOT_BACKGROUND":
+        stop_refresher()
     if setting.startswith("ADMISSION_") or setting == "SECRET_KEY":
         invalidate()

@@ -136,6 +136,9 @@ ADMISSION_RECLAIM_IDLE_S = env_float("ADMISSION_RECLAIM_IDLE_S", 5)
 # full rebuild at least this often whatever the counters say.
 ADMISSION_SNAPSHOT_CHECK_S = env_float("ADMISSION_SNAPSHOT_CHECK_S", 0.25)
 ADMISSION_SNAPSHOT_TTL_S = env_float("ADMISSION_SNAPSHOT_TTL_S", 300)
+# The check runs on a refresher thread per process, off the request threads (admission.params); off:
+# the request thread that finds the check due runs it (the test suite's default: deterministic).
+ADMISSION_SNAPSHOT_BACKGROUND = env_bool("ADMISSION_SNAPSHOT_BACKGROUND", True)
 # A reservation never completed is settled at its full estimate after this TTL; a request id is
 # remembered this long for idempotent replays.
 ADMISSION_RESERVATION_TTL_S = env_float("ADMISSION_RESERVATION_TTL_S", 600)

@@ -27,3 +27,6 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 # (tests/demo/test_background_run.py runs one in the background on purpose).
 FORECAST_RUN_IN_BACKGROUND = False
 FORECAST_CHUNK_SIZE = int(os.environ.get("FORECAST_CHUNK_SIZE", "50"))  # the served default's, whatever the broker
+# The snapshot's check runs on the request thread that finds it due, where a test can time it
+# (tests/admission/test_snapshot_background.py turns the refresher thread on).
+ADMISSION_SNAPSHOT_BACKGROUND = False
