@@ -171,6 +171,13 @@ class GrantSpec:
     overage: str = "throttle"
     # Borrowing limit as a share of the grant: best_effort only (docs/contract.md §5, only best_effort borrows).
     borrow_share: float = 0.0
+    lending_share: float | None = None  # lending limit as a share of the grant: reserved/shared (docs/lending.md)
+    weight: float | None = None  # best_effort fair-share weight (docs/lending.md)
+    spill_to: tuple[str | None, str, str] | None = None  # (project, pool, class) of the same tenant's target
+    spill_budget_cu: float | None = None  # docs/spillover.md
+    # Offered this many times its own rate by the simulator (demo.simulator), so the live pages show it
+    # spilling or borrowing: the rest of the fleet is offered under its rate and would do neither.
+    overdrive: float = 0.0
 
 
 GRANTS = [
@@ -185,6 +192,17 @@ GRANTS = [
     GrantSpec("umbrella", "research", "llama-2-70b-us-east-b200", "reserved", 0.30),
     GrantSpec("globex", "analytics", "llama-2-70b-eu-west-h100", "reserved", 0.50),
     GrantSpec("acme", None, "llama-2-70b-eu-west-h100", "best_effort", 0.10, overage="borrow", borrow_share=1),
+    # Spills: a small EU grant driven past its bucket overflows to the same project's US grant (docs/spillover.md).
+    GrantSpec(
+        "acme",
+        "support-bot",
+        "llama-2-70b-eu-west-h100",
+        "reserved",
+        0.01,
+        spill_to=("support-bot", "llama-2-70b-us-east-h200", "reserved"),
+        spill_budget_cu=1.0,
+        overdrive=2.0,
+    ),
     GrantSpec("acme", "search", "llama-3.1-8b-us-east-h100", "reserved", 0.60),
     GrantSpec("initech", "codegen", "llama-3.1-8b-us-east-h100", "shared", 0.25),
     # Lots of room: 15 % sold now, a second grant starts next month.
@@ -196,8 +214,22 @@ GRANTS = [
     GrantSpec("umbrella", "research", "llama-3.1-405b-us-east-b200", "reserved", 0.40, ends_after_days=120),
     GrantSpec("initech", "codegen", "deepseek-r1-us-east-b200", "reserved", 0.50),
     GrantSpec("acme", "search", "deepseek-r1-us-east-b200", "shared", 0.30),
-    GrantSpec("globex", "analytics", "llama-3-8b-ap-south-tpu-v5e", "shared", 0.40),
-    GrantSpec("acme", None, "llama-3-8b-ap-south-tpu-v5e", "best_effort", 0.10, overage="borrow", borrow_share=1),
+    # Lending: globex lends at most a third of its grant; two borrowers share what is lent 1 : 3.
+    GrantSpec("globex", "analytics", "llama-3-8b-ap-south-tpu-v5e", "shared", 0.40, lending_share=1 / 3),
+    GrantSpec(
+        "acme", None, "llama-3-8b-ap-south-tpu-v5e", "best_effort", 0.10, overage="borrow", borrow_share=1, weight=1
+    ),
+    GrantSpec(
+        "umbrella",
+        "research",
+        "llama-3-8b-ap-south-tpu-v5e",
+        "best_effort",
+        0.03,
+        overage="borrow",
+        borrow_share=1,
+        weight=3,
+        overdrive=2.0,
+    ),
 ]
 
 USERS = [
@@ -405,6 +437,17 @@ def _envelope(pool: Pool, cu: Decimal) -> services.Envelope:
     )
 
 
+def _spill_target(g: GrantSpec, tenant: Tenant) -> Entitlement | None:
+    # GRANTS lists a target before the grant that spills to it, so it exists by now.
+    if g.spill_to is None:
+        return None
+    project, pool, cls = g.spill_to
+    of_project = {"project__slug": project} if project else {"project__isnull": True}
+    return Entitlement.objects.get(
+        tenant=tenant, pool__slug=pool, traffic_class__slug=cls, revoked_at__isnull=True, **of_project
+    )
+
+
 def _load_grants(actor: Any) -> int:
     day0 = datetime.combine(timezone.now().date(), time.min, tzinfo=timezone.get_current_timezone())
     created = 0
@@ -434,6 +477,10 @@ def _load_grants(actor: Any) -> int:
             envelope=_envelope(pool, cu),
             overage=g.overage,
             borrowing_limit_cu=_whole_cu(float(cu) * g.borrow_share),
+            lending_limit_cu=None if g.lending_share is None else _whole_cu(float(cu) * g.lending_share),
+            weight=g.weight,
+            spillover_target=_spill_target(g, tenant),
+            spillover_budget_cu=g.spill_budget_cu,
         )
         created += 1
     return created

@@ -59,10 +59,15 @@ class PoolState:
 class Stats:
     sent: int = 0
     admitted: int = 0
+    by_source: dict[str, int] = field(default_factory=dict)  # admissions by answer source (docs/spillover.md)
     throttled: dict[str, int] = field(default_factory=dict)
     completed: int = 0
     samples: int = 0
     errors: int = 0
+
+
+def _key(e: dict[str, Any]) -> tuple[str, str | None, str, str]:
+    return (e["tenant"], e.get("project") or None, e["pool"], e["traffic_class"])
 
 
 class FleetSimulator:
@@ -73,7 +78,9 @@ class FleetSimulator:
         entitlements: list[dict[str, Any]],
         pools: list[PoolState],
         ops: dict[str, tuple[float, float]],
+        overdrive: dict[tuple[str, str | None, str, str], float] | None = None,
     ) -> None:
+        overdrive = overdrive or {}
         self.cfg = cfg
         self.trace = trace
         self.ents = [e for e in entitlements if e["rate_wt_per_s"] > 0]
@@ -93,16 +100,23 @@ class FleetSimulator:
         # The clock runs `speed` times faster than the trace, capped at what one dev server answers.
         self.speed = max(0.05, cfg.max_rps / trace_rps)
         offered_wt_per_s = float(wt.sum()) / duration * self.speed
-        # Aim the traffic at the smallest entitlements until they add up to offered ÷ load, so those
-        # entitlements run near the chosen load and quotas, borrowing and reclaim actually happen.
+        # Overdriven entitlements are offered that multiple of their own rate first, so the demo spills and
+        # borrows; the rest of the load aims at the smallest others until they add up to the remainder ÷
+        # load, so those run near the chosen load and quotas, borrowing and reclaim actually happen.
+        driven = [(e, overdrive[_key(e)] * e["rate_wt_per_s"]) for e in self.ents if overdrive.get(_key(e), 0) > 0]
+        rest_wt_per_s = max(0.0, offered_wt_per_s - sum(wt for _, wt in driven))
         chosen: list[dict[str, Any]] = []
         for e in sorted(self.ents, key=lambda e: e["rate_wt_per_s"]):
+            if rest_wt_per_s <= 0 or overdrive.get(_key(e), 0) > 0:
+                continue
             chosen.append(e)
-            if sum(c["rate_wt_per_s"] for c in chosen) >= offered_wt_per_s / max(cfg.load, 1e-6):
+            if sum(c["rate_wt_per_s"] for c in chosen) >= rest_wt_per_s / max(cfg.load, 1e-6):
                 break
-        self.ents = chosen
-        self.weights = [e["rate_wt_per_s"] for e in self.ents]
-        self.offered_fraction = offered_wt_per_s / max(1.0, sum(self.weights))
+        chosen_rate = sum(c["rate_wt_per_s"] for c in chosen)
+        # Picking weights are each entitlement's offered wt/s (only their ratios matter).
+        self.ents = [e for e, _ in driven] + chosen
+        self.weights = [wt for _, wt in driven] + [rest_wt_per_s * c["rate_wt_per_s"] / chosen_rate for c in chosen]
+        self.offered_fraction = offered_wt_per_s / max(1.0, sum(e["rate_wt_per_s"] for e in self.ents))
 
     def _pick(self) -> dict[str, Any]:
         return self.rng.choices(self.ents, weights=self.weights, k=1)[0]
@@ -130,6 +144,8 @@ class FleetSimulator:
             self.stats.sent += 1
             if d["decision"] == "admit":
                 self.stats.admitted += 1
+                src = d.get("source", "?")
+                self.stats.by_source[src] = self.stats.by_source.get(src, 0) + 1
                 pool = self.pools.get(ent["pool"])
                 ttft, tpot = self.ops.get(ent["pool"], (0.5, 0.05))
                 e2e = ttft + output * tpot

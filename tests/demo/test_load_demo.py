@@ -1,3 +1,4 @@
+from decimal import Decimal
 from io import StringIO
 
 import pytest
@@ -44,9 +45,10 @@ def test_load_demo_twice_changes_nothing():
     first = snapshot()
     call_command("load_demo", stdout=out)
     assert snapshot() == first
-    assert first[0]["Entitlement"] == 20
-    assert first[0]["EntitlementHistory"] == 20  # one insert row each, none added by the second run
-    assert "entitlements: 0 granted now, 20 in total" in out.getvalue()
+    # 22: the spilling EU support-bot grant and the second TPU borrower joined the 20 (issue 36's demo)
+    assert first[0]["Entitlement"] == 22
+    assert first[0]["EntitlementHistory"] == 22  # one insert row each, none added by the second run
+    assert "entitlements: 0 granted now, 22 in total" in out.getvalue()
 
 
 def test_demo_fleet_has_the_promised_shape():
@@ -121,7 +123,7 @@ def test_demo_grants_are_recorded_with_actor_and_reason():
     load_demo()
     operator = get_user_model().objects.get(username="demo-operator")
     history = m.EntitlementHistory.objects.all()
-    assert history.count() == 20
+    assert history.count() == 22
     assert set(history.values_list("actor_id", flat=True)) == {operator.pk}
     assert all(h.reason.startswith("demo fleet: ") for h in history)
 
@@ -144,4 +146,18 @@ def test_demo_follows_the_reserve_scope_and_borrowing_rules():
     assert all(len(pools) == 1 for pools in scopes.values())
     borrowing = m.Entitlement.objects.exclude(borrowing_limit_cu=0)
     assert set(borrowing.values_list("traffic_class", flat=True)) == {"best_effort"}
-    assert borrowing.count() == 3
+    assert borrowing.count() == 4  # umbrella's TPU best_effort grant (weight 3) joined acme's (weight 1)
+    spiller = m.Entitlement.objects.get(spillover_target__isnull=False)
+    assert (spiller.tenant.slug, spiller.pool.slug, spiller.spillover_target.pool.slug) == (
+        "acme",
+        "llama-2-70b-eu-west-h100",
+        "llama-2-70b-us-east-h200",
+    )
+    lender = m.Entitlement.objects.get(lending_limit_cu__isnull=False)
+    assert (lender.pool.slug, lender.cu, lender.lending_limit_cu) == (
+        "llama-3-8b-ap-south-tpu-v5e",
+        Decimal("15.5"),
+        Decimal("5.1"),
+    )
+    weights = m.Entitlement.objects.filter(pool=lender.pool, traffic_class="best_effort")
+    assert sorted(weights.values_list("weight", flat=True)) == [1.0, 3.0]

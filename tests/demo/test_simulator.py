@@ -6,18 +6,22 @@ from __future__ import annotations
 
 import re
 import signal
+import time
+from decimal import Decimal
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
 
 from admission import events
-from entitlements.models import Pool
+from entitlements.models import Entitlement, Pool
 from telemetry.models import AdmissionEvent, FleetSample
 
 pytestmark = pytest.mark.slow
 
-DONE = re.compile(r"done: sent=(\d+) admitted=(\d+) completed=(\d+) throttled=(\{.*\}) samples=(\d+) errors=(\d+)")
+DONE = re.compile(
+    r"done: sent=(\d+) admitted=(\d+) completed=(\d+) throttled=(\{.*\}) sources=(\{.*\}) samples=(\d+) errors=(\d+)"
+)
 
 
 @pytest.fixture
@@ -53,6 +57,7 @@ def test_a_few_simulated_minutes_land_in_telemetry(
             minutes=2,
             load=3.0,  # three times what the chosen entitlements allow: some must be throttled
             max_rps=40,
+            overdrive=0,  # the load alone: no demo entitlement driven past it (the next test drives them)
             stdout=out,
         )
     finally:
@@ -61,15 +66,17 @@ def test_a_few_simulated_minutes_land_in_telemetry(
     assert m, out.getvalue()
     print(out.getvalue())
     sent, admitted, completed = int(m[1]), int(m[2]), int(m[3])
-    throttled, samples, errors = eval(m[4]), int(m[5]), int(m[6])  # noqa: S307 - our own dict's repr
+    throttled, samples, errors = eval(m[4]), int(m[6]), int(m[7])  # noqa: S307 - our own dict's repr
     assert errors == 0
     # two trace minutes: the 120 arrivals at 0, 0.5, …, 59.5 s, then the loop again from 60.5 s up to
     # (not including) 120 s: at most 119 more. The last few are dropped when a loaded machine's clock
     # jumps past the 2-minute stop between two polls (seen: 235), so the second loop is a bound.
     assert 120 < sent <= 120 + 119
-    # Offered at three times the entitled rate with a one-second bucket, at most about a third (plus the
-    # first full buckets) can be admitted: at least half of what was sent is throttled, and some got through.
-    assert sum(throttled.values()) >= sent // 2 and admitted >= 1 and completed >= 1
+    # The two smallest grants take the load: acme's EU support-bot (1.5 CU, + 1 CU of spillover) and umbrella's
+    # TPU best_effort (1.5 CU, + 1.5 CU borrowed): 5.5 CU where their own 3 CU are offered three times over,
+    # so at most about two thirds (plus the first full buckets) can be admitted: at least a third is
+    # throttled (it was half before the demo spilled and borrowed: seen 116 of 239), and some got through.
+    assert sum(throttled.values()) >= sent // 3 and admitted >= 1 and completed >= 1
     assert completed <= admitted  # requests still in flight when the run stops are not settled yet
     assert set(throttled) == {"QUOTA_EXCEEDED"}  # three times the rate: the tenant's own quota, nothing else
     assert sent == admitted + sum(throttled.values())
@@ -86,3 +93,59 @@ def test_a_few_simulated_minutes_land_in_telemetry(
         by_reason[reason] = by_reason.get(reason, 0) + 1
     assert by_reason == throttled
     assert FleetSample.objects.count() == samples
+
+
+def test_the_demo_spills_and_borrows_on_the_grants_it_drives(
+    transactional_db, serial_live_server, trace_csv, held_events, settings
+):
+    """demo.fleet overdrives acme's small EU support-bot grant (1.5 CU, spillover budget 1 CU to its US grant)
+    and umbrella's TPU best_effort grant (1.5 CU, borrowing limit 1.5 CU, weight 3) at twice their rate."""
+    settings.ADMISSION_BUCKET_DEPTH_S = 1.0  # every bucket holds a second: own buckets run short within the run
+    call_command("load_demo", stdout=StringIO())
+    spiller = Entitlement.objects.get(
+        tenant__slug="acme", pool__slug="llama-2-70b-eu-west-h100", traffic_class="reserved"
+    )
+    target = Entitlement.objects.get(
+        tenant__slug="acme", pool__slug="llama-2-70b-us-east-h200", project__slug="support-bot"
+    )
+    borrower = Entitlement.objects.get(tenant__slug="umbrella", pool__slug="llama-3-8b-ap-south-tpu-v5e")
+    out = StringIO()
+    sigterm = signal.getsignal(signal.SIGTERM)
+    started = time.monotonic()
+    try:
+        call_command("simulate_fleet", base_url=serial_live_server.url, trace=str(trace_csv), minutes=2, max_rps=40,
+                     stdout=out)  # fmt: skip
+    finally:
+        signal.signal(signal.SIGTERM, sigterm)
+    elapsed = time.monotonic() - started  # measured, to bound what the buckets can have refilled: not a limit
+    m = DONE.search(out.getvalue())
+    assert m, out.getvalue()
+    print(out.getvalue())
+    sources = eval(m[5])  # noqa: S307 - our own dict's repr
+    held_events.flush()
+    admits = AdmissionEvent.objects.filter(source="admission", decision="admit")
+    spilled = admits.filter(source_kind="spillover")
+    borrowed = admits.filter(source_kind="borrowed")
+
+    # Each spill lands on the grant that spilled, served from its target's pool; none on the target.
+    assert spilled.count() == sources.get("spillover", 0)
+    assert set(spilled.values_list("entitlement", flat=True)) == {spiller.uuid}
+    assert set(spilled.values_list("served_from", flat=True)) == {"llama-2-70b-us-east-h200"}
+    assert AdmissionEvent.objects.filter(entitlement=target.uuid).count() == 0
+    # At least one: the first request its own bucket turns away finds the spill bucket full (1 s of 5,000 wt/s
+    # holds one 70B estimate, ≤ 349 + 4 × 1,024 wt) and the target pool idle. At most what the spill bucket
+    # held: its depth plus its refill over the run, each settled spill charged at least the trace's smallest
+    # request (300 prompt + 4 × 60 output = 540 wt; an unsettled one its larger estimate).
+    budget_wt_per_s = 1.0 * 5000
+    assert 1 <= spilled.count() <= budget_wt_per_s * (1 + elapsed) / 540
+    # Borrowing likewise: only the best_effort grant the demo drives borrows, within its borrowing limit.
+    assert borrowed.count() == sources.get("borrowed", 0)
+    assert set(borrowed.values_list("entitlement", flat=True)) == {borrower.uuid}
+    assert 1 <= borrowed.count() <= 1.5 * 5000 * (1 + elapsed) / 540
+    # The seeded parameters the bounds above are worked out from.
+    assert (spiller.spillover_target_id, spiller.spillover_budget_cu, borrower.borrowing_limit_cu, borrower.weight) == (
+        target.pk,
+        Decimal("1.000"),
+        Decimal("1.5"),
+        3.0,
+    )

@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from capacity.traces import parse_trace
+from demo.fleet import GRANTS
 from demo.simulator import FleetSimulator, PoolState, SimConfig
 from entitlements.models import ApiToken, Pool
 
@@ -29,6 +30,9 @@ class Command(BaseCommand):
         parser.add_argument("--spike-at-minute", type=float, default=None)
         parser.add_argument("--spike-factor", type=float, default=3.0)
         parser.add_argument("--zone-failure-at-minute", type=float, default=None)
+        parser.add_argument(
+            "--overdrive", type=float, default=1.0, help="scales demo.fleet's overdrive (0: no entitlement driven)"
+        )
         parser.add_argument("--max-rps", type=float, default=25.0, help="cap on reserve calls per second")
         parser.add_argument("--minutes", type=float, default=None, help="stop after this many trace minutes")
         parser.add_argument("--wait", type=float, default=30.0, help="seconds to wait for the server to answer")
@@ -68,7 +72,9 @@ class Command(BaseCommand):
             minutes=opts["minutes"],
             max_rps=opts["max_rps"],
         )
-        sim = FleetSimulator(cfg, trace, snap["entitlements"], pools, ops)
+        scale = opts["overdrive"]
+        overdrive = {(g.tenant, g.project, g.pool, g.traffic_class): g.overdrive * scale for g in GRANTS if g.overdrive}
+        sim = FleetSimulator(cfg, trace, snap["entitlements"], pools, ops, overdrive)
         self._wait_for(opts["base_url"], opts["wait"])
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -83,7 +89,7 @@ class Command(BaseCommand):
             stats = sim.stats
         self.stdout.write(
             f"[simulate_fleet] done: sent={stats.sent} admitted={stats.admitted} completed={stats.completed} "
-            f"throttled={stats.throttled} samples={stats.samples} errors={stats.errors}"
+            f"throttled={stats.throttled} sources={stats.by_source} samples={stats.samples} errors={stats.errors}"
         )
 
     def _wait_for(self, base_url: str, seconds: float) -> None:
