@@ -26,6 +26,7 @@ from admission.backends.base import (
     SPILLED,
     Bucket,
     CompleteOp,
+    Lends,
     Lost,
     Quota,
     ReserveOp,
@@ -126,8 +127,11 @@ def build_plan(
     t = keys.tag(p, pool.pool_id)  # every key of the scope and its pool under the pool's hash tag
     borrow = Bucket(keys.borrow(t, sp.key), sp.borrow_rate, sp.borrow_rate * depth_s) if sp.borrow_rate else None
     share = None
+    lend = None if pool.lend_rate is None else Bucket(keys.lend(t), pool.lend_rate, pool.lend_rate * depth_s)
+    # Where lenders limit lending, every own admission charges the lend bucket too (issue 36.3, base.Lends).
+    keep = Bucket(keys.keep(t, sp.key), sp.keep_back, sp.rate * depth_s) if sp.keep_back > 0 else None
+    lends = None if lend is None else Lends(lend, keep)
     if borrow is not None:  # lending limits and fair share (issue 36.3): what a borrowed admission also needs
-        lend = None if pool.lend_rate is None else Bucket(keys.lend(t), pool.lend_rate, pool.lend_rate * depth_s)
         # A borrower stays active for twice RECLAIMED's retry advice after its last borrowed attempt,
         # so one that was refused keeps its share of the room until it retries.
         active_s = 2.0 * RETRY_DEFAULTS[reasons.RECLAIMED]
@@ -138,7 +142,7 @@ def build_plan(
         borrow=borrow, margin=pool.margin, degraded=pool.degraded, reserved_floor=pool.reserved_floor,
         ttl_s=ttl_s, idem_ttl_s=idem_ttl_s, w_out=sp.w_out, w_cached=sp.w_cached,
         max_output=sp.max_output_tokens, limits=budgets.limits_for(sp.limits, t, sp.key), tag=t, share=share,
-        spill=_spill(sp, target, p, depth_s),
+        spill=_spill(sp, target, p, depth_s), lends=lends,
     )  # fmt: skip
     static_meta = {"tenant": tenant, "model": model, "region": region, "traffic_class": cls,
                    "ttft_slo": sp.ttft_p99_ms, "tpot_slo": sp.tpot_p99_ms, "entitlement": sp.entitlement}  # fmt: skip
@@ -461,15 +465,21 @@ def where(claims: Claims, snap: Snapshot, sp: ScopeParams | None, prefix: str, p
     # The scope the request matched (a project's request may match its tenant-wide scope); should
     # that have changed since, the store answers with the record's own keys and is asked again.
     skey = sp.key if sp is not None else ":".join(claims.scope)
+    pool = snap.pools.get(claims.pool_id)
+    # Issue 36.3: the lend accounts the reservation may have charged, where the pool's lenders limit lending.
+    lending: tuple[str, ...] = ()
+    if pool is not None and pool.lend_rate is not None:
+        lending = (keys.lend(t), keys.fair(t), keys.keep(t, skey))
     if claims.source == SPILLOVER:  # `t` is the target pool's tag: the spill budget and the target pool paid
-        return Where(t, keys.spill_inflight(t, skey), keys.spill(t, skey), keys.pool(t), None)
+        return Where(t, keys.spill_inflight(t, skey), keys.spill(t, skey), keys.pool(t), None, lending[:1])
     charged = keys.borrow(t, skey) if claims.source == "borrowed" else keys.own(t, skey)
     limits = None
-    pool = snap.pools.get(claims.pool_id)
     if sp is not None and sp.limits is not None and pool is not None:
         _, _, model, region, cls = claims.scope
         limits = plan_for(snap, sp, pool, prefix, (claims.tenant, model, region, cls)).scope.limits
-    return Where(t, keys.inflight(t, skey), charged, keys.pool(t), limits)
+    if claims.source == "borrowed" and pool is not None and pool.lend_rate is None:
+        lending = (keys.fair(t),)  # fair share without a lend bucket
+    return Where(t, keys.inflight(t, skey), charged, keys.pool(t), limits, lending)
 
 
 NOT_SIGNED = {"error": {"code": "not_found", "message": "no such reservation (not an id this platform signed)"}}

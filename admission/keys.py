@@ -55,6 +55,12 @@ def lend(t: str) -> str:
     return f"{t}ln"
 
 
+def keep(t: str, scope_key: str) -> str:
+    """A limited lender's keep-back bucket (issue 36.3): what it keeps from borrowers, (CU − limit) × R
+    wt/s; its own admissions pay there first, the rest from the pool's lend bucket."""
+    return f"{t}kb:{scope_key}"
+
+
 def fair(t: str) -> str:
     """The pool's fair-share table (issue 36.3): per borrowing scope its borrowed tokens in the
     window, when it was written, its weight and until when it counts as waiting."""

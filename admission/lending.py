@@ -2,9 +2,11 @@
 the snapshot (limits, weights) and the enforcement store (the pool's fair-share table and lend bucket).
 
 Per lender: its lending limit (or "all idle"), the CU it may lend, and its part of the tokens lent in
-the window. The store keeps one account per pool (the lend bucket and the borrowers' table), not one
-per lender, so a lender's part is the pool's lent tokens pro rata to what each may lend (its limit,
-or its CU when it lends all idle), with the pool's unsold room as one more lender ("unsold"). Per
+the window. The store enforces each lender's limit (its own admissions charge the pool's lend bucket, a
+limited lender's keep-back bucket first: docs/lending.md) but counts what was lent per pool (the lend
+bucket and the borrowers' table), not per lender: which lender's idle room a borrowed token came from
+is not recorded. So a lender's part is still the pool's lent tokens pro rata to what each may lend (its
+limit, or its CU when it lends all idle), with the pool's unsold room as one more lender ("unsold"). Per
 borrower: its weight, its borrowed tokens in the window (60 s exponential, as the fair-share rule
 counts them), whether it is active (asked to borrow in the last 10 s) and its share of the borrowed
 tokens beside its weight's share of the active borrowers' weights.

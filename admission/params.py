@@ -89,8 +89,9 @@ def derive_scopes(rows: list[EntRow], t: float) -> _Derived:
             sold[pool] = sold.get(pool, 0.0) + e[rd.CU]
         borrow = e[rd.BORROW] * r if e[rd.MAY_BORROW] and e[rd.OVERAGE] == "borrow" else 0.0
         lend = e[rd.LENDING]
+        kept = 0.0 if lend is None else (e[rd.CU] - lend) * r
         if lend is not None:
-            withheld[pool] = withheld.get(pool, 0.0) + (e[rd.CU] - lend) * r
+            withheld[pool] = withheld.get(pool, 0.0) + kept
         weight = 1.0 if e[rd.WEIGHT] is None else e[rd.WEIGHT]
         key = (e[rd.TENANT], e[rd.PROJECT] or "", e[rd.MODEL], e[rd.REGION], e[rd.CLASS])
         if e[rd.DAILY_BUDGET] is not None or e[rd.MONTHLY_BUDGET] is not None or e[rd.MAX_RPS] is not None:
@@ -100,7 +101,8 @@ def derive_scopes(rows: list[EntRow], t: float) -> _Derived:
         a = acc.get(key)
         if a is None:
             acc[key] = [e, rate, borrow, e[rd.MAX_PROMPT], e[rd.MAX_OUTPUT], e[rd.OUT_P95], e[rd.MAX_CONC],
-                        e[rd.TTFT], e[rd.TPOT], e[rd.CU] if lend is None else lend, lend is not None, weight]  # fmt: skip
+                        e[rd.TTFT], e[rd.TPOT], e[rd.CU] if lend is None else lend, lend is not None, weight,
+                        kept]  # fmt: skip
             continue
         a[1] += rate
         a[2] += borrow
@@ -113,6 +115,7 @@ def derive_scopes(rows: list[EntRow], t: float) -> _Derived:
         a[9] += e[rd.CU] if lend is None else lend
         a[10] = a[10] or lend is not None
         a[11] += weight
+        a[12] += kept
     scopes = {
         k: ScopeParams(
             ":".join(k),
@@ -132,6 +135,7 @@ def derive_scopes(rows: list[EntRow], t: float) -> _Derived:
             lims.get(k),
             a[9] if a[10] else None,
             a[11],
+            keep_back=a[12],
         )
         for k, a in acc.items()
     }

@@ -119,7 +119,7 @@ class Table:
             rate, borrow = cu * r, (g[ss.G_BORROW] * r if g[ss.G_MAY_BORROW] else 0.0)
             if acc is None:  # groups come by lowest pk: the first names the scope and its pool
                 acc = [g, rate, borrow, g[ss.G_PROMPT], g[ss.G_OUTPUT], g[ss.G_P95], g[ss.G_CONC], g[ss.G_TTFT],
-                       g[ss.G_TPOT], g[ss.G_LEND], limited, g[ss.G_WEIGHT]]  # fmt: skip
+                       g[ss.G_TPOT], g[ss.G_LEND], limited, g[ss.G_WEIGHT], g[ss.G_KEPT] * r]  # fmt: skip
                 continue
             acc[1] += rate
             acc[2] += borrow
@@ -129,6 +129,7 @@ class Table:
             acc[9] += g[ss.G_LEND]
             acc[10] = acc[10] or limited
             acc[11] += g[ss.G_WEIGHT]
+            acc[12] += g[ss.G_KEPT] * r
         if nxt is None:
             self.bounds.pop(k, None)
         else:
@@ -197,4 +198,5 @@ def _params(key: Key, acc: list[Any], limits: LimitSpec | None) -> ScopeParams:
     return ScopeParams(
         ":".join(key), ss.canonical_uuid(g[ss.G_UUID]), key[4], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6],
         acc[7], acc[8], g[ss.G_W_OUT], g[ss.G_W_CACHED], g[ss.G_POOL], limits, acc[9] if acc[10] else None, acc[11],
+        keep_back=acc[12],
     )  # fmt: skip

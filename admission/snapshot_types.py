@@ -60,6 +60,9 @@ class ScopeParams:
     lending_limit_cu: float | None = None
     weight: float = 1.0
     spillover: SpillSpec | None = None  # issue 36.1 (admission.spill_params)
+    # Issue 36.3: wt/s a lender keeps back from borrowers, Σ (CU − lending_limit) × R over its entitlements
+    # that set a limit (its keep-back bucket's rate); 0: it lends all its idle room.
+    keep_back: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,34 @@ def fair_ok(mine: float, weight: float, pie: float, weights: float) -> bool:
 
 
 @dataclass(frozen=True)
+class Lends:
+    """An own-bucket admission's charge to its pool's lend bucket (issue 36.3, docs/lending.md), set on
+    every scope of a pool whose lenders limit lending. The lend bucket fills at what is lendable (unsold
+    room, unlimited lenders' rates, limited lenders' limits); charging it with the pool's own use makes
+    it hold what is idle AND lendable, per lender: a scope without a limit pays its whole cost there; a
+    limited one (`keep`: its keep-back bucket, (CU − limit) × R wt/s, as deep as its own bucket) pays
+    from the keep-back first and only the rest there. These charges never refuse (lenders are never
+    blocked): the lend bucket may go into debt, bounded at one depth as every bucket's."""
+
+    lend: Bucket
+    keep: Bucket | None = None
+
+
+def lender_split(cost: float, keep_l: float) -> float:
+    """What a limited lender's own admission takes from its keep-back bucket (the rest goes to the lend
+    bucket): as much of the cost as the keep-back holds. Mirrored in lua/reserve.lua."""
+    return min(cost, keep_l) if keep_l > 0 else 0.0
+
+
+def settled_part(delta: float, est: float, charged: float) -> float:
+    """The part of a reservation's settlement (`delta` = estimate − actual: a refund when positive, an
+    overrun's charge when negative) that goes back to an account the reserve charged `charged` of its
+    `est`: the same proportion, so an account charged the whole estimate settles the whole difference,
+    as the own bucket does. Mirrored in lua/complete.lua."""
+    return delta * charged / est if est > 0 else 0.0
+
+
+@dataclass(frozen=True)
 class Spill:
     """A scope's spillover (issue 36.1, docs/spillover.md): another pool of the same model and tenant
     that serves a request its own bucket is short for. Every key here is under the TARGET pool's hash
@@ -164,6 +192,7 @@ class Scope:
     tag: str = ""
     share: Share | None = None  # a borrowing scope's lending limits and fair share (issue 36.3)
     spill: Spill | None = None  # where the scope spills over when its own bucket is short (issue 36.1)
+    lends: Lends | None = None  # its own admissions' charge to the pool's lend bucket (issue 36.3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +292,9 @@ class Where:
     charged: str = ""
     pool: str = ""
     limits: Limits | None = None
+    # Issue 36.3: the pool's lend bucket, fair-share table and the scope's keep-back bucket where its
+    # lenders limit lending (the record says which of them the reserve charged; () : none).
+    lending: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

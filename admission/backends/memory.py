@@ -19,6 +19,7 @@ from admission.backends.base import (
     Answer,
     CompleteOp,
     EpochChanged,
+    Lends,
     Period,
     Quota,
     ReserveOp,
@@ -31,10 +32,12 @@ from admission.backends.base import (
     decayed,
     decide,
     fair_ok,
+    lender_split,
     lost_charges,
     new_epoch,
     periods_at,
     retry_after_s,
+    settled_part,
     spent,
     spill_decide,
 )
@@ -62,6 +65,10 @@ class _Res:
     result: dict | None = None
     # Period budgets charged at reserve: (unit, units, ((period key, limit, period end), ...)).
     budget: tuple[str, float, tuple[tuple[str, float, float], ...]] | None = None
+    # Issue 36.3: what the reserve charged the lend / keep-back buckets ((key, rate, depth, wt), ...) and
+    # the fair-share table ((table, member, weight, window, wt, when)): complete settles them in proportion.
+    lending: tuple[tuple[str, float, float, float], ...] = ()
+    fair: tuple[str, str, float, float, float, float] | None = None
 
 
 @dataclass
@@ -165,6 +172,8 @@ class MemoryBackend:
             # Lending limits and fair share (issue 36.3, reserve.lua's twin): only where it borrows.
             # Every borrowed attempt (admitted or refused) keeps the scope active for active_s.
             borrowing = sh is not None and b is not None and own_l < op.cost and bor_l >= op.cost
+            lending: tuple[tuple[str, float, float, float], ...] = ()
+            fair_rec = None
             if verdict == "throttle":
                 if borrowing:
                     self._fair_entry(op, now)
@@ -186,7 +195,11 @@ class MemoryBackend:
                     return self._throttle(op, reasons.QUOTA_EXCEEDED, 0.0, now, expired, "fair_share", own_l)
                 if lend is not None:
                     self._s.buckets[lend.key] = (lend_l - op.cost, now)
+                    lending = ((lend.key, lend.rate, lend.depth, op.cost),)
                 self._fair_entry(op, now, add=op.cost)
+                fair_rec = (sh.fair, sh.member, sh.weight, sh.window_s, op.cost, now)
+            elif what == "entitlement" and s.lends is not None:
+                lending = self._lender_charge(s.lends, op.cost, now)
             if what == "borrowed" and b is not None:
                 charged = (b.key, b.rate, b.depth)
                 self._s.buckets[b.key] = (bor_l - op.cost, now)
@@ -207,12 +220,35 @@ class MemoryBackend:
             self._s.res[rid] = _Res(
                 "open", s.inflight_key, charged, (s.pool.key, s.pool.rate, s.pool.depth),
                 op.cost, s.w_out, s.w_cached, op.meta, expires + s.idem_ttl_s, s.max_output, budget=budget,
+                lending=lending, fair=fair_rec,
             )  # fmt: skip
             raw = f"A|{rid}|{op.cost!r}|{what}|{expires!r}"
             self._s.idem[rid] = (raw, expires + s.idem_ttl_s)
             return Answer(
                 raw=raw, replay=False, expired_metas=expired, in_flight=len(scope), quota=self._quota(op, now)
             )
+
+    def _lender_charge(self, ln: Lends, cost: float, now: float) -> tuple[tuple[str, float, float, float], ...]:
+        """An own admission's charge to the lend bucket (reserve.lua's twin): the keep-back pays first;
+        never a refusal, the lend bucket's debt bounded at one depth. → what each bucket was charged."""
+        out: tuple[tuple[str, float, float, float], ...] = ()
+        x, kb, lend = 0.0, ln.keep, ln.lend
+        if kb is not None:
+            keep_l = self._level(kb.key, kb.rate, kb.depth, now)
+            x = lender_split(cost, keep_l)
+            self._s.buckets[kb.key] = (keep_l - x, now)
+            out = ((kb.key, kb.rate, kb.depth, x),)
+        lend_l = self._level(lend.key, lend.rate, lend.depth, now)
+        self._s.buckets[lend.key] = (bounded(lend_l - (cost - x), lend.depth), now)
+        return (*out, (lend.key, lend.rate, lend.depth, cost - x))
+
+    def _fair_settle(self, rec: tuple[str, str, float, float, float, float], back: float, now: float) -> None:
+        """Settle a borrowed reservation's count in the fair-share table (complete.lua's twin): `back`
+        as it would have counted had it been the estimate at reserve (decayed since), never below 0."""
+        fk, member, weight, window, _, at = rec
+        table = self._s.fair.setdefault(fk, {})
+        u, t, w, until = table.get(member, (0.0, now, weight, now))
+        table[member] = [max(0.0, decayed(u, t, now, window) - decayed(back, at, now, window)), now, w, until]
 
     def _fair_read(self, op: ReserveOp, now: float) -> tuple[float, float, float]:
         """(this scope's borrowed tokens in the window, the active borrowers' together, their weights
@@ -318,14 +354,16 @@ class MemoryBackend:
                 return Answer(raw=op.fallback, replay=False, expired_metas=[])
             self._s.buckets[b.key] = (spill_l - op.cost, now)
             self._s.buckets[p.key] = (bounded(pool_l - op.cost, p.depth), now)
+            lending: tuple[tuple[str, float, float, float], ...] = ()
             if ln is not None and lend_l is not None:
                 self._s.buckets[ln.key] = (lend_l - op.cost, now)
+                lending = ((ln.key, ln.rate, ln.depth, op.cost),)
             expires = now + op.ttl_s
             scope = self._s.inflight.setdefault(sp.inflight_key, {})
             scope[rid] = expires
             self._s.res[rid] = _Res(
                 "open", sp.inflight_key, (b.key, b.rate, b.depth), (p.key, p.rate, p.depth), op.cost, op.w_out,
-                op.w_cached, op.meta, expires + op.idem_ttl_s, op.max_output,
+                op.w_cached, op.meta, expires + op.idem_ttl_s, op.max_output, lending=lending,
             )  # fmt: skip
             raw = f"A|{rid}|{op.cost!r}|spillover|{expires!r}"
             self._s.idem[rid] = (raw, expires + op.idem_ttl_s)
@@ -351,6 +389,12 @@ class MemoryBackend:
             delta = r.est - actual
             for key, rate, depth in (r.charged, r.pool):
                 self._s.buckets[key] = (bounded(self._level(key, rate, depth, now) + delta, depth), now)
+            if delta != 0 and r.est > 0:  # issue 36.3: the lend accounts, in proportion (complete.lua's twin)
+                for key, rate, depth, part in r.lending:
+                    back = settled_part(delta, r.est, part)
+                    self._s.buckets[key] = (bounded(self._level(key, rate, depth, now) + back, depth), now)
+                if r.fair is not None:
+                    self._fair_settle(r.fair, settled_part(delta, r.est, r.fair[4]), now)
             if r.budget is not None:
                 unit, units, periods = r.budget
                 back = units - budget_units(unit, actual, op.prompt_tokens, output)

@@ -30,6 +30,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from admission import keys
 from admission.backends.base import (
     Answer,
+    Bucket,
     CompleteOp,
     EpochChanged,
     Lost,
@@ -257,7 +258,7 @@ class RedisBackend:
         return keys.record(tag or self.prefix, reservation_id)
 
     def _static_args(self, s: Scope) -> tuple[int, bytes]:
-        """The scope's values as reserve.lua reads them (ARGV 5–28), formatted once per snapshot."""
+        """The scope's values as reserve.lua reads them (ARGV 5–31), formatted once per snapshot."""
         got = self._static.get(s)
         if got is None:
             b = s.borrow
@@ -273,13 +274,15 @@ class RedisBackend:
                 d[reasons.CONCURRENCY_LIMIT], d[reasons.RECLAIMED], d[reasons.PLATFORM_CAPACITY],
                 "\t".join(middle), "\t".join(borrowed),
             ]  # fmt: skip
-            sh = s.share  # ARGV 23-28: lending limits and fair share (issue 36.3)
+            sh, lends = s.share, s.lends  # ARGV 23-31: lending limits and fair share (issue 36.3)
+            ln = _lend_of(s)
+            vals += [repr(ln.rate) if ln else "0", repr(ln.depth) if ln else "0"]
             if sh is None:
-                vals += ["0", "0", "0", "", "60", "0"]
+                vals += ["0", "", "60", "0"]
             else:
-                ln = sh.lend
-                vals += [repr(ln.rate) if ln else "0", repr(ln.depth) if ln else "0", repr(sh.weight), sh.member,
-                         repr(sh.window_s), repr(sh.active_s)]  # fmt: skip
+                vals += [repr(sh.weight), sh.member, repr(sh.window_s), repr(sh.active_s)]
+            kb = lends.keep if lends else None
+            vals += ["1" if lends else "0", repr(kb.rate) if kb else "0", repr(kb.depth) if kb else "0"]
             # Packed as RESP once (count, blob): each call packs only its own few values in front of it.
             packed = pack_command(tuple(str(v).encode() for v in vals))  # type: ignore[arg-type]  # stub: 1-tuple
             got = self._static[s] = (len(vals), packed.split(b"\r\n", 1)[1])
@@ -307,12 +310,15 @@ class RedisBackend:
         borrow_key = s.borrow.key if s.borrow else s.own.key + ":b"
         ifs = keys.inflight_sets(s.tag or self.prefix)
         ks: tuple[str, ...] = (self.record_key(rid, s.tag), s.own.key, s.pool.key, borrow_key, s.inflight_key, ifs)
-        sh = s.share  # KEYS 7-8: the pool's lend bucket and fair-share table (never touched without a share)
-        ks += (sh.lend.key if sh.lend else s.own.key + ":ln", sh.fair) if sh else (s.own.key + ":ln", s.own.key + ":fs")
+        # KEYS 7-8: the pool's lend bucket and fair-share table (never touched without a share or lends)
+        ln, sh = _lend_of(s), s.share
+        ks += (ln.key if ln else s.own.key + ":ln", sh.fair if sh else s.own.key + ":fs")
         extra: tuple[Any, ...] = ()
         if s.limits is not None:
             more_keys, extra = self._limit_args(s, op.units)
             ks += more_keys
+        if s.lends is not None and s.lends.keep is not None:
+            ks += (s.lends.keep.key,)  # the keep-back bucket: reserve.lua's last key
         # reserve.lua's last ARGV: the remaining quota wanted, then whether a spill may follow (issue 36.1)
         extra += ((b"1" if op.quota else b"0") + (b"1" if op.overflow else b""),)
         args = (*ks, self._epoch_check(op.epoch), rid, repr(op.cost), op.meta)
@@ -414,17 +420,18 @@ class RedisBackend:
         if op.lost is not None:
             charged, pool = op.lost.charged.key, op.lost.pool.key
         periods = self._period_keys(w) if w is not None and w.limits is not None else ()
+        lending = w.lending if w is not None else ()  # issue 36.3: the lend accounts the record may name
         tail = (op.reservation_id, op.prompt_tokens, op.cached_prompt_tokens, op.output_tokens, op.status,
                 op.idem_ttl_s, self._epoch_check(op.epoch), _lost_arg(op.lost, self.period_offset_s))  # fmt: skip
         for _ in range(2):
-            ks = (rk, ik, charged, pool, *periods)
+            ks = (rk, ik, charged, pool, *periods, *lending)
             out, attempts = self._eval(self._complete, len(ks), (*ks, *tail))
             if out is not None and out[0] == b"E":
                 raise EpochChanged(_s(out[1]))
             if out is None or out[1] != 4:
                 break
             ik, charged, pool = (_s(k) for k in out[2:5])
-            periods = tuple(_s(k) for k in out[5:])
+            periods, lending = tuple(_s(k) for k in out[5:]), ()
         if out is None:
             return None
         if out[1] == 3:
@@ -509,6 +516,14 @@ def _lost_arg(lost: Lost | None, offset: float = 0.0) -> str:
         charges = lost_charges(dataclasses.replace(lost, reserved_at=at), at)
         out += "\t" + "|".join([lost.limits.unit, *(f"{k}|{lim!r}|{end - offset!r}" for k, lim, end in charges)])
     return out
+
+
+def _lend_of(s: Scope) -> Bucket | None:
+    """The pool's lend bucket as the scope meets it: a borrower's (Share) or its own admissions' (Lends),
+    one bucket, reserve.lua's KEYS 7 / ARGV 23-24."""
+    if s.share is not None and s.share.lend is not None:
+        return s.share.lend
+    return s.lends.lend if s.lends is not None else None
 
 
 def _ttl(ttl_s: float) -> str:

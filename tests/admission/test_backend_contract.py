@@ -15,7 +15,7 @@ import pytest
 
 from admission import keys
 from admission.backends import memory as memory_backend
-from admission.backends.base import NO_OUTPUT_CAP, Bucket, CompleteOp, ReserveOp, Scope, Share, Where
+from admission.backends.base import NO_OUTPUT_CAP, Bucket, CompleteOp, Lends, ReserveOp, Scope, Share, Where
 
 
 def op(
@@ -86,6 +86,11 @@ def prefixed(b, o: ReserveOp) -> ReserveOp:
         ln = s.share.lend
         lend = Bucket(p + ln.key, ln.rate, ln.depth) if ln else None
         scope = dataclasses.replace(scope, share=dataclasses.replace(s.share, lend=lend, fair=p + s.share.fair))
+    if s.lends is not None:
+        kb = s.lends.keep
+        keep = Bucket(p + kb.key, kb.rate, kb.depth) if kb else None
+        ln = Bucket(p + s.lends.lend.key, s.lends.lend.rate, s.lends.lend.depth)
+        scope = dataclasses.replace(scope, lends=Lends(ln, keep))
     return ReserveOp(scope, o.reservation_id, o.cost, o.meta)
 
 

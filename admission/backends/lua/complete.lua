@@ -66,7 +66,7 @@ end
 local declared = {}
 for i = 5, #KEYS do declared[KEYS[i]] = true end
 local need, missing = {'', 4, f[3], f[4], f[7]}, f[3] ~= KEYS[2] or f[4] ~= KEYS[3] or f[7] ~= KEYS[4]
-if f[15] then
+if f[15] and f[15] ~= '' then
   local i = 0
   for v in string.gmatch(f[15], '[^|]+') do
     i = i + 1
@@ -74,6 +74,21 @@ if f[15] then
       need[#need + 1] = v
       if not declared[v] then missing = true end
     end
+  end
+end
+-- What the reserve charged the lend accounts (issue 36.3; reserve.lua's `lent`): n buckets as
+-- key|rate|depth|wt, then for a borrowed one the fair-share table|member|weight|window|wt|when.
+local lent, nb = nil, 0
+if f[16] then
+  lent = {}
+  for v in string.gmatch(f[16], '[^|]+') do lent[#lent + 1] = v end
+  nb = tonumber(lent[1])
+  local ks = {}
+  for i = 0, nb - 1 do ks[#ks + 1] = lent[2 + 4 * i] end
+  if #lent > 1 + 4 * nb then ks[#ks + 1] = lent[2 + 4 * nb] end
+  for _, k in ipairs(ks) do
+    need[#need + 1] = k
+    if not declared[k] then missing = true end
   end
 end
 if missing then return need end
@@ -103,7 +118,33 @@ local delta = est - actual
 local cd, pd = tonumber(f[6]), tonumber(f[9])
 put(KEYS[3], bounded(level(KEYS[3], tonumber(f[5]), cd, now) + delta, cd), now_str)
 put(KEYS[4], bounded(level(KEYS[4], tonumber(f[8]), pd, now) + delta, pd), now_str)
-if f[15] then
+if lent and delta ~= 0 and est > 0 then
+  -- Each lend account settles the difference in the proportion it was charged (base.settled_part).
+  for i = 0, nb - 1 do
+    local k, r, d = lent[2 + 4 * i], tonumber(lent[3 + 4 * i]), tonumber(lent[4 + 4 * i])
+    put(k, bounded(level(k, r, d, now) + delta * tonumber(lent[5 + 4 * i]) / est, d), now_str)
+  end
+  if #lent > 1 + 4 * nb then
+    -- The borrower's count in the fair-share table, as if the reserve had counted the actual (decayed
+    -- since it was made; memory.py: _fair_settle), never below nothing.
+    local b = 2 + 4 * nb
+    local fk, member, window, at = lent[b], lent[b + 1], tonumber(lent[b + 3]), tonumber(lent[b + 5])
+    local back = delta * tonumber(lent[b + 4]) / est
+    if now > at then back = back * math.exp(-(now - at) / window) end
+    local u, w, untl = 0, lent[b + 2], now_str
+    local got = redis.call('HGET', fk, member)
+    if got then
+      local g = {}
+      for v in string.gmatch(got, '[^|]+') do g[#g + 1] = v end
+      u, w, untl = tonumber(g[1]), g[3], g[4]
+      if now > tonumber(g[2]) then u = u * math.exp(-(now - tonumber(g[2])) / window) end
+    end
+    u = u - back
+    if u < 0 then u = 0 end
+    redis.call('HSET', fk, member, num(u) .. '|' .. now_str .. '|' .. w .. '|' .. untl)
+  end
+end
+if f[15] and f[15] ~= '' then
   -- Period budgets (issue 23): refund or charge the difference in the budget's unit, into the
   -- periods charged at reserve while they last; use stays within [0, 2 × limit] (debt bounded).
   local b = {}

@@ -46,13 +46,15 @@ local function room_above_margin(pool_l, c, margin) return pool_l - c >= margin 
 --   open or expired:    st, answer, ik (in-flight zset), ck, cr, cd (bucket that paid: key,
 --                       rate, depth), pk, pr, pd (pool), wo, wc, mo (the envelope's max output:
 --                       settled output is capped there), est, meta, and with budgets (issue 23)
---                       'unit|units|key|limit|end…' (absent on records without budgets)
+--                       'unit|units|key|limit|end…' (absent on records without budgets or lending; ''
+--                       on those with lending but no budgets), then what the reserve charged the lend
+--                       accounts (issue 36.3: reserve.lua's `lent`; absent where none)
 --   settled:            'done', answer, until (the result is forgotten then), result-json
 local function split(s)
   local out, i = {}, 1
   while true do
     local j = string.find(s, '\t', i, true)
-    if (not j) or #out == 14 then out[#out + 1] = string.sub(s, i); return out end
+    if (not j) or #out == 15 then out[#out + 1] = string.sub(s, i); return out end
     out[#out + 1] = string.sub(s, i, j - 1)
     i = j + 1
   end

@@ -13,11 +13,13 @@
 -- Lending and fair share (issue 36.3; base.Share): KEYS 7 the pool's lend bucket, 8 the pool's
 --       fair-share table (a hash: member → 'borrowed|at|weight|active until'); ARGV 23-24 lend
 --       rate/depth (depth 0: no lender limits lending), 25 weight (0: this scope does not borrow),
---       26 this scope's member name, 27 the window (s), 28 how long a borrowed attempt keeps it active (s).
+--       26 this scope's member name, 27 the window (s), 28 how long a borrowed attempt keeps it active (s),
+--       29 '1' when its own admissions charge the lend bucket (base.Lends; KEYS 7, ARGV 23-24), 30-31
+--       its keep-back bucket's rate/depth (depth 0: no lending limit; else it is the LAST key).
 -- With budgets or a request rate (issue 23; redis.py: _limit_args), KEYS 9 the request-rate
 --       bucket, then per period its previous, current and next key (the caller's candidates around
---       its own clock: this script's clock picks one); ARGV 29 unit, 30 the estimate in that unit,
---       31-32 request rate/burst (depth 0: none), 33 number of periods, then per period its limit,
+--       its own clock: this script's clock picks one); ARGV 32 unit, 33 the estimate in that unit,
+--       34-35 request rate/burst (depth 0: none), 36 number of periods, then per period its limit,
 --       the current period's start and end and the next one's end.
 -- The last ARGV is '1' when the caller wants the remaining quota (docs/contract.md §5: reply 4, see quota()
 --       below), '0' when not; it follows the budgets' values when there are any.
@@ -29,15 +31,15 @@ if stale then return {'E', stale} end
 local want_q = string.sub(ARGV[#ARGV], 1, 1) == '1'
 local spill_ok = string.sub(ARGV[#ARGV], 2, 2) == '1'
 local lim = nil
-if #ARGV > 29 then lim = ARGV[29] end
+if #ARGV > 32 then lim = ARGV[32] end
 local prev = redis.call('GET', KEYS[1])
 
 -- The period buckets in force by Redis' clock: {key, limit, end, used} per period (the caller
 -- passed the previous, current and next period's keys and boundaries).
 local function periods_now(now)
   local got = {}
-  for i = 1, tonumber(ARGV[33]) do
-    local a, k = 33 + (i - 1) * 4, 10 + (i - 1) * 3
+  for i = 1, tonumber(ARGV[36]) do
+    local a, k = 36 + (i - 1) * 4, 10 + (i - 1) * 3
     local s1, e1 = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
     local kend = ARGV[a + 3]
     if now < s1 then kend = ARGV[a + 2]
@@ -57,9 +59,9 @@ local function quota(now, now_str, own_l, rq_l, charges, units)
   if not own_l then own_l = level(KEYS[2], tonumber(ARGV[7]), tonumber(ARGV[8]), now) end
   local parts = {now_str, num(own_l), ''}
   if lim then
-    local rdep = tonumber(ARGV[32])
+    local rdep = tonumber(ARGV[35])
     if rdep > 0 then
-      if not rq_l then rq_l = level(KEYS[9], tonumber(ARGV[31]), rdep, now) end
+      if not rq_l then rq_l = level(KEYS[9], tonumber(ARGV[34]), rdep, now) end
       parts[3] = num(rq_l)
     end
     for _, ch in ipairs(charges or periods_now(now)) do parts[#parts + 1] = num(ch[4] + (units or 0)) end
@@ -126,7 +128,7 @@ if live >= cap then return throttle('CONCURRENCY_LIMIT', ARGV[18]) end
 -- boundary and never refills in between.
 local units, charges, rq_l = 0, {}, nil
 if lim then
-  units = tonumber(ARGV[30])
+  units = tonumber(ARGV[33])
   local untl = 0
   charges = periods_now(now)
   q_charges = charges
@@ -134,7 +136,7 @@ if lim then
     if ch[4] + units > tonumber(ch[2]) and tonumber(ch[3]) > untl then untl = tonumber(ch[3]) end
   end
   if untl > 0 then return throttle('BUDGET_EXHAUSTED', math.max(1, math.ceil(untl - now))) end
-  local rr, rdep = tonumber(ARGV[31]), tonumber(ARGV[32])
+  local rr, rdep = tonumber(ARGV[34]), tonumber(ARGV[35])
   if rdep > 0 then
     rq_l = level(KEYS[9], rr, rdep, now)
     q_rq = rq_l
@@ -193,6 +195,9 @@ local function fair_put(now, now_str, add)
 end
 
 local source, bor_l, lend_l
+-- What this admission charged the lend accounts, for complete.lua (lib.lua: the record's last field):
+-- 'n|n × (key|rate|depth|wt)' and, for a borrowed one, 'table|member|weight|window|wt|when'.
+local lent = nil
 if cls == 'reserved' then
   if degraded and pool_l - c < tonumber(ARGV[15]) then return throttle('PLATFORM_CAPACITY', ARGV[20]) end
   if own_l < c then return quota_exceeded(c - own_l, own_r) end
@@ -232,10 +237,30 @@ else
       fair_put(now, now_str, 0)
       return quota_exceeded(0, 1, 'fair_share')  -- its share of the contended room used up: retry in 1 s
     end
-    if ld > 0 then put(KEYS[7], lend_l - c, now_str) end
+    lent = '0|'
+    if ld > 0 then
+      put(KEYS[7], lend_l - c, now_str)
+      lent = '1|' .. KEYS[7] .. '|' .. ARGV[23] .. '|' .. ARGV[24] .. '|' .. ARGV[3] .. '|'
+    end
     fair_put(now, now_str, c)
+    lent = lent .. KEYS[8] .. '|' .. ARGV[26] .. '|' .. ARGV[25] .. '|' .. ARGV[27] .. '|' .. ARGV[3] .. '|' .. now_str
   end
   source = 'borrowed'
+end
+
+-- An own admission where lenders limit lending (base.Lends, memory.py's _lender_charge): the keep-back
+-- pays first (base.lender_split), the lend bucket the rest; never a refusal, debt bounded at one depth.
+if source == 'entitlement' and ARGV[29] == '1' then
+  local lr, ld, kd, x = tonumber(ARGV[23]), tonumber(ARGV[24]), tonumber(ARGV[31]), 0
+  lent = '1|'
+  if kd > 0 then
+    local keep_l = level(KEYS[#KEYS], tonumber(ARGV[30]), kd, now)
+    if keep_l > 0 then x = math.min(c, keep_l) end
+    put(KEYS[#KEYS], keep_l - x, now_str)
+    lent = '2|' .. KEYS[#KEYS] .. '|' .. ARGV[30] .. '|' .. ARGV[31] .. '|' .. num(x) .. '|'
+  end
+  put(KEYS[7], bounded(level(KEYS[7], lr, ld, now) - (c - x), ld), now_str)
+  lent = lent .. KEYS[7] .. '|' .. ARGV[23] .. '|' .. ARGV[24] .. '|' .. num(c - x)
 end
 
 local static = ARGV[21]
@@ -252,13 +277,17 @@ put(KEYS[3], bounded(pool_l - c, pool_d), now_str)  -- lenders may take the pool
 local bud = ''
 if lim then
   if rq_l then put(KEYS[9], rq_l - 1, now_str) end
-  local parts = {ARGV[29], ARGV[30]}
+  local parts = {ARGV[32], ARGV[33]}
   for _, ch in ipairs(charges) do
     -- Kept a day past its boundary (the statement may still read it), then gone.
     redis.call('SET', ch[1], num(ch[4] + units), 'EXAT', math.ceil(tonumber(ch[3])) + 86400)
     parts[#parts + 1] = ch[1] .. '|' .. ch[2] .. '|' .. ch[3]
   end
   bud = '\t' .. table.concat(parts, '|')
+end
+if lent then
+  if bud == '' then bud = '\t' end
+  bud = bud .. '\t' .. lent
 end
 
 local expires

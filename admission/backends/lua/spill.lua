@@ -39,7 +39,10 @@ put(KEYS[3], bounded(pool_l - c, pd), now_str)
 if lend_l then put(KEYS[6], lend_l - c, now_str) end
 local expires = num(now + tonumber(ARGV[13]))
 local ans = 'A|' .. ARGV[1] .. '|' .. ARGV[2] .. '|spillover|' .. expires
-redis.call('SET', KEYS[1], 'open\t' .. ans .. '\t' .. ARGV[15] .. '\t' .. ARGV[2] .. '\t' .. ARGV[3], 'EX', ARGV[14])
+local lent = ''  -- the lend bucket's charge, which complete.lua settles (lib.lua: the record's last field)
+if lend_l then lent = '\t\t1|' .. KEYS[6] .. '|' .. ARGV[11] .. '|' .. ARGV[12] .. '|' .. ARGV[2] end
+redis.call('SET', KEYS[1], 'open\t' .. ans .. '\t' .. ARGV[15] .. '\t' .. ARGV[2] .. '\t' .. ARGV[3] .. lent,
+  'EX', ARGV[14])
 redis.call('SADD', KEYS[5], KEYS[4])
 redis.call('ZADD', KEYS[4], expires, ARGV[1])
 return {ans, 0, redis.call('ZCOUNT', KEYS[4], '(' .. now_str, '+inf')}
