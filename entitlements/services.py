@@ -73,9 +73,13 @@ def pool_refresh(pool: Pool) -> Pool:
     return pool
 
 
-def _check_headroom(pool: Pool, window: Window, extra_cu: Decimal, *, exclude_pk: int | None = None) -> None:
+def _check_headroom(
+    pool: Pool, window: Window, extra_cu: Decimal, *, exclude_pk: int | None = None, peak: Decimal | None = None
+) -> None:
+    """`peak`: the pool's sold peak over `window` when the caller read it under the same lock (no second read)."""
     deliverable = pool.deliverable_cu
-    peak = pool_sold_peak(pool, window, exclude_pk=exclude_pk)
+    if peak is None:
+        peak = pool_sold_peak(pool, window, exclude_pk=exclude_pk)
     if peak + extra_cu > deliverable:
         left = max(Decimal(0), deliverable - peak)
         raise OversellError(
@@ -163,13 +167,22 @@ def entitlement_grant(
     window = Window(starts_at, ends_at)
     # The one pool rule (entitlements.pool_choice, issue 34.2): the home pool, else the most headroom
     # after the grant; the launch sizing panel and the approval's default call the same function.
-    candidates = [locked[pool.pk]] if pool is not None and home is None else [locked[p.pk] for p in serving]
-    choice = choose_pool(headroom_rows(candidates, window), cu=cu_d, home_pk=home, counts_as_sold=tc.counts_as_sold)
+    # Only the pools the rule can pick are read (a scope with a home, or a named pool: that one pool), each once:
+    # the check below reuses the peak read here under the same locks.
+    if home is not None:
+        candidates = [locked[home]]
+    elif pool is not None:
+        candidates = [locked[pool.pk]]
+    else:
+        candidates = [locked[p.pk] for p in serving]
+    rows = headroom_rows(candidates, window)
+    choice = choose_pool(rows, cu=cu_d, home_pk=home, counts_as_sold=tc.counts_as_sold)
     assert choice is not None  # `serving` is not empty
     chosen = choice.pool
     if tc.counts_as_sold:
+        peak = next(chosen.deliverable_cu - headroom for p, headroom in rows if p.pk == chosen.pk)
         try:
-            _check_headroom(chosen, window, cu_d)
+            _check_headroom(chosen, window, cu_d, peak=peak)
         except OversellError as exc:
             if home is not None:
                 # The scope cannot go elsewhere: a conflict (409); the message names its pool and headroom.

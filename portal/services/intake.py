@@ -373,12 +373,10 @@ def _parse_start(req: LaunchRequest, raw: Any) -> date:
     return start
 
 
-def pool_choices(req: LaunchRequest, region: Region, cu: Decimal, start: date) -> tuple[list[Any], Pool | None]:
-    """The pools serving the request's model in `region` as (pool, headroom after this grant) rows, and
-    the scope's home pool if it already lives in one (one scope one pool: grants must go there)."""
-    window = window_of(start, req.end_date)
+def serving_pools(req: LaunchRequest, region: Region) -> tuple[list[Pool], Pool | None]:
+    """The pools serving the request's model in `region`, and the scope's home pool if it already lives
+    in one (one scope one pool: grants must go there)."""
     serving = list(Pool.objects.filter(model=req.model, region=region).order_by("pk"))
-    rows = [(p, headroom - cu) for p, headroom in headroom_rows(serving, window)]
     home_pk = scope_pool_id(
         tenant=req.tenant,
         project=None,
@@ -386,7 +384,14 @@ def pool_choices(req: LaunchRequest, region: Region, cu: Decimal, start: date) -
         region=region,
         traffic_class=req.traffic_class,
     )
-    return rows, next((p for p in serving if p.pk == home_pk), None)
+    return serving, next((p for p in serving if p.pk == home_pk), None)
+
+
+def pool_choices(req: LaunchRequest, region: Region, cu: Decimal, start: date) -> tuple[list[Any], Pool | None]:
+    """serving_pools with each pool's headroom after this grant: (pool, headroom after) rows, and the home."""
+    serving, home = serving_pools(req, region)
+    rows = [(p, headroom - cu) for p, headroom in headroom_rows(serving, window_of(start, req.end_date))]
+    return rows, home
 
 
 def default_pool(req: LaunchRequest, rows: list[Any], home: Pool | None, cu: Decimal) -> Pool | None:
@@ -410,14 +415,20 @@ def _placement(req: LaunchRequest, start_date: Any, pools: dict[str, Any] | None
         slug = row.region.slug
         if not cu.get(slug):
             continue
-        rows, home = pool_choices(req, row.region, cu[slug], start)
+        serving, home = serving_pools(req, row.region)
         wanted = (pools or {}).get(slug) or ""
         if not wanted:
+            if home is not None or len(serving) == 1:
+                # default_pool's answer without the headroom it would read: the home pool, or the only pool
+                # (the grant checks the headroom under the pools' locks, once).
+                chosen[slug] = home or serving[0]
+                continue
+            rows = [(p, h - cu[slug]) for p, h in headroom_rows(serving, window_of(start, req.end_date))]
             pick = default_pool(req, rows, home, cu[slug])
             if pick is not None:
                 chosen[slug] = pick
             continue
-        pick = next((p for p, _ in rows if p.slug == wanted), None)
+        pick = next((p for p in serving if p.slug == wanted), None)
         if pick is None:
             errors[f"pool_{slug}"] = f"pool {wanted} does not serve this model in {slug}"
         elif home is not None and pick.pk != home.pk:
