@@ -220,12 +220,12 @@ def run_copy(n: int) -> tuple[float, Cpu]:
                 "bench", e["event_id"], datetime.fromisoformat(e["ts"]), now, e["tenant"], "", e["model"], e["region"],
                 e["traffic_class"], None, e["decision"], e.get("reason", ""), "", e["estimated_wt"],
                 e.get("actual_wt"), e["prompt_tokens"], 0, e.get("output_tokens", 0), e.get("ttft_ms"),
-                e.get("e2e_ms"), e.get("slo_met"), e.get("status", ""), e.get("in_flight"),
+                e.get("e2e_ms"), e.get("slo_met"), e.get("status", ""), e.get("in_flight"), e.get("served_from"),
             )
         )  # fmt: skip
     types = [
         "text", "text", "timestamptz", "timestamptz", "text", "text", "text", "text", "text", "uuid", "text", "text",
-        "text", "float8", "float8", "int8", "int8", "int8", "float8", "float8", "bool", "text", "int4",
+        "text", "float8", "float8", "int8", "int8", "int8", "float8", "float8", "bool", "text", "int4", "text",
     ]  # fmt: skip
     cols = ", ".join(EVENT_COLUMNS)
     connection.ensure_connection()

@@ -18,7 +18,7 @@ from operator import attrgetter, gt, methodcaller
 from typing import Any
 
 from entitlements.reasons import REASONS
-from telemetry.validation import CONTROL, DECISIONS, LIMITS, SOURCE_KINDS, STATUSES, Catalogue
+from telemetry.validation import CONTROL, DECISIONS, LIMITS, POOL_MAX, SOURCE_KINDS, STATUSES, Catalogue
 
 Columns = dict[str, list[Any]]
 
@@ -45,6 +45,7 @@ FIELDS = (
     "slo_met",
     "status",
     "in_flight",
+    "served_from",
 )
 # Cleaned but not stored on the event row: whether admission capped the settled prompt or output at the
 # envelope's maximum (`prompt_capped` / `output_capped` on the event), read by the rollups' per-request
@@ -131,6 +132,16 @@ def _entitlements(col: list[Any]) -> list[uuid.UUID | None]:
     return list(map(as_uuid.__getitem__, col))
 
 
+def _pools(col: list[Any]) -> list[Any]:
+    """served_from: absent or a pool slug as the gateway reported it (validation.served_from's rule)."""
+    given = set(col) - _OPTIONAL_CHOICE
+    if not given:
+        return [None] * len(col)
+    _need(set(map(type, given)) == {str} and max(map(len, given)) <= POOL_MAX)
+    _need(not CONTROL.search("".join(given)))
+    return [v or None for v in col]
+
+
 def _choices(col: list[Any], allowed: frozenset[str]) -> list[str]:
     _need(set(col) <= allowed | _OPTIONAL_CHOICE)
     return none_as(col, "")
@@ -179,6 +190,7 @@ def _fast(events: list[Any], cat: Catalogue) -> Columns:
     out["slo_met"] = slo
     out["status"] = _choices(column(events, "status"), STATUSES)
     out["in_flight"] = _numbers(column(events, "in_flight"), "in_flight", integer=True)
+    out["served_from"] = _pools(column(events, "served_from"))
     flags = column(events, "prompt_capped"), column(events, "output_capped")
     _need(all(set(map(type, f)) <= {bool, _NONE} for f in flags))
     # most sources never cap: no flag set in the chunk is one C-level scan per column

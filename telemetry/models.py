@@ -57,6 +57,12 @@ class AdmissionEvent(models.Model):
         blank=True,
         help_text="on an admit: the scope's reservations in flight right after it (the store's count)",
     )
+    served_from = models.CharField(
+        max_length=80,
+        null=True,
+        blank=True,
+        help_text="a spilled request: the pool that served it, as admission answered (issue 36)",
+    )
 
     class Meta:
         constraints = [
@@ -66,7 +72,7 @@ class AdmissionEvent(models.Model):
             ),
         ]
         # No secondary indexes on purpose: every read goes to the rollups, and each index on this
-        # write-heavy table costs ingest throughput. Dedup is EventKey's unique index, not this table's:
+        # write-heavy table costs ingest throughput. Dedup is EventKey's primary key, not this table's:
         # on PostgreSQL the table is partitioned by day on ts (telemetry.partitions), its primary key
         # is (id, ts) there, and a unique index on a partitioned table has to include ts.
 
@@ -82,12 +88,12 @@ class EventKey(models.Model):
     `ts` is the event's own time: retention deletes keys by it (a BRIN index on PostgreSQL).
     """
 
+    # The key itself is the primary key: no identity column and no second unique index to fill per key
+    # (ingest's largest server cost). Event ids are the sources' own, unique per source only.
+    pk = models.CompositePrimaryKey("source", "event_id")
     source = models.CharField(max_length=64)
     event_id = models.CharField(max_length=160)
     ts = models.DateTimeField()
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["source", "event_id"], name="event_key_unique_per_source")]
 
     def __str__(self) -> str:
         return f"{self.source}:{self.event_id}"
@@ -167,7 +173,19 @@ class Trace(models.Model):
         return self.name
 
 
-ROLLUP_KEY = ("bucket", "tenant", "project", "model", "region", "traffic_class", "entitlement", "decision", "reason")
+# served_from last: '' on all but spilled events' rows, which it splits by the pool that served them.
+ROLLUP_KEY = (
+    "bucket",
+    "tenant",
+    "project",
+    "model",
+    "region",
+    "traffic_class",
+    "entitlement",
+    "decision",
+    "reason",
+    "served_from",
+)
 ROLLUP_SUMS = (
     "requests",
     "estimated_wt",
@@ -230,6 +248,7 @@ class RollupBase(models.Model):
     entitlement = models.CharField(max_length=36, default="", help_text="uuid string, '' when none")
     decision = models.CharField(max_length=8, choices=Decision.choices)
     reason = models.CharField(max_length=32, default="")
+    served_from = models.CharField(max_length=80, default="", help_text="pool slug of spilled events, '' otherwise")
     requests = models.BigIntegerField(default=0)
     estimated_wt = models.FloatField(default=0)
     actual_wt = models.FloatField(default=0)

@@ -167,6 +167,8 @@ def minute_deltas(cols: Columns, envelopes: Envelopes | None = None) -> dict[Key
             ents,
             cols["decision"],
             cols["reason"],
+            # rows built before the field existed carry none
+            none_as(cols.get("served_from") or [None] * n, ""),
             strict=True,
         )
     )

@@ -7,8 +7,8 @@ session temp table, then moved on set-based, in one statement:
 
 (tried first without ON CONFLICT and the join, in a savepoint, as if every key were new: see move_staged).
 
-Dedup is exact across the events' partitions and under concurrency: EventKey's unique (source,
-event_id) index decides, and a writer that meets another's uncommitted key waits for it to commit
+Dedup is exact across the events' partitions and under concurrency: EventKey's primary key (source,
+event_id) decides, and a writer that meets another's uncommitted key waits for it to commit
 and then skips it. Keys are inserted in event_id order, so two writers of overlapping batches take
 the index's row locks in one order and never deadlock. The events table only ever receives rows
 whose key this statement inserted, so the rollups (summed from the same rows) count each event once.
@@ -75,7 +75,7 @@ def move_staged(names: Sequence[str], source: str, received_at: datetime) -> lis
 
     First as if every key were new: a plain insert of the keys (ON CONFLICT's speculative insertion
     costs the server about half as much again per key, measured by bench/ingest.py's CPU split) and of
-    every staged event, in a savepoint. A stored or concurrently stored key makes the unique index
+    every staged event, in a savepoint. A stored or concurrently stored key makes the primary key
     refuse the statement whole; the savepoint takes it back and the exact statement runs: keys ON
     CONFLICT DO NOTHING, and only the events whose key it inserted."""
     from psycopg.errors import UniqueViolation

@@ -206,7 +206,7 @@ def statement(ent: Entitlement, start: datetime, end: datetime) -> dict[str, Any
             "reclaims": requests.by_reason.get(RECLAIMED, 0),
             "reclaim_latency_p95_s": _reclaim_p95_s(ent, start, end) if borrowed else None,
         },
-        "sources": _sources(tot, r_wt),
+        "sources": _sources(tot, r_wt, _served_from(where, start, end)),
         "cost": _cost(ent, used_cu_h if borrowed else bought_cu_h, borrowed),
         # period budgets (issue 23) as settled in the budget's day and month containing the period's end
         "budget": budget_usage(ent, at=min(end, timezone.now())),
@@ -263,19 +263,52 @@ class _Requests:
         }
 
 
-def _sources(tot: _Totals, r_wt: float) -> dict[str, dict[str, Any]]:
+def _sources(tot: _Totals, r_wt: float, served_from: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
     """Traffic by where its capacity came from, as the events say (issue 36): requests admitted on borrowed
-    pool room or spilled to the entitlement's spillover target, and the wt they settled. Events do not name
-    the pool that served a spilled request, so none is named here."""
-    out = {}
+    pool room or spilled to the entitlement's spillover target, and the wt they settled; spilled traffic
+    also by the pool that served it (`served_from`)."""
+    out: dict[str, dict[str, Any]] = {}
     for kind in ROLLUP_SOURCE_KINDS:
         wt = tot.total("complete", f"{kind}_wt")
-        out[kind] = {
-            "admitted": int(tot.total("admit", f"{kind}_requests")),
-            "settled": int(tot.total("complete", f"{kind}_requests")),
-            "wt": round(wt, 3),
-            "cu_hours": round(wt / r_wt / 3600, 6) if r_wt else 0.0,
-        }
+        out[kind] = _source(
+            int(tot.total("admit", f"{kind}_requests")), int(tot.total("complete", f"{kind}_requests")), wt, r_wt
+        )
+    out["spilled"]["served_from"] = {
+        pool: _source(int(v["admitted"]), int(v["settled"]), v["wt"], r_wt) for pool, v in sorted(served_from.items())
+    }
+    return out
+
+
+def _source(admitted: int, settled: int, wt: float, r_wt: float) -> dict[str, Any]:
+    return {
+        "admitted": admitted,
+        "settled": settled,
+        "wt": round(wt, 3),
+        "cu_hours": round(wt / r_wt / 3600, 6) if r_wt else 0.0,
+    }
+
+
+def _served_from(where: Any, start: datetime, end: datetime) -> dict[str, dict[str, float]]:
+    """Spilled requests admitted and settled, and their settled wt, per serving pool. Events that named
+    no pool (gateways from before served_from was kept) count in `sources.spilled` only."""
+    out: dict[str, dict[str, float]] = {}
+    rows = period_sums(
+        where,
+        start,
+        end,
+        by=("decision", "served_from"),
+        fields=("spilled_requests", "spilled_wt"),
+        spilled_requests__gt=0,
+    )
+    for r in rows:
+        if not r["served_from"] or r["decision"] == "throttle":
+            continue
+        acc = out.setdefault(r["served_from"], {"admitted": 0, "settled": 0, "wt": 0.0})
+        if r["decision"] == "admit":
+            acc["admitted"] += r["spilled_requests"]
+        else:
+            acc["settled"] += r["spilled_requests"]
+            acc["wt"] += r["spilled_wt"] or 0.0
     return out
 
 

@@ -39,6 +39,7 @@ LIMITS: dict[str, float] = {
     "e2e_ms": 86_400_000.0,
     "in_flight": 10_000_000,  # reservations in flight in one scope
 }
+POOL_MAX = 80  # a pool slug's length (entitlements.models.Pool.slug)
 # C0, DEL and C1: never part of an identifier. A NUL also fails PostgreSQL's text types outright, and
 # so does a lone UTF-16 surrogate (valid JSON, no UTF-8 for it: the COPY raises), so one scan finds both.
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -189,6 +190,18 @@ def _choice(e: dict, key: str, allowed: frozenset[str]) -> str:
     return str(v)
 
 
+def served_from(e: dict) -> str | None:
+    """The pool a spilled request was served from, as admission answered it; None when not given.
+    Stored as given, not checked against the catalogue: it is evidence of what admission said, and a
+    pool renamed or retired before the event arrives must not cost the event its counts."""
+    v = identifier(e.get("served_from"), "served_from")
+    if v in (None, ""):
+        return None
+    if not isinstance(v, str) or len(v) > POOL_MAX:
+        raise FieldError("served_from", f"a pool slug: a string of at most {POOL_MAX} characters")
+    return v
+
+
 def clean_event(e: Any, cat: Catalogue) -> dict[str, Any]:
     """One event dict → the column values of an AdmissionEvent row, or FieldError."""
     if not isinstance(e, dict):
@@ -255,5 +268,6 @@ def clean_event(e: Any, cat: Catalogue) -> dict[str, Any]:
         "slo_met": slo,
         "status": _choice(e, "status", STATUSES),
         "in_flight": _number(e, "in_flight", integer=True),
+        "served_from": served_from(e),
         "capped": bool(e.get("prompt_capped") or e.get("output_capped")),
     }

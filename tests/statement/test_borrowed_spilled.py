@@ -94,7 +94,7 @@ def test_borrowed_and_spilled_requests_wt_and_cu_hours(mixed):
     # 150 + 50 wt ÷ 1000 wt/s ÷ 3600 s
     assert spilled["sources"] == {
         "borrowed": NOTHING,
-        "spilled": {"admitted": 2, "settled": 2, "wt": 200.0, "cu_hours": 0.000056},
+        "spilled": {"admitted": 2, "settled": 2, "wt": 200.0, "cu_hours": 0.000056, "served_from": {}},
     }
     assert spilled["requests"]["admitted"] == 4  # own and spilled admissions together, as before
     assert spilled["used"]["wt"] == 2200.0
@@ -102,13 +102,16 @@ def test_borrowed_and_spilled_requests_wt_and_cu_hours(mixed):
     # 3 × 80 wt ÷ 1000 wt/s ÷ 3600 s
     assert borrowed["sources"] == {
         "borrowed": {"admitted": 3, "settled": 3, "wt": 240.0, "cu_hours": 0.000067},
-        "spilled": NOTHING,
+        "spilled": {**NOTHING, "served_from": {}},
     }
     # the compatible estimate stays what it was: settled wt above the own rate (60,000 wt a minute),
     # minute by minute; it does not know which requests were admitted as borrowed
     assert borrowed["borrowing"]["cu_hours"] == 0.008333  # 90,000 − 60,000 wt in minute 8
     # the target served the spilled requests, but they are the spilling entitlement's traffic
-    assert statement(target, T0, T0 + 2 * H)["sources"] == {"borrowed": NOTHING, "spilled": NOTHING}
+    assert statement(target, T0, T0 + 2 * H)["sources"] == {
+        "borrowed": NOTHING,
+        "spilled": {**NOTHING, "served_from": {}},
+    }
 
 
 @pytest.mark.django_db
@@ -117,7 +120,13 @@ def test_the_statement_api_shows_the_split(mixed, fleet):
     viewer = client_for(person("acme-viewer", tenant=fleet.acme))
     r = viewer.get(f"/api/v1/entitlements/{reserved.uuid}/statement", _period())
     assert r.status_code == 200
-    assert r.json()["sources"]["spilled"] == {"admitted": 2, "settled": 2, "wt": 200.0, "cu_hours": 0.000056}
+    assert r.json()["sources"]["spilled"] == {
+        "admitted": 2,
+        "settled": 2,
+        "wt": 200.0,
+        "cu_hours": 0.000056,
+        "served_from": {},  # these events name no serving pool; tests/statement/test_served_from.py has ones that do
+    }
     body = viewer.get(f"/api/v1/entitlements/{borrower.uuid}/statement", _period()).json()
     assert body["sources"]["borrowed"] == {"admitted": 3, "settled": 3, "wt": 240.0, "cu_hours": 0.000067}
     assert set(body["borrowing"]) == {"cu_hours", "reclaims", "reclaim_latency_p95_s"}  # kept as they were

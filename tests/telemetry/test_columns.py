@@ -168,7 +168,7 @@ def _reference_deltas(rows, envelopes=None):
     for r in rows:
         ent = r["entitlement"]
         key = (r["ts"].replace(second=0, microsecond=0), r["tenant"], r["project"], r["model"], r["region"],
-               r["traffic_class"], str(ent) if ent else "", r["decision"], r["reason"])  # fmt: skip
+               r["traffic_class"], str(ent) if ent else "", r["decision"], r["reason"], r.get("served_from") or "")  # fmt: skip
         acc = out.setdefault(key, [0, 0.0, 0.0] + [0] * (len(ROLLUP_VALUES) - 3))
         acc[0] += 1
         acc[1] += r["estimated_wt"]
