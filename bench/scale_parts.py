@@ -10,8 +10,11 @@ after one write (incremental: the written scope re-summed) is timed beside a ful
 whose order swaps. Reserve throughput at 10,000 distinct scopes alternates blocks with no write and
 blocks during which another thread, on its own connection, writes one entitlement per second (as the
 portal would in another process); the order swaps each round and the load is printed per round.
+Each round does so twice, once per place the check runs (ADMISSION_SNAPSHOT_BACKGROUND: `inline`, on
+the request thread that finds it due, and `background`, on the refresher thread), the modes' order
+swapping too; `--mode inline|background` measures one alone.
 
-Run alone: DJANGO_DEBUG=1 .venv/bin/python bench/scale_parts.py [--reserve-only] [--rounds N]
+Run alone: DJANGO_DEBUG=1 .venv/bin/python bench/scale_parts.py [--reserve-only] [--rounds N] [--mode M]
 (BENCH_SCALE_PARTS_DATABASE_URL, default below; REDIS_URL,
 default db 8, keys under a prefix of its own, removed at the end); bench/scale.py runs it after its table.
 """
@@ -301,9 +304,20 @@ class Writer(threading.Thread):
             connection.close()
 
 
-def reserve_rows(rounds: int = 6, seconds: float = 4.0) -> None:
+def set_mode(mode: str) -> None:
+    """Where the snapshot's check runs: `background` (the refresher thread) or `inline`."""
+    from django.conf import settings
+
+    from admission import params
+
+    params.stop_refresher()  # a direct assignment fires no setting_changed
+    settings.ADMISSION_SNAPSHOT_BACKGROUND = mode == "background"
+
+
+def reserve_rows(rounds: int = 6, seconds: float = 4.0, modes: tuple[str, ...] = ("inline", "background")) -> None:
     """At 10,000 distinct scopes: reserve blocks with no write and with one write per second,
-    interleaved, the order swapping each round; the ratio per round and its median."""
+    interleaved, the order swapping each round, per mode (their order swapping too); the ratio per
+    round and its median."""
     from entitlements.models import Entitlement
 
     base = reserve_body()
@@ -312,7 +326,8 @@ def reserve_rows(rounds: int = 6, seconds: float = 4.0) -> None:
         .order_by("pk")
         .values_list("pk", flat=True)[:50]
     )
-    quiet, busy, ratios, writes = [], [], [], 0
+    got: dict[str, dict[str, list]] = {m: {"quiet": [], "busy": [], "ratios": []} for m in modes}
+    writes = 0
 
     def written() -> tuple[float, float]:
         nonlocal writes
@@ -326,23 +341,31 @@ def reserve_rows(rounds: int = 6, seconds: float = 4.0) -> None:
             writes += w.writes
 
     print(f"reserve + complete, Redis, one scope, {active_count():,} entitlements active "
-          f"({scope_count():,} distinct scopes), {seconds:.0f} s blocks:")  # fmt: skip
+          f"({scope_count():,} distinct scopes), {seconds:.0f} s blocks, check runs {' vs '.join(modes)}:")  # fmt: skip
     for i in range(rounds):
-        if i % 2 == 0:
-            a = reserves_per_s(base, seconds)
-            b = written()
-        else:
-            b = written()
-            a = reserves_per_s(base, seconds)
-        quiet.append(a)
-        busy.append(b)
-        ratios.append(b[0] / a[0])
-        print(f"  round {i + 1} ({'quiet first' if i % 2 == 0 else 'writes first'}): no writes {a[0]:,.0f}/s "
-              f"(p99 {a[1]:.2f} ms), 1 write/s {b[0]:,.0f}/s (p99 {b[1]:.2f} ms), ratio {b[0] / a[0]:.2f}; {load()}")  # fmt: skip
-    print(f"  median: no writes {statistics.median(q[0] for q in quiet):,.0f}/s (p99 "
-          f"{statistics.median(q[1] for q in quiet):.2f} ms), 1 write/s {statistics.median(b[0] for b in busy):,.0f}/s "
-          f"(p99 {statistics.median(b[1] for b in busy):.2f} ms); ratio {statistics.median(ratios):.2f} "
-          f"(goal ≥ {GOAL_RESERVE_RATIO}); {writes} writes; {load()}")  # fmt: skip
+        for mode in modes if i % 2 == 0 else modes[::-1]:
+            set_mode(mode)
+            if i % 2 == 0:
+                a = reserves_per_s(base, seconds)
+                b = written()
+            else:
+                b = written()
+                a = reserves_per_s(base, seconds)
+            g = got[mode]
+            g["quiet"].append(a)
+            g["busy"].append(b)
+            g["ratios"].append(b[0] / a[0])
+            print(f"  round {i + 1} {mode:<10} ({'quiet first' if i % 2 == 0 else 'writes first'}): no writes "
+                  f"{a[0]:,.0f}/s (p99 {a[1]:.2f} ms), 1 write/s {b[0]:,.0f}/s (p99 {b[1]:.2f} ms), ratio "
+                  f"{b[0] / a[0]:.2f}; {load()}")  # fmt: skip
+    set_mode("background")
+    for mode, g in got.items():
+        q, w = g["quiet"], g["busy"]
+        print(f"  median {mode:<10}: no writes {statistics.median(x[0] for x in q):,.0f}/s (p99 "
+              f"{statistics.median(x[1] for x in q):.2f} ms), 1 write/s {statistics.median(x[0] for x in w):,.0f}/s "
+              f"(p99 {statistics.median(x[1] for x in w):.2f} ms); ratio {statistics.median(g['ratios']):.2f} "
+              f"(goal ≥ {GOAL_RESERVE_RATIO})")  # fmt: skip
+    print(f"  {writes} writes; {load()}")
 
 
 def scope_count() -> int:
@@ -355,7 +378,8 @@ def _reserve_report() -> int:
     set_active(10_000 - len(_demo_active))
     restore_demo()
     rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 6
-    reserve_rows(rounds=rounds)
+    modes = (sys.argv[sys.argv.index("--mode") + 1],) if "--mode" in sys.argv else ("inline", "background")
+    reserve_rows(rounds=rounds, modes=modes)
     return 0
 
 
