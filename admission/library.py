@@ -252,6 +252,10 @@ def log_dead_letter(batch: list[dict[str, Any]], error: str) -> None:
 
 
 def _str(name: str, v: Any, *, required: bool = True) -> str:
+    # A reserve's five strings are nearly always plain and printable: accepted in one line, the
+    # full checks below only for the rest (same answers; the profile had _str at 5 × 3 µs).
+    if type(v) is str and v and len(v) <= MAX_LEN.get(name, 1024) and v.isprintable():
+        return v
     if v is None or v == "":
         if required:
             raise InvalidRequest(name, "this field is required")
@@ -267,6 +271,8 @@ def _str(name: str, v: Any, *, required: bool = True) -> str:
 
 
 def _int(name: str, v: Any, *, required: bool = True) -> int | None:
+    if type(v) is int and 0 <= v <= MAX_TOKENS:  # the common case (a bool is not an int here)
+        return v
     if v is None:
         if required:
             raise InvalidRequest(name, "this field is required")

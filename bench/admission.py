@@ -15,6 +15,9 @@ queue is deleted at the end) and the gunicorn port BENCH_ADMISSION_PORT (default
 Everything it made (keys under its own prefix, the queue, gunicorn, the work dir) is removed at the
 end, even after a Redis timeout. With BENCH_REDIS_CLUSTER_URL, also a Redis Cluster's two nodes vs one.
 Run: .venv/bin/python bench/admission.py [--n 3000] [--clients 8] [--rounds 6] [--round-s 2]
+`--library-only`: part 1's EVALSHA and library rows alone (gunicorn still serves the library's snapshot);
+`--profile N`: then N library reserves on each scope under cProfile, the top functions by cumulative time
+per reserve.
 """
 
 from __future__ import annotations
@@ -237,12 +240,43 @@ def cleanup(r, backend, gun, incr_key: str) -> None:
     shutil.rmtree(TMP, ignore_errors=True)
 
 
+def profile(fn, n: int, label: str, top: int = 10) -> None:
+    """n calls of fn under cProfile, timed by this thread's CPU clock (a loaded machine's waits for
+    Redis are not Python work): the top functions by cumulative and by own CPU, µs per call."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile(time.thread_time)
+    prof.enable()
+    for i in range(n):
+        fn(2 * 10**6 + i)
+    prof.disable()
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]  # (file, line, name) -> (cc, nc, tt, ct, callers)
+    for by, k in (("cumulative", 3), ("own", 2)):
+        rows = sorted(stats.items(), key=lambda kv: kv[1][k], reverse=True)[:top]
+        print(f"  cProfile (thread CPU), {label}, {n} calls, top by {by} ({load()}): cumulative / own µs per call, "
+              f"calls per call")  # fmt: skip
+        for (file, line, name), (_, nc, tt, ct, _) in rows:
+            where = f"{Path(file).name}:{line}" if line else file
+            print(f"    {ct / n * 1e6:8.1f} {tt / n * 1e6:8.1f} {nc / n:5.1f}  {name} ({where})")
+
+
+def library_ratios(rows: dict) -> int:
+    print(f"ratios (goal); {load()}:")
+    print(f"  EVALSHA-empty / INCR, p50                    {rows['evalsha']['ratio']:6.2f}   (the floor's round trip)")
+    for k, label, goal in (("lib", "library reserve / INCR, p50", "≤ 1.35"), ("lib_b", "  budgeted scope", "≤ 1.5")):
+        print(f"  {label:<44} {rows[k]['ratio']:6.2f}   ({goal}) median per pair {rows[k]['pair']:.2f}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=3000)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=6, help="alternating rounds per comparison (≥ 5)")
     ap.add_argument("--round-s", type=float, default=2.0, help="seconds per round of the modes comparison")
+    ap.add_argument("--library-only", action="store_true", help="part 1's EVALSHA and library rows alone")
+    ap.add_argument("--profile", type=int, default=0, help="N library reserves per scope under cProfile")
     args = ap.parse_args()
     n = args.n
     os.environ["ADMISSION_KEY_PREFIX"] = f"bench-{uuid.uuid4().hex[:8]}:"
@@ -296,10 +330,16 @@ def main() -> int:
                 warm(10**6 + i)  # snapshot, scripts, plans, connections
         print(f"1. one call vs one Redis INCR, in process, call by call with the order swapped; {load()}")
         rows["evalsha"] = versus_incr("EVALSHA of an empty script", lambda i: empty(), incr, n // 2, args.rounds)
-        rows["web"] = versus_incr("reserve, web tier (admission.services)", web("acme"), incr, n, args.rounds)
-        rows["web_b"] = versus_incr("  budgeted scope", web("globex"), incr, n, args.rounds)
+        if not args.library_only:
+            rows["web"] = versus_incr("reserve, web tier (admission.services)", web("acme"), incr, n, args.rounds)
+            rows["web_b"] = versus_incr("  budgeted scope", web("globex"), incr, n, args.rounds)
         rows["lib"] = versus_incr("reserve, library (admission.library)", library("acme"), incr, n, args.rounds)
         rows["lib_b"] = versus_incr("  budgeted scope", library("globex"), incr, n, args.rounds)
+        if args.profile:
+            for tenant in ("acme", "globex"):
+                profile(library(tenant), args.profile, f"library reserve, {tenant}")
+        if args.library_only:
+            return library_ratios(rows)
 
         hdr = {"Content-Type": "application/json"}
         auth = {**hdr, "Authorization": f"Token {token}"}
