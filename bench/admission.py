@@ -16,8 +16,8 @@ Everything it made (keys under its own prefix, the queue, gunicorn, the work dir
 end, even after a Redis timeout. With BENCH_REDIS_CLUSTER_URL, also a Redis Cluster's two nodes vs one.
 Run: .venv/bin/python bench/admission.py [--n 3000] [--clients 8] [--rounds 6] [--round-s 2]
 `--library-only`: part 1's EVALSHA and library rows alone (gunicorn still serves the library's snapshot);
-`--profile N`: then N library reserves on each scope under cProfile, the top functions by cumulative time
-per reserve.
+`--profile N`: then the thread CPU per call of N INCRs and N library reserves on each scope, and those
+reserves under cProfile: the top functions by cumulative and by own time per reserve.
 """
 
 from __future__ import annotations
@@ -246,6 +246,14 @@ def profile(fn, n: int, label: str, top: int = 10) -> None:
     import cProfile
     import pstats
 
+    c = time.thread_time()
+    for i in range(n):
+        fn(3 * 10**6 + i)
+    print(
+        f"  {label}: {(time.thread_time() - c) / n * 1e6:.1f} µs of this thread's CPU per call, unprofiled ({load()})"
+    )
+    if not top:
+        return
     prof = cProfile.Profile(time.thread_time)
     prof.enable()
     for i in range(n):
@@ -336,6 +344,7 @@ def main() -> int:
         rows["lib"] = versus_incr("reserve, library (admission.library)", library("acme"), incr, n, args.rounds)
         rows["lib_b"] = versus_incr("  budgeted scope", library("globex"), incr, n, args.rounds)
         if args.profile:
+            profile(incr, args.profile, "INCR", top=0)
             for tenant in ("acme", "globex"):
                 profile(library(tenant), args.profile, f"library reserve, {tenant}")
         if args.library_only:
