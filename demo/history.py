@@ -137,7 +137,7 @@ def seed_history(*, days: int = 56, seed: int = 11, now: datetime | None = None)
                          "prompt_tokens": round(requests * prompt), "output_tokens": 0,
                          "slo_met": None, "ttft_ms": None, "e2e_ms": None})  # fmt: skip
             rows.append({**base, "ts": hour + timedelta(seconds=30), "decision": "complete", "estimated_wt": 0.0,
-                         "actual_wt": requests * wt_per_request, "prompt_tokens": 0,
+                         "actual_wt": requests * wt_per_request, "prompt_tokens": round(requests * prompt),
                          "output_tokens": round(requests * output), "slo_met": True,
                          "ttft_ms": float(rng.uniform(150, 900)), "e2e_ms": float(rng.uniform(4000, 15000))})  # fmt: skip
         with transaction.atomic():

@@ -51,10 +51,14 @@ def test_requests_and_weighted_tokens_agree_with_the_envelope(two):
     assert s["wt"] / s["n"] == pytest.approx(wt)
     assert s["prompt"] / s["n"] == pytest.approx(prompt, rel=1e-3)
     done = HourRollup.objects.filter(decision="complete", tenant="acme").aggregate(
-        n=Sum("requests"), out=Sum("output_tokens"), met=Sum("slo_met"), total=Sum("slo_total")
-    )
+        n=Sum("requests"), out=Sum("output_tokens"), met=Sum("slo_met"), total=Sum("slo_total"),
+        prompt=Sum("prompt_tokens"),
+    )  # fmt: skip
     assert done["n"] == s["n"] and done["total"] == s["n"]
     assert done["out"] / done["n"] == pytest.approx(output, rel=1e-3)
+    # A complete reports its prompt as a real one does: the statement's mean prompt reads completes
+    # (it was 0.0 beside a p50 of ~500 on the demo's statements)
+    assert done["prompt"] / done["n"] == pytest.approx(prompt, rel=1e-3)
     assert 0.97 <= done["met"] / done["total"] <= 1.0
     # Never above the entitlement: 10 CU × R 1000 wt/s × 3600 s in any hour
     assert max(admits.values_list("estimated_wt", flat=True)) <= 10 * 1000 * 3600
