@@ -405,7 +405,7 @@ def claims_meta(c: Claims, sp: ScopeParams | None, estimate: float, req: Complet
             "prompt_tokens": req.prompt_tokens, "cached_prompt_tokens": req.cached_prompt_tokens}  # fmt: skip
     if sp is not None:
         meta.update(ttft_slo=sp.ttft_p99_ms, tpot_slo=sp.tpot_p99_ms)
-    if c.fail_open or c.source == SPILLOVER:
+    if c.fail_open or c.source in (SPILLOVER, "borrowed"):
         meta["source_kind"] = c.source
     return meta
 

@@ -463,3 +463,9 @@ def retry_after_s(reason: str, wait: float, defaults: dict[str, int]) -> int:
     if reason == reasons.QUOTA_EXCEEDED:
         return max(1, min(3600, int(-(-wait // 1))))
     return defaults[reason]
+
+
+def borrowed_meta(meta: str) -> str:
+    """A borrowed admission's record meta (a JSON object) with `source_kind: borrowed`, so its complete or
+    expiry event is counted as borrowed (reserve.lua writes the same bytes)."""
+    return meta[:-1] + ',"source_kind":"borrowed"}'

@@ -26,6 +26,7 @@ from admission.backends.base import (
     Settled,
     SpillOp,
     _wait,
+    borrowed_meta,
     bounded,
     bounded_used,
     budget_units,
@@ -219,8 +220,8 @@ class MemoryBackend:
             scope[rid] = expires
             self._s.res[rid] = _Res(
                 "open", s.inflight_key, charged, (s.pool.key, s.pool.rate, s.pool.depth),
-                op.cost, s.w_out, s.w_cached, op.meta, expires + s.idem_ttl_s, s.max_output, budget=budget,
-                lending=lending, fair=fair_rec,
+                op.cost, s.w_out, s.w_cached, borrowed_meta(op.meta) if what == "borrowed" else op.meta,
+                expires + s.idem_ttl_s, s.max_output, budget=budget, lending=lending, fair=fair_rec,
             )  # fmt: skip
             raw = f"A|{rid}|{op.cost!r}|{what}|{expires!r}"
             self._s.idem[rid] = (raw, expires + s.idem_ttl_s)

@@ -95,7 +95,8 @@ def test_a_database_error_does_not_end_the_refresher(fleet, elsewhere, refresher
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
             " WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
-        assert cur.fetchone() == (1,)
+        # the refresher's, and any an earlier test of this worker left open (a thread's connection)
+        assert cur.fetchone()[0] >= 1
     m.Entitlement.objects.filter(pk=e.pk).update(cu=Decimal("200"))
     assert wait_for(lambda: rate_held(key) == 200 * R)
     assert params._thread is not None and params._thread.is_alive()

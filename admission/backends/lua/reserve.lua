@@ -294,7 +294,11 @@ local expires
 if string.find(ARGV[16], '^%d+$') then expires = (sec + ARGV[16]) .. frac  -- whole seconds: no float to format
 else expires = num(now + tonumber(ARGV[16])) end
 local ans = 'A|' .. ARGV[2] .. '|' .. ARGV[3] .. '|' .. source .. '|' .. expires
-redis.call('SET', KEYS[1], 'open\t' .. ans .. '\t' .. static .. '\t' .. ARGV[3] .. '\t' .. ARGV[4] .. bud,
+-- The record's meta says a borrowed admission is one, so its complete or expiry event is counted as
+-- borrowed (base.borrowed_meta is the in-process twin).
+local meta = ARGV[4]
+if source == 'borrowed' then meta = string.sub(meta, 1, -2) .. ',"source_kind":"borrowed"}' end
+redis.call('SET', KEYS[1], 'open\t' .. ans .. '\t' .. static .. '\t' .. ARGV[3] .. '\t' .. meta .. bud,
   'EX', ARGV[17])
 redis.call('SADD', KEYS[6], KEYS[5])  -- every non-empty in-flight zset is listed (a no-op once it is)
 redis.call('ZADD', KEYS[5], expires, ARGV[2])
