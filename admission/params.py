@@ -338,9 +338,28 @@ def _wait_s(failed: bool) -> float:
     return max(IDLE_S, wait)
 
 
+REFRESHER_APP_NAME = "headroom-snapshot-refresher"
+_named: object | None = None  # the raw connection the refresher last named (only its thread sets it)
+
+
+def _name_connection() -> None:
+    """Name the refresher's PostgreSQL session, so an operator tells it apart in pg_stat_activity
+    (and a test can end exactly this connection)."""
+    global _named
+    if connection.vendor != "postgresql":
+        return
+    connection.ensure_connection()
+    if connection.connection is _named:
+        return
+    with connection.cursor() as cur:
+        cur.execute("SET application_name = %s", [REFRESHER_APP_NAME])
+    _named = connection.connection
+
+
 def _tick() -> None:
     if not settings.ADMISSION_SNAPSHOT_BACKGROUND:
         return
+    _name_connection()
     with _lock:
         snap = _current
         if snap is not None:  # the first build (and one after invalidate()) is a request thread's
