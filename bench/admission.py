@@ -54,7 +54,9 @@ ENV = {
 # Production shape: event batches go to Celery workers through the broker rather than being
 # ingested on the web workers' GIL. No worker runs here; the queued batches are deleted at the end.
 ENV["CELERY_BROKER_URL"] = ENV["REDIS_URL"]
-CELERY_KEYS = ("celery", "_kombu.binding.celery")
+# Event batches are routed to the admission-events queue (config/settings.py CELERY_TASK_ROUTES).
+EVENTS_QUEUE = "admission-events"
+CELERY_KEYS = (EVENTS_QUEUE, f"_kombu.binding.{EVENTS_QUEUE}", "celery", "_kombu.binding.celery")
 os.environ.update(ENV)
 
 
@@ -231,7 +233,7 @@ def cleanup(r, backend, gun, incr_key: str) -> None:
         gun.wait()
     for what, step in (("admission keys", lambda: backend and backend.clear()),
                        ("broker queue", lambda: print(f"  (event batches handed to the broker: "
-                                                       f"{r.llen('celery')}; deleted)") or r.delete(*CELERY_KEYS)),
+                                                       f"{r.llen(EVENTS_QUEUE) + r.llen('celery')}; deleted)") or r.delete(*CELERY_KEYS)),
                        ("INCR key", lambda: r.delete(incr_key))):  # fmt: skip
         try:
             step()
