@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -17,6 +18,7 @@ from telemetry.fold import fold
 from telemetry.services import ingest_events
 from telemetry.statement import statement
 from tests.factories import grant_kwargs
+from tests.statement.test_borrowed_spilled import _row
 from tests.telemetry.helpers import T0, client_for, person
 
 M = timedelta(minutes=1)
@@ -118,3 +120,18 @@ def test_the_api_and_the_csv_name_them(spilled, fleet):
     figures = dict(csv.reader(io.StringIO(raw)))
     pool_b = [figures[f"sources.spilled.served_from.pool-b.{k}"] for k in ("admitted", "settled", "wt")]
     assert pool_b == ["2", "2", "200.0"]
+
+
+@pytest.mark.django_db
+def test_the_page_shows_a_row_per_serving_pool(spilled, fleet):
+    viewer = client_for(person("acme-viewer", tenant=fleet.acme))
+    period = {"start": START.isoformat(), "end": END.isoformat()}
+    html = viewer.get(f"/entitlements/{spilled.uuid}/statement/", period).content.decode()
+    assert _row(html, "spilled") == ["spilled over", "4", "4", "250 wt", "0.0001 CU-h"]
+    pools = re.findall(r'<tr data-served-from="([^"]+)">', html)
+    assert pools == ["pool-b", "pool-gone"]
+    start = html.index('<tr data-served-from="pool-b">')
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", html[start : html.index("</tr>", start)])
+    assert [re.sub(r"<[^>]+>", "", c).replace("\xa0", " ").strip() for c in cells] == [
+        "of which served by pool pool-b", "2", "2", "200 wt", "0.0001 CU-h",
+    ]  # fmt: skip
