@@ -191,23 +191,8 @@ class Hooks:
 NO_HOOKS = Hooks()
 
 
-def _secs(s: float) -> str:
-    """Seconds, rounded up to the millisecond, without trailing zeros ('12.5', '0')."""
-    ms = math.ceil(s * 1000 - 1e-6)
-    if ms <= 0:
-        return "0"
-    whole, frac = divmod(ms, 1000)
-    return str(whole) if not frac else f"{whole}.{frac:03d}".rstrip("0")
-
-
-def _to_full(level: float, rate: float, depth: float) -> str:
-    if level >= depth:
-        return "0"
-    return _secs((depth - level) / rate) if rate > 0 else "never"
-
-
-# Per scope (by identity, while its plan lives): the header values that do not change per request,
-# so a reserve formats only its own few numbers (bench/quota_headers.py).
+# Per scope (by identity, while its plan lives): the header names and limits that do not change per
+# request; the store formats the rest (base.Quota), so a reserve only zips them together.
 _QUOTA_STATIC: weakref.WeakKeyDictionary[Scope, tuple[Any, ...]] = weakref.WeakKeyDictionary()
 
 
@@ -216,9 +201,8 @@ def _quota_static(s: Scope) -> tuple[Any, ...]:
     if got is None:
         lim = s.limits
         rps = lim.rps if lim is not None else None
-        periods = tuple((f"x-headroom-budget-remaining-{p.kind}", p.limit) for p in lim.periods) if lim else ()
-        got = _QUOTA_STATIC[s] = (str(math.floor(s.own.depth)), s.own.rate, s.own.depth,
-                                  (str(math.floor(rps.depth)), rps.rate, rps.depth) if rps else None, periods)  # fmt: skip
+        periods = tuple(f"x-headroom-budget-remaining-{p.kind}" for p in lim.periods) if lim else ()
+        got = _QUOTA_STATIC[s] = (str(math.floor(s.own.depth)), str(math.floor(rps.depth)) if rps else None, periods)
     return got
 
 
@@ -227,20 +211,15 @@ def quota_headers(s: Scope, q: Quota) -> dict[str, str]:
     capacity units in admission/README.md): whole weighted tokens left in the scope's own bucket and
     seconds until it is full again; requests left in the request-rate bucket where `max_rps` is set;
     what each period budget has left, in its unit, where budgets are set. A bucket in debt reads 0."""
-    limit, rate, depth, rps, periods = _quota_static(s)
-    own = q.own
-    h = {
-        "x-ratelimit-limit-tokens": limit,
-        "x-ratelimit-remaining-tokens": str(math.floor(own)) if own > 0 else "0",
-        "x-ratelimit-reset-tokens": _to_full(own, rate, depth),
-    }
-    if rps is not None and q.rps is not None:
-        r = q.rps
-        h["x-ratelimit-limit-requests"] = rps[0]
-        h["x-ratelimit-remaining-requests"] = str(math.floor(r)) if r > 0 else "0"
-        h["x-ratelimit-reset-requests"] = _to_full(r, rps[1], rps[2])
-    for (name, cap), used in zip(periods, q.used, strict=False):
-        h[name] = str(math.floor(cap - used)) if cap > used else "0"
+    limit, rps, periods = _quota_static(s)
+    h = {"x-ratelimit-limit-tokens": limit, "x-ratelimit-remaining-tokens": q.tokens,
+         "x-ratelimit-reset-tokens": q.reset_tokens}  # fmt: skip
+    if rps is not None and q.requests is not None:
+        h["x-ratelimit-limit-requests"] = rps
+        h["x-ratelimit-remaining-requests"] = q.requests
+        h["x-ratelimit-reset-requests"] = q.reset_requests
+    if periods:
+        h.update(zip(periods, q.budgets, strict=False))
     return h
 
 

@@ -238,26 +238,61 @@ class SpillOp:
 SPILLED = ":s"
 
 
+def whole(x: float) -> str:
+    """A remaining amount as the headers give it: whole units, 0 for none or a debt."""
+    return str(math.floor(x)) if x > 0 else "0"
+
+
+def secs(s: float) -> str:
+    """Seconds, rounded up to the millisecond, without trailing zeros ('12.5', '0')."""
+    ms = math.ceil(s * 1000 - 1e-6)
+    if ms <= 0:
+        return "0"
+    w, frac = divmod(ms, 1000)
+    return str(w) if not frac else f"{w}.{frac:03d}".rstrip("0")
+
+
+def to_full(level: float, rate: float, depth: float) -> str:
+    """Seconds until a bucket at `level` is full again ('never' when it does not refill)."""
+    if level >= depth:
+        return "0"
+    return secs((depth - level) / rate) if rate > 0 else "never"
+
+
 class Quota(NamedTuple):
     """What the scope's buckets hold right after a reserve (docs/contract.md §5, "Remaining quota"), as the
-    store's own call left them: the own token bucket's level, the request bucket's (None: no request
-    rate) and what each period budget has spent (in Limits.periods' order), at the store's `now`.
+    store's own call left them, already in the headers' words: whole weighted tokens left in the own
+    bucket and seconds until it is full, the same for the request bucket (None: no request rate), and
+    what each period budget has left (in Limits.periods' order), at the store's `now`. The store formats
+    them (reserve.lua's quota(), the memory store with whole/to_full: one rule, two spellings, held
+    equal by tests/admission/test_quota_headers.py), so a reserve's Python work is one split.
     A tuple: one is built per reserve."""
 
     now: float
-    own: float
-    rps: float | None = None
-    used: tuple[float, ...] = ()
+    tokens: str
+    reset_tokens: str
+    requests: str | None = None
+    reset_requests: str | None = None
+    budgets: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, now: float, own: float, own_rate: float, own_depth: float,
+           rq: tuple[float, float, float] | None, left: tuple[float, ...]) -> Quota:  # fmt: skip
+        """From levels: `rq` (level, rate, depth) of the request bucket; `left` each budget's limit − used."""
+        if rq is None:
+            return cls(now, whole(own), to_full(own, own_rate, own_depth), None, None, tuple(map(whole, left)))
+        return cls(now, whole(own), to_full(own, own_rate, own_depth), whole(rq[0]), to_full(*rq),
+                   tuple(map(whole, left)))  # fmt: skip
 
     @classmethod
     def parse(cls, raw: str) -> Quota | None:
-        """From reserve.lua's 'now|own|rps|used…' ('' when not asked for)."""
+        """From reserve.lua's 'now|tokens|reset|requests|reset|budget…' ('' when not asked for)."""
         if not raw:
             return None
         f = raw.split("|")
-        if len(f) == 3:
-            return cls(float(f[0]), float(f[1]), float(f[2]) if f[2] else None)
-        return cls(float(f[0]), float(f[1]), float(f[2]) if f[2] else None, tuple(map(float, f[3:])))
+        if f[3]:
+            return cls(float(f[0]), f[1], f[2], f[3], f[4], tuple(f[5:]))
+        return cls(float(f[0]), f[1], f[2], None, None, tuple(f[5:]))
 
 
 @dataclass(frozen=True)

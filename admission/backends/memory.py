@@ -304,11 +304,9 @@ class MemoryBackend:
             return None
         s, lim = op.scope, op.scope.limits
         rps = lim.rps if lim is not None else None
-        return Quota(
-            now, self._level(s.own.key, s.own.rate, s.own.depth, now),
-            self._level(rps.key, rps.rate, rps.depth, now) if rps is not None else None,
-            tuple(used for *_, used in self._periods_now(op, now)),
-        )  # fmt: skip
+        rq = (self._level(rps.key, rps.rate, rps.depth, now), rps.rate, rps.depth) if rps is not None else None
+        left = tuple(limit - used for _, limit, _, used in self._periods_now(op, now))
+        return Quota.of(now, self._level(s.own.key, s.own.rate, s.own.depth, now), s.own.rate, s.own.depth, rq, left)
 
     def _throttle(
         self, op: ReserveOp, reason: str, wait: float, now: float, expired: list[str], limit: str = "",

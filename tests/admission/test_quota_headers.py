@@ -18,7 +18,7 @@ from admission.backends import get_backend
 from admission.backends.base import Quota, periods_at
 from capacity.bucket import refilled
 from entitlements.services import entitlement_amend
-from tests.admission.test_budget_contract import Clock, lop, noon
+from tests.admission.test_budget_contract import Clock, complete, lop, noon
 from tests.admission.world import body, build_world
 
 RESERVE = "/api/v1/admission/reserve"
@@ -34,11 +34,15 @@ def stored(store, b, now: float) -> float:
 
 
 def assert_equals_store(store, o, q: Quota | None) -> None:
+    """The answer's header values are the store's state right after the call, in the headers' words
+    (base.Quota.of: the Python spelling of the rule reserve.lua formats with)."""
     assert q is not None
-    s = o.scope
-    assert q.own == stored(store, s.own, q.now)
-    assert q.rps == stored(store, s.limits.rps, q.now)
-    assert list(q.used) == [store.used(k) or 0.0 for k in period_keys(store, o, q.now)]
+    s, lim = o.scope, o.scope.limits
+    rq = (stored(store, lim.rps, q.now), lim.rps.rate, lim.rps.depth) if lim.rps is not None else None
+    left = tuple(
+        p.limit - (store.used(k) or 0.0) for p, k in zip(lim.periods, period_keys(store, o, q.now), strict=True)
+    )
+    assert q == Quota.of(q.now, stored(store, s.own, q.now), s.own.rate, s.own.depth, rq, left)
 
 
 def period_keys(store, o, now: float) -> list[str]:
@@ -64,8 +68,8 @@ def test_an_admit_reports_what_the_store_holds_after_it(store):
         assert_equals_store(store, o, a.quota)
     # written by this very call: the level is the stored one, at the answer's own time
     level, at = store.bucket_state(o.scope.own.key)
-    assert (a.quota.own, a.quota.now) == (level, at)
-    assert a.quota.used == (600.0, 600.0)  # both periods charged the two estimates
+    assert (a.quota.tokens, a.quota.now) == (str(math.floor(level)), at)
+    assert a.quota.budgets == ("1900", "9400")  # both periods charged the two estimates of 300
 
 
 def test_every_throttle_and_a_replay_report_the_store_state(store):
@@ -87,7 +91,7 @@ def test_every_throttle_and_a_replay_report_the_store_state(store):
     t = store.reserve(o)
     assert t.raw.startswith("T|QUOTA_EXCEEDED|") and t.raw.endswith("|rps")
     assert_equals_store(store, o, t.quota)
-    assert t.quota.rps < 1
+    assert t.quota.requests == "0"
     again = store.reserve(mk(store, req="same"))
     assert again.replay and again.admitted
     assert_equals_store(store, first, again.quota)
@@ -102,6 +106,40 @@ def test_a_concurrency_throttle_reports_the_store_state(store):
     t = store.reserve(capped)
     assert t.raw.startswith("T|CONCURRENCY_LIMIT|")
     assert_equals_store(store, capped, t.quota)
+
+
+@pytest.mark.parametrize(
+    ("own", "cost", "tokens", "reset"),
+    [
+        ((10.0, 1000.0), 300.0, "700", "30"),  # whole seconds
+        ((3.0, 1000.0), 1.0, "999", "0.334"),  # a third of a second, rounded up to the millisecond
+        ((7.0, 1000.0), 0.5, "999", "0.072"),  # half a token left to refill: 71.43 ms → 72
+        ((0.0, 1000.0), 300.0, "700", "never"),  # a bucket that does not refill
+        ((1e9, 1e15), 1.5, "999999999999998", "0.001"),  # the largest depths: exact digits
+        ((10.0, 1000.0), 0.0, "1000", "0"),  # full
+        ((1e-3, 1000.0), 300.0, "700", "300000"),  # five minutes at a slow refill
+    ],
+)
+def test_the_values_are_formatted_alike_on_both_stores(store, own, cost, tokens, reset):
+    """reserve.lua's whole/to_full and base's, on edge values (the admit wrote the level: no refill since)."""
+    noon(Clock(store))
+    o = mk(store, own=own, cost=cost, units=cost)
+    a = store.reserve(o)
+    assert a.admitted
+    assert (a.quota.tokens, a.quota.reset_tokens) == (tokens, reset)
+    assert_equals_store(store, o, a.quota)
+
+
+def test_a_debt_reads_zero(store):
+    """Settled above the estimate, the own bucket is in debt: no tokens left, and the wait counts the debt."""
+    noon(Clock(store))
+    o = mk(store, own=(10.0, 1000.0), cost=900.0, units=1.0)
+    assert store.reserve(o).admitted
+    complete(store, o.reservation_id, prompt=10, output=400)  # 10 + 4 × 400 = 1,610 wt actual
+    t = store.reserve(mk(store, own=(10.0, 1000.0), cost=1.0, units=1.0))
+    assert (t.quota.tokens, t.raw.split("|")[1]) == ("0", "QUOTA_EXCEEDED")
+    assert float(t.quota.reset_tokens) > 100.0  # more than the full depth at 10 wt/s
+    assert_equals_store(store, mk(store, own=(10.0, 1000.0)), t.quota)
 
 
 def test_no_quota_when_not_asked(store):

@@ -50,23 +50,49 @@ local function periods_now(now)
   return got
 end
 
+-- The header values (base.whole, secs, to_full: the same rule in Python for the memory store).
+-- '%.0f' writes a whole double's exact digits, as Python's str(int) does. One string.format a value:
+-- this runs on every reserve (bench/quota_headers.py).
+local function whole(x)
+  if x <= 0 then return '0' end
+  return string.format('%.0f', math.floor(x))
+end
+
+local function to_full(l, rate, depth)
+  if l >= depth then return '0' end
+  if rate <= 0 then return 'never' end
+  local ms = math.ceil((depth - l) / rate * 1000 - 1e-6)
+  if ms <= 0 then return '0' end
+  local frac = ms % 1000
+  local w = (ms - frac) / 1000
+  if frac == 0 then return string.format('%.0f', w) end
+  if frac % 100 == 0 then return string.format('%.0f.%d', w, frac / 100) end
+  if frac % 10 == 0 then return string.format('%.0f.%02d', w, frac / 10) end
+  return string.format('%.0f.%03d', w, frac)
+end
+
 -- The remaining quota after this call (docs/contract.md §5: the x-ratelimit-* headers), from the same
--- script so it costs no round trip: 'now|own level|request-bucket level|period used…', each the
--- value the store holds now ('' where the scope has no such limit). Levels this call already read
--- or wrote are passed in; the others are read here (a throttle that stopped before them, a replay).
+-- script so it costs no round trip, in the headers' words: 'now|tokens left|seconds to full|requests
+-- left|seconds to full|budget left…' ('' where the scope has no request rate). Levels this call
+-- already read or wrote are passed in; the others are read here (a throttle that stopped before
+-- them, a replay).
 local function quota(now, now_str, own_l, rq_l, charges, units)
   if not want_q then return '' end
-  if not own_l then own_l = level(KEYS[2], tonumber(ARGV[7]), tonumber(ARGV[8]), now) end
-  local parts = {now_str, num(own_l), ''}
-  if lim then
-    local rdep = tonumber(ARGV[35])
-    if rdep > 0 then
-      if not rq_l then rq_l = level(KEYS[9], tonumber(ARGV[34]), rdep, now) end
-      parts[3] = num(rq_l)
-    end
-    for _, ch in ipairs(charges or periods_now(now)) do parts[#parts + 1] = num(ch[4] + (units or 0)) end
+  local own_r, own_d = tonumber(ARGV[7]), tonumber(ARGV[8])
+  if not own_l then own_l = level(KEYS[2], own_r, own_d, now) end
+  local q = now_str .. '|' .. whole(own_l) .. '|' .. to_full(own_l, own_r, own_d) .. '|'
+  if not lim then return q .. '|' end
+  local rr, rdep = tonumber(ARGV[34]), tonumber(ARGV[35])
+  if rdep > 0 then
+    if not rq_l then rq_l = level(KEYS[9], rr, rdep, now) end
+    q = q .. whole(rq_l) .. '|' .. to_full(rq_l, rr, rdep)
+  else
+    q = q .. '|'
   end
-  return table.concat(parts, '|')
+  for _, ch in ipairs(charges or periods_now(now)) do
+    q = q .. '|' .. whole(tonumber(ch[2]) - (ch[4] + (units or 0)))
+  end
+  return q
 end
 
 if prev then
