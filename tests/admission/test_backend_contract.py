@@ -365,12 +365,15 @@ def test_two_borrowers_share_contended_lendable_room_by_weight(store):
     admitted = {"w1": 0.0, "w3": 0.0}
     refused = {"w1": 0, "w3": 0}
     steps = 3000 if not clock.redis else 1500
+    first = None  # the lend bucket's (level, time) right after its first charge, by the store's clock
     for i in range(steps):
         order = ("w1", "w3") if i % 2 == 0 else ("w3", "w1")
         for m in order:
             got = reserve(store, borrower(m, weight=1.0 if m == "w1" else 3.0, lend=lend))
             if got.admitted:
                 admitted[m] += 100.0
+                if first is None:
+                    first = store.bucket_state(_key(store, "ln:1"))
             else:
                 refused[m] += 1
                 assert got.raw == "T|QUOTA_EXCEEDED|1|fair_share" or got.raw.endswith("|lending"), got.raw
@@ -383,6 +386,11 @@ def test_two_borrowers_share_contended_lendable_room_by_weight(store):
         assert refused == {"w1": 2693, "w3": 2108}
     else:  # Redis reads its own clock: the lighter borrower is the one held back more
         assert refused["w1"] > refused["w3"] > 0
+    # Exact on both stores: the lend bucket gave out its depth, less what it holds now, plus what it refilled
+    # between its first charge and its last (it never filled up again: both borrowers drained it every step).
+    assert first == (lend[1] - 100.0, first[1])
+    level, at = store.bucket_state(_key(store, "ln:1"))
+    assert total == pytest.approx(lend[1] - level + lend[0] * (at - first[1]), abs=1e-6)
     ratio = admitted["w3"] / admitted["w1"]
     print(f"lend bucket, {clock.elapsed():.1f} s: admitted {admitted}, 1:{ratio:.3f}, refused {refused}")
     assert 3 * 0.95 <= ratio <= 3 * 1.05, (admitted, ratio)

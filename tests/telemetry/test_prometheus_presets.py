@@ -138,6 +138,8 @@ def test_hyperion_preset_stores_fleet_samples_of_each_pool(hyperion_prometheus, 
     )  # fmt: skip
     result = pull_source(source)
     assert result.errors == [] and result.samples > 0
+    # what the pull says it stored is exactly what is stored: one sample per pool and step
+    assert result.samples == FleetSample.objects.filter(source="prometheus:hyperion").count()
 
     def newest(pool):
         return FleetSample.objects.filter(pool__slug=pool, source="prometheus:hyperion").order_by("-ts").first()
