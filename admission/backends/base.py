@@ -252,11 +252,15 @@ def secs(s: float) -> str:
     return str(w) if not frac else f"{w}.{frac:03d}".rstrip("0")
 
 
+NEVER_S = 1e12  # a refill longer than this (~31,700 years, or a rate so small the wait overflows) reads 'never'
+
+
 def to_full(level: float, rate: float, depth: float) -> str:
     """Seconds until a bucket at `level` is full again ('never' when it does not refill)."""
     if level >= depth:
         return "0"
-    return secs((depth - level) / rate) if rate > 0 else "never"
+    wait = (depth - level) / rate if rate > 0 else math.inf
+    return secs(wait) if wait < NEVER_S else "never"
 
 
 class Quota(NamedTuple):
@@ -279,10 +283,8 @@ class Quota(NamedTuple):
     def of(cls, now: float, own: float, own_rate: float, own_depth: float,
            rq: tuple[float, float, float] | None, left: tuple[float, ...]) -> Quota:  # fmt: skip
         """From levels: `rq` (level, rate, depth) of the request bucket; `left` each budget's limit − used."""
-        if rq is None:
-            return cls(now, whole(own), to_full(own, own_rate, own_depth), None, None, tuple(map(whole, left)))
-        return cls(now, whole(own), to_full(own, own_rate, own_depth), whole(rq[0]), to_full(*rq),
-                   tuple(map(whole, left)))  # fmt: skip
+        requests, reset = (whole(rq[0]), to_full(*rq)) if rq is not None else (None, None)
+        return cls(now, whole(own), to_full(own, own_rate, own_depth), requests, reset, tuple(map(whole, left)))
 
     @classmethod
     def parse(cls, raw: str) -> Quota | None:

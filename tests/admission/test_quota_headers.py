@@ -118,6 +118,9 @@ def test_a_concurrency_throttle_reports_the_store_state(store):
         ((1e9, 1e15), 1.5, "999999999999998", "0.001"),  # the largest depths: exact digits
         ((10.0, 1000.0), 0.0, "1000", "0"),  # full
         ((1e-3, 1000.0), 300.0, "700", "300000"),  # five minutes at a slow refill
+        ((1e-9, 1000.0), 300.0, "700", "300000000000"),  # just under base.NEVER_S
+        ((1e-320, 1000.0), 300.0, "700", "never"),  # the wait overflows to infinity: never, not an error
+        ((1.0, 1e308), 1.0, str(math.floor(1e308)), "0"),  # 309 digits, written alike (1 wt is below the step)
     ],
 )
 def test_the_values_are_formatted_alike_on_both_stores(store, own, cost, tokens, reset):

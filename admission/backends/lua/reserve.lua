@@ -61,7 +61,9 @@ end
 local function to_full(l, rate, depth)
   if l >= depth then return '0' end
   if rate <= 0 then return 'never' end
-  local ms = math.ceil((depth - l) / rate * 1000 - 1e-6)
+  local wait = (depth - l) / rate
+  if not (wait < 1e12) then return 'never' end  -- base.NEVER_S (an infinite wait included)
+  local ms = math.ceil(wait * 1000 - 1e-6)
   if ms <= 0 then return '0' end
   local frac = ms % 1000
   local w = (ms - frac) / 1000
