@@ -28,7 +28,7 @@ from admission.backends.base import (
     CompleteOp,
     Lends,
     Lost,
-    Quota,
+    QuotaRaw,
     ReserveOp,
     Scope,
     Share,
@@ -36,6 +36,8 @@ from admission.backends.base import (
     SpillOp,
     StoreUnavailable,
     Where,
+    secs_word,
+    word,
 )
 from admission.idcodec import Claims, record_name
 from admission.isotime import iso_utc, now_iso
@@ -192,7 +194,7 @@ NO_HOOKS = Hooks()
 
 
 # Per scope (by identity, while its plan lives): the header names and limits that do not change per
-# request; the store formats the rest (base.Quota), so a reserve only zips them together.
+# request; the store answers the rest as numbers (base.QuotaRaw), which only need spelling here.
 _QUOTA_STATIC: weakref.WeakKeyDictionary[Scope, tuple[Any, ...]] = weakref.WeakKeyDictionary()
 
 
@@ -206,20 +208,21 @@ def _quota_static(s: Scope) -> tuple[Any, ...]:
     return got
 
 
-def quota_headers(s: Scope, q: Quota) -> dict[str, str]:
+def quota_headers(s: Scope, q: QuotaRaw) -> dict[str, str]:
     """The remaining quota as the headers LiteLLM and OpenAI clients read (docs/contract.md §5; meaning in
     capacity units in admission/README.md): whole weighted tokens left in the scope's own bucket and
     seconds until it is full again; requests left in the request-rate bucket where `max_rps` is set;
-    what each period budget has left, in its unit, where budgets are set. A bucket in debt reads 0."""
+    what each period budget has left, in its unit, where budgets are set. A bucket in debt reads 0.
+    `q`: the store's answer (base.QuotaRaw); base.Quota.parse spells it the same way."""
     limit, rps, periods = _quota_static(s)
-    h = {"x-ratelimit-limit-tokens": limit, "x-ratelimit-remaining-tokens": q.tokens,
-         "x-ratelimit-reset-tokens": q.reset_tokens}  # fmt: skip
-    if rps is not None and q.requests is not None:
+    h = {"x-ratelimit-limit-tokens": limit, "x-ratelimit-remaining-tokens": word(q[1]),
+         "x-ratelimit-reset-tokens": secs_word(q[2])}  # fmt: skip
+    if rps is not None:
         h["x-ratelimit-limit-requests"] = rps
-        h["x-ratelimit-remaining-requests"] = q.requests
-        h["x-ratelimit-reset-requests"] = q.reset_requests
+        h["x-ratelimit-remaining-requests"] = word(q[3])
+        h["x-ratelimit-reset-requests"] = secs_word(q[4])
     if periods:
-        h.update(zip(periods, q.budgets, strict=False))
+        h.update(zip(periods, map(word, q[5:]), strict=False))
     return h
 
 

@@ -13,7 +13,8 @@ to report); two outcomes: admits (the hot path), and throttles (an empty bucket:
 the request bucket and the periods it had not read yet).
 
 Each case also runs one thread call by call, with and without alternating (medians: steadier than
-throughput on a loaded machine), and times the header formatting alone.
+throughput on a loaded machine), timing the header formatting alone, and reads the client's own CPU
+per call each way (what the headers cost the gateway's process, apart from Redis).
 
     .venv/bin/python bench/quota_headers.py [--redis redis://127.0.0.1:6379/0] [--rounds 6] [--round-s 2]
 """
@@ -54,27 +55,53 @@ def scope(prefix: str, name: str, *, limits: bool, admit: bool) -> Scope:
                  ttl_s=600.0, idem_ttl_s=60, w_out=4.0, w_cached=0.0, limits=lim, tag=t)  # fmt: skip
 
 
-def run(b: RedisBackend, s: Scope, quota: bool, threads: int, seconds: float) -> int:
-    """`threads` threads reserving for `seconds`; → reserves answered."""
-    done = [0] * threads
+def run(b: RedisBackend, s: Scope, threads: int, seconds: float, batch: int = 16) -> dict[bool, list[float]]:
+    """`threads` threads for `seconds`, each alternating batches of `batch` reserves with and without the
+    headers (half the threads start with each), timing every batch: both sides run at the same moments
+    under the same contention, so the GIL's hand-offs and the machine's load fall on both alike (whole
+    rounds of one side, then the other, swung 0.4-1.4 round to round on the same code). → {side:
+    [reserves, seconds spent]} summed over the threads."""
     stop = time.monotonic() + seconds
+    tally = [{True: [0, 0.0], False: [0, 0.0]} for _ in range(threads)]
 
     def go(k: int) -> None:
-        n, tag = 0, uuid.uuid4().hex[:8]
-        base = ReserveOp(s, "", 100.0, "{}", 100.0, None, quota)
+        n, tag, mine = 0, uuid.uuid4().hex[:8], tally[k]
+        ops = {q: ReserveOp(s, "", 100.0, "{}", 100.0, None, q) for q in (True, False)}
+        order = (True, False) if k % 2 == 0 else (False, True)
         while time.monotonic() < stop:
-            a = b.reserve(dataclasses.replace(base, reservation_id=f"{tag}-{n}"))
-            if a.quota is not None:
-                core.quota_headers(s, a.quota)
-            n += 1
-        done[k] = n
+            for q in order:
+                base, t0 = ops[q], time.perf_counter()
+                for _ in range(batch):
+                    a = b.reserve(dataclasses.replace(base, reservation_id=f"{tag}-{n}"))
+                    if a.quota is not None:
+                        core.quota_headers(s, a.quota)
+                    n += 1
+                mine[q][1] += time.perf_counter() - t0
+                mine[q][0] += batch
+            order = order[::-1]
 
     ts = [threading.Thread(target=go, args=(k,)) for k in range(threads)]
     for t in ts:
         t.start()
     for t in ts:
         t.join()
-    return sum(done)
+    return {q: [sum(m[q][0] for m in tally), sum(m[q][1] for m in tally)] for q in (True, False)}
+
+
+def cpu(b: RedisBackend, s: Scope, calls: int, batch: int = 200) -> tuple[float, float]:
+    """This thread's CPU per reserve (time.thread_time: the client's own work, not the wait for Redis), with
+    and without, in alternating batches. → µs per call (with, without)."""
+    tag, got = uuid.uuid4().hex[:8], {True: 0.0, False: 0.0}
+    for r in range(calls // batch):
+        for q in (True, False) if r % 2 else (False, True):
+            base, t0 = ReserveOp(s, "", 100.0, "{}", 100.0, None, q), time.thread_time()
+            for i in range(batch):
+                a = b.reserve(dataclasses.replace(base, reservation_id=f"{tag}-{r}-{i}-{q:d}"))
+                if a.quota is not None:
+                    core.quota_headers(s, a.quota)
+            got[q] += time.thread_time() - t0
+    n = calls // batch * batch
+    return got[True] / n * 1e6, got[False] / n * 1e6
 
 
 def latency(b: RedisBackend, s: Scope, pairs: int) -> tuple[float, float, float]:
@@ -115,29 +142,31 @@ def main() -> int:
         for limits in (False, True):
             for admit in (True, False):
                 s = scope(prefix, f"{int(limits)}{int(admit)}", limits=limits, admit=admit)
-                run(b, s, True, args.threads, 0.5)  # warm: connections, the script loaded
-                run(b, s, False, args.threads, 0.5)
-                tot = {True: 0, False: 0}
+                run(b, s, args.threads, 0.5)  # warm: connections, the script loaded
+                tot = {True: [0, 0.0], False: [0, 0.0]}
                 per_round = []
                 for r in range(args.rounds):
-                    got = {}
-                    for q in (True, False) if r % 2 == 0 else (False, True):
-                        # Each run starts from the same keyspace: a throttle leaves a record for up to an
-                        # hour, and Redis growing its key table mid-run slowed whichever side ran then
-                        # (round ratios 0.50-1.20 before). Cleared outside the clock, before either side.
-                        b.clear()
-                        got[q] = run(b, s, q, args.threads, args.round_s)
-                        tot[q] += got[q]
-                    per_round.append(got[True] / got[False])
+                    # Each round starts from the same keyspace: a throttle leaves a record for up to an
+                    # hour, and Redis growing its key table mid-run slowed whichever side ran then.
+                    b.clear()
+                    got = run(b, s, args.threads, args.round_s)
+                    for q in (True, False):
+                        tot[q][0] += got[q][0]
+                        tot[q][1] += got[q][1]
+                    per_round.append((got[True][0] / got[True][1]) / (got[False][0] / got[False][1]))
                     print(f"    round {r + 1}: ratio {per_round[-1]:.3f}; {load()}")
-                span = args.rounds * args.round_s
                 ratio = statistics.median(per_round)
                 ratios.append(ratio)
                 what = ("token rate, request rate, 2 budgets" if limits else "token rate only") + (
                     "; admits" if admit else "; throttles"
                 )
-                print(f"  {what:<46} with {tot[True] / span:8,.0f}/s  without {tot[False] / span:8,.0f}/s  "
-                      f"(totals {tot[True] / tot[False]:.3f}); median of the rounds' ratios {ratio:.3f} (goal ≥ 0.95)")  # fmt: skip
+                w_s, wo_s = (tot[q][0] / tot[q][1] * args.threads for q in (True, False))
+                print(f"  {what:<46} with {w_s:8,.0f}/s  without {wo_s:8,.0f}/s  "
+                      f"(totals {w_s / wo_s:.3f}); median of the rounds' ratios {ratio:.3f} (goal ≥ 0.95)")  # fmt: skip
+                b.clear()
+                cw, cwo = cpu(b, s, args.pairs * 2)
+                print(f"  {'':<46} client CPU per call, {args.pairs * 2:,} calls each way in alternating batches: "
+                      f"{cw:.1f} vs {cwo:.1f} µs (+{cw - cwo:.1f}); {load()}")  # fmt: skip
                 w, wo, f = latency(b, s, args.pairs)
                 print(f"  {'':<46} one thread, {args.pairs:,} interleaved pairs: p50 {w:.1f} vs {wo:.1f} µs, "
                       f"{wo / w:.3f} (formatting the headers {f:.1f} µs); {load()}")  # fmt: skip

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import secrets
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -238,39 +239,62 @@ class SpillOp:
 SPILLED = ":s"
 
 
-def whole(x: float) -> str:
-    """A remaining amount as the headers give it: whole units, 0 for none or a debt."""
-    return str(math.floor(x)) if x > 0 else "0"
-
-
-def secs(s: float) -> str:
-    """Seconds, rounded up to the millisecond, without trailing zeros ('12.5', '0')."""
-    ms = math.ceil(s * 1000 - 1e-6)
-    if ms <= 0:
-        return "0"
-    w, frac = divmod(ms, 1000)
-    return str(w) if not frac else f"{w}.{frac:03d}".rstrip("0")
-
-
+TWO53 = 2**53  # below it a whole double is an exact integer reply from Redis (reserve.lua's whole())
 NEVER_S = 1e12  # a refill longer than this (~31,700 years, or a rate so small the wait overflows) reads 'never'
 
+# The remaining quota as a store answers it (docs/contract.md §5, "Remaining quota"): [now, tokens left,
+# ms until the own bucket is full, requests left, ms until the request bucket is full, budget left…],
+# '' for the request bucket where the scope has no request rate. Whole amounts are ints (digits, a
+# str or bytes, from 2**53 up), waits are ints of ms or 'never'. Strings are bytes from Redis.
+QuotaRaw = Sequence[Any]
 
-def to_full(level: float, rate: float, depth: float) -> str:
-    """Seconds until a bucket at `level` is full again ('never' when it does not refill)."""
+
+def whole_n(x: float) -> int | str:
+    """A remaining amount in whole units (0 for none, a debt or NaN), as reserve.lua replies it."""
+    if not x > 0:
+        return 0
+    return math.floor(x) if x < TWO53 else str(math.floor(x))
+
+
+def full_ms(level: float, rate: float, depth: float) -> int | str:
+    """Milliseconds until a bucket at `level` is full again, rounded up ('never' when it does not refill)."""
     if level >= depth:
-        return "0"
+        return 0
     wait = (depth - level) / rate if rate > 0 else math.inf
-    return secs(wait) if wait < NEVER_S else "never"
+    return max(0, math.ceil(wait * 1000 - 1e-6)) if wait < NEVER_S else "never"
+
+
+def quota_raw(now: float, own: float, own_rate: float, own_depth: float,
+              rq: tuple[float, float, float] | None, left: Iterable[float]) -> list[Any]:  # fmt: skip
+    """The memory store's QuotaRaw, from levels: `rq` (level, rate, depth) of the request bucket; `left`
+    each budget's limit − used."""
+    r: list[Any] = [now, whole_n(own), full_ms(own, own_rate, own_depth), "", ""]
+    if rq is not None:
+        r[3], r[4] = whole_n(rq[0]), full_ms(*rq)
+    r.extend(map(whole_n, left))
+    return r
+
+
+def word(v: int | str | bytes) -> str:
+    """A whole amount as the header writes it."""
+    if type(v) is int:
+        return str(v)
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def secs_word(v: int | str | bytes) -> str:
+    """A wait in ms as the header writes it: seconds to the millisecond, no trailing zeros ('12.5', '0')."""
+    if type(v) is int:
+        # Below 1e15 ms (NEVER_S) the seconds have at most 15 significant digits: repr gives exactly them.
+        return repr(v / 1000) if v % 1000 else str(v // 1000)
+    return "never"
 
 
 class Quota(NamedTuple):
-    """What the scope's buckets hold right after a reserve (docs/contract.md §5, "Remaining quota"), as the
-    store's own call left them, already in the headers' words: whole weighted tokens left in the own
-    bucket and seconds until it is full, the same for the request bucket (None: no request rate), and
-    what each period budget has left (in Limits.periods' order), at the store's `now`. The store formats
-    them (reserve.lua's quota(), the memory store with whole/to_full: one rule, two spellings, held
-    equal by tests/admission/test_quota_headers.py), so a reserve's Python work is one split.
-    A tuple: one is built per reserve."""
+    """A store's QuotaRaw in the headers' words (what tests and people read; the serving path writes
+    headers straight from the raw answer, admission.core.quota_headers): whole weighted tokens left in
+    the own bucket and seconds until it is full, the same for the request bucket (None: no request
+    rate), what each period budget has left (in Limits.periods' order), at the store's `now`."""
 
     now: float
     tokens: str
@@ -280,21 +304,20 @@ class Quota(NamedTuple):
     budgets: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, now: float, own: float, own_rate: float, own_depth: float,
-           rq: tuple[float, float, float] | None, left: tuple[float, ...]) -> Quota:  # fmt: skip
-        """From levels: `rq` (level, rate, depth) of the request bucket; `left` each budget's limit − used."""
-        requests, reset = (whole(rq[0]), to_full(*rq)) if rq is not None else (None, None)
-        return cls(now, whole(own), to_full(own, own_rate, own_depth), requests, reset, tuple(map(whole, left)))
-
-    @classmethod
-    def parse(cls, raw: str) -> Quota | None:
-        """From reserve.lua's 'now|tokens|reset|requests|reset|budget…' ('' when not asked for)."""
+    def parse(cls, raw: QuotaRaw | None) -> Quota | None:
         if not raw:
             return None
-        f = raw.split("|")
-        if f[3]:
-            return cls(float(f[0]), f[1], f[2], f[3], f[4], tuple(f[5:]))
-        return cls(float(f[0]), f[1], f[2], None, None, tuple(f[5:]))
+        rq = raw[3] not in ("", b"")
+        return cls(float(raw[0]), word(raw[1]), secs_word(raw[2]), word(raw[3]) if rq else None,
+                   secs_word(raw[4]) if rq else None, tuple(map(word, raw[5:])))  # fmt: skip
+
+    @classmethod
+    def of(cls, now: float, own: float, own_rate: float, own_depth: float,
+           rq: tuple[float, float, float] | None, left: tuple[float, ...]) -> Quota:  # fmt: skip
+        """From levels, by the stores' rule (quota_raw)."""
+        q = cls.parse(quota_raw(now, own, own_rate, own_depth, rq, left))
+        assert q is not None
+        return q
 
 
 @dataclass(frozen=True)
@@ -357,7 +380,12 @@ class Answer:
     retried: bool = False  # the store was asked again after an error: a first attempt may have run unseen
     settled: bool = False  # a replay of a reservation already completed or expired
     in_flight: int = 0  # a new admit: the scope's reservations in flight right after it (the store's count)
-    quota: Quota | None = None  # the remaining quota after this answer (None: not asked for)
+    quota: QuotaRaw | None = None  # the remaining quota after this answer (None: not asked for)
+
+    @property
+    def remaining(self) -> Quota | None:
+        """The remaining quota in the headers' words."""
+        return Quota.parse(self.quota)
 
     @property
     def admitted(self) -> bool:

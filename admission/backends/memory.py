@@ -21,7 +21,7 @@ from admission.backends.base import (
     EpochChanged,
     Lends,
     Period,
-    Quota,
+    QuotaRaw,
     ReserveOp,
     Settled,
     SpillOp,
@@ -37,6 +37,7 @@ from admission.backends.base import (
     lost_charges,
     new_epoch,
     periods_at,
+    quota_raw,
     retry_after_s,
     settled_part,
     spent,
@@ -298,7 +299,7 @@ class MemoryBackend:
             out.append((key, per.limit, end, self._s.periods.get(key, (0.0, end))[0]))
         return out
 
-    def _quota(self, op: ReserveOp, now: float) -> Quota | None:
+    def _quota(self, op: ReserveOp, now: float) -> QuotaRaw | None:
         """What the scope's buckets hold now, under the lock this operation holds (reserve.lua's quota())."""
         if not op.quota:
             return None
@@ -306,7 +307,7 @@ class MemoryBackend:
         rps = lim.rps if lim is not None else None
         rq = (self._level(rps.key, rps.rate, rps.depth, now), rps.rate, rps.depth) if rps is not None else None
         left = tuple(limit - used for _, limit, _, used in self._periods_now(op, now))
-        return Quota.of(now, self._level(s.own.key, s.own.rate, s.own.depth, now), s.own.rate, s.own.depth, rq, left)
+        return quota_raw(now, self._level(s.own.key, s.own.rate, s.own.depth, now), s.own.rate, s.own.depth, rq, left)
 
     def _throttle(
         self, op: ReserveOp, reason: str, wait: float, now: float, expired: list[str], limit: str = "",

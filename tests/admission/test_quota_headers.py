@@ -65,11 +65,11 @@ def test_an_admit_reports_what_the_store_holds_after_it(store):
         o = mk(store)
         a = store.reserve(o)
         assert a.admitted
-        assert_equals_store(store, o, a.quota)
+        assert_equals_store(store, o, a.remaining)
     # written by this very call: the level is the stored one, at the answer's own time
     level, at = store.bucket_state(o.scope.own.key)
-    assert (a.quota.tokens, a.quota.now) == (str(math.floor(level)), at)
-    assert a.quota.budgets == ("1900", "9400")  # both periods charged the two estimates of 300
+    assert (a.remaining.tokens, a.remaining.now) == (str(math.floor(level)), at)
+    assert a.remaining.budgets == ("1900", "9400")  # both periods charged the two estimates of 300
 
 
 def test_every_throttle_and_a_replay_report_the_store_state(store):
@@ -83,18 +83,18 @@ def test_every_throttle_and_a_replay_report_the_store_state(store):
     for reason, o in cases.items():
         t = store.reserve(o)
         assert t.raw.split("|")[1] == reason
-        assert_equals_store(store, o, t.quota)
+        assert_equals_store(store, o, t.remaining)
     # the request rate: 3 deep, one admit above, then two more spend it
     store.reserve(mk(store, cost=1.0))
     store.reserve(mk(store, cost=1.0))
     o = mk(store, cost=1.0)
     t = store.reserve(o)
     assert t.raw.startswith("T|QUOTA_EXCEEDED|") and t.raw.endswith("|rps")
-    assert_equals_store(store, o, t.quota)
-    assert t.quota.requests == "0"
+    assert_equals_store(store, o, t.remaining)
+    assert t.remaining.requests == "0"
     again = store.reserve(mk(store, req="same"))
     assert again.replay and again.admitted
-    assert_equals_store(store, first, again.quota)
+    assert_equals_store(store, first, again.remaining)
 
 
 def test_a_concurrency_throttle_reports_the_store_state(store):
@@ -105,7 +105,7 @@ def test_a_concurrency_throttle_reports_the_store_state(store):
     capped = dataclasses.replace(capped, scope=dataclasses.replace(capped.scope, max_concurrency=1))
     t = store.reserve(capped)
     assert t.raw.startswith("T|CONCURRENCY_LIMIT|")
-    assert_equals_store(store, capped, t.quota)
+    assert_equals_store(store, capped, t.remaining)
 
 
 @pytest.mark.parametrize(
@@ -120,6 +120,8 @@ def test_a_concurrency_throttle_reports_the_store_state(store):
         ((1e-3, 1000.0), 300.0, "700", "300000"),  # five minutes at a slow refill
         ((1e-9, 1000.0), 300.0, "700", "300000000000"),  # just under base.NEVER_S
         ((1e-320, 1000.0), 300.0, "700", "never"),  # the wait overflows to infinity: never, not an error
+        ((1.0, 2.0**53), 1.0, str(2**53 - 1), "1"),  # the largest whole Redis answers as an integer
+        ((1.0, 2.0**53 + 2), 0.0, str(2**53 + 2), "0"),  # the smallest it answers as digits (full: no refill)
         ((1.0, 1e308), 1.0, str(math.floor(1e308)), "0"),  # 309 digits, written alike (1 wt is below the step)
     ],
 )
@@ -129,8 +131,8 @@ def test_the_values_are_formatted_alike_on_both_stores(store, own, cost, tokens,
     o = mk(store, own=own, cost=cost, units=cost)
     a = store.reserve(o)
     assert a.admitted
-    assert (a.quota.tokens, a.quota.reset_tokens) == (tokens, reset)
-    assert_equals_store(store, o, a.quota)
+    assert (a.remaining.tokens, a.remaining.reset_tokens) == (tokens, reset)
+    assert_equals_store(store, o, a.remaining)
 
 
 def test_a_debt_reads_zero(store):
@@ -140,9 +142,9 @@ def test_a_debt_reads_zero(store):
     assert store.reserve(o).admitted
     complete(store, o.reservation_id, prompt=10, output=400)  # 10 + 4 × 400 = 1,610 wt actual
     t = store.reserve(mk(store, own=(10.0, 1000.0), cost=1.0, units=1.0))
-    assert (t.quota.tokens, t.raw.split("|")[1]) == ("0", "QUOTA_EXCEEDED")
-    assert float(t.quota.reset_tokens) > 100.0  # more than the full depth at 10 wt/s
-    assert_equals_store(store, mk(store, own=(10.0, 1000.0)), t.quota)
+    assert (t.remaining.tokens, t.raw.split("|")[1]) == ("0", "QUOTA_EXCEEDED")
+    assert float(t.remaining.reset_tokens) > 100.0  # more than the full depth at 10 wt/s
+    assert_equals_store(store, mk(store, own=(10.0, 1000.0)), t.remaining)
 
 
 def test_no_quota_when_not_asked(store):
