@@ -18,7 +18,7 @@ from operator import attrgetter, gt, methodcaller
 from typing import Any
 
 from entitlements.reasons import REASONS
-from telemetry.validation import CONTROL, DECISIONS, LIMITS, POOL_MAX, SOURCE_KINDS, STATUSES, Catalogue
+from telemetry.validation import CONTROL, DECISIONS, LIMITS, POOL_MAX, SLUG, SOURCE_KINDS, STATUSES, Catalogue
 
 Columns = dict[str, list[Any]]
 
@@ -138,7 +138,7 @@ def _pools(col: list[Any]) -> list[Any]:
     if not given:
         return [None] * len(col)
     _need(set(map(type, given)) == {str} and max(map(len, given)) <= POOL_MAX)
-    _need(not CONTROL.search("".join(given)))
+    _need(all(map(SLUG.fullmatch, given)))
     return [v or None for v in col]
 
 

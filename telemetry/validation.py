@@ -40,6 +40,10 @@ LIMITS: dict[str, float] = {
     "in_flight": 10_000_000,  # reservations in flight in one scope
 }
 POOL_MAX = 80  # a pool slug's length (entitlements.models.Pool.slug)
+# A pool slug's characters (Pool.slug is a SlugField: Django's validate_slug): what served_from may say. A
+# page or a log shows it, so markup, spaces and anything else a slug cannot hold are refused at the door.
+SLUG = re.compile(r"[-a-zA-Z0-9_]+")
+SLUG_MESSAGE = f"a pool slug: letters, digits, '-' or '_', at most {POOL_MAX} characters"
 # C0, DEL and C1: never part of an identifier. A NUL also fails PostgreSQL's text types outright, and
 # so does a lone UTF-16 surrogate (valid JSON, no UTF-8 for it: the COPY raises), so one scan finds both.
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -197,8 +201,8 @@ def served_from(e: dict) -> str | None:
     v = identifier(e.get("served_from"), "served_from")
     if v in (None, ""):
         return None
-    if not isinstance(v, str) or len(v) > POOL_MAX:
-        raise FieldError("served_from", f"a pool slug: a string of at most {POOL_MAX} characters")
+    if not isinstance(v, str) or len(v) > POOL_MAX or not SLUG.fullmatch(v):
+        raise FieldError("served_from", SLUG_MESSAGE)
     return v
 
 
