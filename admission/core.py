@@ -13,7 +13,6 @@ import dataclasses
 import json
 import math
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii as _json_str
@@ -28,7 +27,6 @@ from admission.backends.base import (
     CompleteOp,
     Lends,
     Lost,
-    QuotaRaw,
     ReserveOp,
     Scope,
     Share,
@@ -36,8 +34,6 @@ from admission.backends.base import (
     SpillOp,
     StoreUnavailable,
     Where,
-    secs_word,
-    word,
 )
 from admission.idcodec import Claims, record_name
 from admission.isotime import iso_utc, now_iso
@@ -96,6 +92,7 @@ class Plan:
     scope: Scope
     meta_tail: str  # the meta's static JSON members and its closing brace
     event_head: dict[str, Any]  # the static fields of this scope's admit / throttle events
+    quota: QuotaNames  # the remaining-quota headers' static part and names (quota_names)
 
 
 PlanFor = Callable[[Snapshot, ScopeParams, PoolParams, str, tuple[str, str, str, str]], Plan]
@@ -149,7 +146,7 @@ def build_plan(
     static_meta = {"tenant": tenant, "model": model, "region": region, "traffic_class": cls,
                    "ttft_slo": sp.ttft_p99_ms, "tpot_slo": sp.tpot_p99_ms, "entitlement": sp.entitlement}  # fmt: skip
     head = {"tenant": tenant, "model": model, "region": region, "traffic_class": cls, "entitlement": sp.entitlement}
-    return Plan(sp, scope, json.dumps(static_meta, separators=(",", ":"))[1:], head)
+    return Plan(sp, scope, json.dumps(static_meta, separators=(",", ":"))[1:], head, quota_names(scope))
 
 
 # ---- reserve --------------------------------------------------------------------------------
@@ -193,36 +190,33 @@ class Hooks:
 NO_HOOKS = Hooks()
 
 
-# Per scope (by identity, while its plan lives): the header names and limits that do not change per
-# request; the store answers the rest as numbers (base.QuotaRaw), which only need spelling here.
-_QUOTA_STATIC: weakref.WeakKeyDictionary[Scope, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+# The remaining-quota headers that do not change per request, and the names of those the store answers,
+# in its order (base.quota_raw): built with the scope's plan, so a reserve only zips them together (a
+# lookup per request by the scope's identity cost 2-3 µs of the ~5 the headers take after the round
+# trip, where Python runs with cold caches: bench/quota_headers.py).
+QuotaNames = tuple[dict[str, str], tuple[str, ...]]
 
 
-def _quota_static(s: Scope) -> tuple[Any, ...]:
-    got = _QUOTA_STATIC.get(s)
-    if got is None:
-        lim = s.limits
-        rps = lim.rps if lim is not None else None
-        periods = tuple(f"x-headroom-budget-remaining-{p.kind}" for p in lim.periods) if lim else ()
-        got = _QUOTA_STATIC[s] = (str(math.floor(s.own.depth)), str(math.floor(rps.depth)) if rps else None, periods)
-    return got
+def quota_names(s: Scope) -> QuotaNames:
+    lim = s.limits
+    static = {"x-ratelimit-limit-tokens": str(math.floor(s.own.depth))}
+    names = ["x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"]
+    if lim is not None and lim.rps is not None:
+        static["x-ratelimit-limit-requests"] = str(math.floor(lim.rps.depth))
+        names += ["x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"]
+    names += [f"x-headroom-budget-remaining-{p.kind}" for p in lim.periods] if lim else []
+    return static, tuple(names)
 
 
-def quota_headers(s: Scope, q: QuotaRaw) -> dict[str, str]:
+def quota_headers(n: QuotaNames, q: str) -> dict[str, str]:
     """The remaining quota as the headers LiteLLM and OpenAI clients read (docs/contract.md §5; meaning in
     capacity units in admission/README.md): whole weighted tokens left in the scope's own bucket and
     seconds until it is full again; requests left in the request-rate bucket where `max_rps` is set;
     what each period budget has left, in its unit, where budgets are set. A bucket in debt reads 0.
-    `q`: the store's answer (base.QuotaRaw); base.Quota.parse spells it the same way."""
-    limit, rps, periods = _quota_static(s)
-    h = {"x-ratelimit-limit-tokens": limit, "x-ratelimit-remaining-tokens": word(q[1]),
-         "x-ratelimit-reset-tokens": secs_word(q[2])}  # fmt: skip
-    if rps is not None:
-        h["x-ratelimit-limit-requests"] = rps
-        h["x-ratelimit-remaining-requests"] = word(q[3])
-        h["x-ratelimit-reset-requests"] = secs_word(q[4])
-    if periods:
-        h.update(zip(periods, map(word, q[5:]), strict=False))
+    `n`: the scope's quota_names; `q`: the store's answer (base.quota_raw's form; its last field, the
+    store's clock, has no name)."""
+    h = n[0].copy()
+    h.update(zip(n[1], q.split("|"), strict=False))
     return h
 
 
@@ -260,7 +254,7 @@ def reserve(
         ans = backend.reserve(ReserveOp(plan.scope, rid, cost, meta, units, epoch, quota, overflow))
         for m in ans.expired_metas:
             emit_expired(m, emit)
-        headers = quota_headers(plan.scope, ans.quota) if ans.quota is not None else {}
+        headers = quota_headers(plan.quota, ans.quota) if ans.quota is not None else {}
         if ans.handoff and spill is not None:
             # The own bucket is short and the request may spill (docs/spillover.md): the second call,
             # on the target pool's hash tag, decides it once (a retry is sent there again and replays).

@@ -64,6 +64,8 @@ def run(b: RedisBackend, s: Scope, threads: int, seconds: float, batch: int = 16
     stop = time.monotonic() + seconds
     tally = [{True: [0, 0.0], False: [0, 0.0]} for _ in range(threads)]
 
+    names = core.quota_names(s)  # as the scope's plan holds them
+
     def go(k: int) -> None:
         n, tag, mine = 0, uuid.uuid4().hex[:8], tally[k]
         ops = {q: ReserveOp(s, "", 100.0, "{}", 100.0, None, q) for q in (True, False)}
@@ -74,7 +76,7 @@ def run(b: RedisBackend, s: Scope, threads: int, seconds: float, batch: int = 16
                 for _ in range(batch):
                     a = b.reserve(dataclasses.replace(base, reservation_id=f"{tag}-{n}"))
                     if a.quota is not None:
-                        core.quota_headers(s, a.quota)
+                        core.quota_headers(names, a.quota)
                     n += 1
                 mine[q][1] += time.perf_counter() - t0
                 mine[q][0] += batch
@@ -91,14 +93,14 @@ def run(b: RedisBackend, s: Scope, threads: int, seconds: float, batch: int = 16
 def cpu(b: RedisBackend, s: Scope, calls: int, batch: int = 200) -> tuple[float, float]:
     """This thread's CPU per reserve (time.thread_time: the client's own work, not the wait for Redis), with
     and without, in alternating batches. → µs per call (with, without)."""
-    tag, got = uuid.uuid4().hex[:8], {True: 0.0, False: 0.0}
+    tag, got, names = uuid.uuid4().hex[:8], {True: 0.0, False: 0.0}, core.quota_names(s)
     for r in range(calls // batch):
         for q in (True, False) if r % 2 else (False, True):
             base, t0 = ReserveOp(s, "", 100.0, "{}", 100.0, None, q), time.thread_time()
             for i in range(batch):
                 a = b.reserve(dataclasses.replace(base, reservation_id=f"{tag}-{r}-{i}-{q:d}"))
                 if a.quota is not None:
-                    core.quota_headers(s, a.quota)
+                    core.quota_headers(names, a.quota)
             got[q] += time.thread_time() - t0
     n = calls // batch * batch
     return got[True] / n * 1e6, got[False] / n * 1e6
@@ -108,7 +110,7 @@ def latency(b: RedisBackend, s: Scope, pairs: int) -> tuple[float, float, float]
     """One thread, call by call: with and without alternating (order swapped each pair), so both see
     the same moment's load. → (p50 with, p50 without, p50 of the header formatting alone), µs."""
     base = ReserveOp(s, "", 100.0, "{}", 100.0, None, True)
-    tag = uuid.uuid4().hex[:8]
+    tag, names = uuid.uuid4().hex[:8], core.quota_names(s)
     took: dict[bool, list[float]] = {True: [], False: []}
     fmt: list[float] = []
     for i in range(pairs):
@@ -117,7 +119,7 @@ def latency(b: RedisBackend, s: Scope, pairs: int) -> tuple[float, float, float]
             a = b.reserve(dataclasses.replace(base, reservation_id=f"{tag}-{i}-{q:d}", quota=q))
             t1 = time.perf_counter()
             if a.quota is not None:
-                core.quota_headers(s, a.quota)
+                core.quota_headers(names, a.quota)
             t2 = time.perf_counter()
             took[q].append(t2 - t0)
             if q:

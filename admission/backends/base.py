@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -239,62 +239,53 @@ class SpillOp:
 SPILLED = ":s"
 
 
-TWO53 = 2**53  # below it a whole double is an exact integer reply from Redis (reserve.lua's whole())
+def whole(x: float) -> str:
+    """A remaining amount as the headers give it: whole units, 0 for none, a debt or NaN."""
+    return str(math.floor(x)) if x > 0 else "0"
+
+
+def secs(s: float) -> str:
+    """Seconds, rounded up to the millisecond, without trailing zeros ('12.5', '0')."""
+    ms = math.ceil(s * 1000 - 1e-6)
+    if ms <= 0:
+        return "0"
+    w, frac = divmod(ms, 1000)
+    return str(w) if not frac else f"{w}.{frac:03d}".rstrip("0")
+
+
 NEVER_S = 1e12  # a refill longer than this (~31,700 years, or a rate so small the wait overflows) reads 'never'
 
-# The remaining quota as a store answers it (docs/contract.md §5, "Remaining quota"): [now, tokens left,
-# ms until the own bucket is full, requests left, ms until the request bucket is full, budget left…],
-# '' for the request bucket where the scope has no request rate. Whole amounts are ints (digits, a
-# str or bytes, from 2**53 up), waits are ints of ms or 'never'. Strings are bytes from Redis.
-QuotaRaw = Sequence[Any]
 
-
-def whole_n(x: float) -> int | str:
-    """A remaining amount in whole units (0 for none, a debt or NaN), as reserve.lua replies it."""
-    if not x > 0:
-        return 0
-    return math.floor(x) if x < TWO53 else str(math.floor(x))
-
-
-def full_ms(level: float, rate: float, depth: float) -> int | str:
-    """Milliseconds until a bucket at `level` is full again, rounded up ('never' when it does not refill)."""
+def to_full(level: float, rate: float, depth: float) -> str:
+    """Seconds until a bucket at `level` is full again ('never' when it does not refill)."""
     if level >= depth:
-        return 0
+        return "0"
     wait = (depth - level) / rate if rate > 0 else math.inf
-    return max(0, math.ceil(wait * 1000 - 1e-6)) if wait < NEVER_S else "never"
+    return secs(wait) if wait < NEVER_S else "never"
+
+
+def has_rps(s: Scope) -> bool:
+    return s.limits is not None and s.limits.rps is not None
 
 
 def quota_raw(now: float, own: float, own_rate: float, own_depth: float,
-              rq: tuple[float, float, float] | None, left: Iterable[float]) -> list[Any]:  # fmt: skip
-    """The memory store's QuotaRaw, from levels: `rq` (level, rate, depth) of the request bucket; `left`
-    each budget's limit − used."""
-    r: list[Any] = [now, whole_n(own), full_ms(own, own_rate, own_depth), "", ""]
+              rq: tuple[float, float, float] | None, left: Iterable[float]) -> str:  # fmt: skip
+    """The remaining quota as a store answers it (reserve.lua's quota(); docs/contract.md §5), from levels:
+    'tokens|reset[|requests|reset]|budget…|now', `rq` (level, rate, depth) of the request bucket where
+    the scope has a request rate, `left` each budget's limit − used."""
+    f = [whole(own), to_full(own, own_rate, own_depth)]
     if rq is not None:
-        r[3], r[4] = whole_n(rq[0]), full_ms(*rq)
-    r.extend(map(whole_n, left))
-    return r
-
-
-def word(v: int | str | bytes) -> str:
-    """A whole amount as the header writes it."""
-    if type(v) is int:
-        return str(v)
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
-def secs_word(v: int | str | bytes) -> str:
-    """A wait in ms as the header writes it: seconds to the millisecond, no trailing zeros ('12.5', '0')."""
-    if type(v) is int:
-        # Below 1e15 ms (NEVER_S) the seconds have at most 15 significant digits: repr gives exactly them.
-        return repr(v / 1000) if v % 1000 else str(v // 1000)
-    return "never"
+        f += [whole(rq[0]), to_full(*rq)]
+    f += map(whole, left)
+    f.append(repr(now))
+    return "|".join(f)
 
 
 class Quota(NamedTuple):
-    """A store's QuotaRaw in the headers' words (what tests and people read; the serving path writes
-    headers straight from the raw answer, admission.core.quota_headers): whole weighted tokens left in
-    the own bucket and seconds until it is full, the same for the request bucket (None: no request
-    rate), what each period budget has left (in Limits.periods' order), at the store's `now`."""
+    """A store's answer of the remaining quota (quota_raw's form), read into fields: whole weighted
+    tokens left in the own bucket and seconds until it is full, the same for the request bucket (None:
+    no request rate), what each period budget has left (in Limits.periods' order), at the store's `now`.
+    The serving path does not build one: admission.core.quota_headers zips the answer with its names."""
 
     now: float
     tokens: str
@@ -304,20 +295,23 @@ class Quota(NamedTuple):
     budgets: tuple[str, ...] = ()
 
     @classmethod
-    def parse(cls, raw: QuotaRaw | None) -> Quota | None:
+    def parse(cls, raw: str | None, rps: bool) -> Quota | None:
+        """`rps`: the scope has a request rate (has_rps), so the answer carries its pair."""
         if not raw:
             return None
-        rq = raw[3] not in ("", b"")
-        return cls(float(raw[0]), word(raw[1]), secs_word(raw[2]), word(raw[3]) if rq else None,
-                   secs_word(raw[4]) if rq else None, tuple(map(word, raw[5:])))  # fmt: skip
+        f = raw.split("|")
+        if rps:
+            return cls(float(f[-1]), f[0], f[1], f[2], f[3], tuple(f[4:-1]))
+        return cls(float(f[-1]), f[0], f[1], None, None, tuple(f[2:-1]))
 
     @classmethod
     def of(cls, now: float, own: float, own_rate: float, own_depth: float,
            rq: tuple[float, float, float] | None, left: tuple[float, ...]) -> Quota:  # fmt: skip
         """From levels, by the stores' rule (quota_raw)."""
-        q = cls.parse(quota_raw(now, own, own_rate, own_depth, rq, left))
-        assert q is not None
-        return q
+        f = quota_raw(now, own, own_rate, own_depth, rq, left).split("|")
+        if rq is not None:
+            return cls(now, f[0], f[1], f[2], f[3], tuple(f[4:-1]))
+        return cls(now, f[0], f[1], None, None, tuple(f[2:-1]))
 
 
 @dataclass(frozen=True)
@@ -380,12 +374,7 @@ class Answer:
     retried: bool = False  # the store was asked again after an error: a first attempt may have run unseen
     settled: bool = False  # a replay of a reservation already completed or expired
     in_flight: int = 0  # a new admit: the scope's reservations in flight right after it (the store's count)
-    quota: QuotaRaw | None = None  # the remaining quota after this answer (None: not asked for)
-
-    @property
-    def remaining(self) -> Quota | None:
-        """The remaining quota in the headers' words."""
-        return Quota.parse(self.quota)
+    quota: str | None = None  # the remaining quota after this answer (quota_raw's form; None: not asked for)
 
     @property
     def admitted(self) -> bool:

@@ -21,7 +21,6 @@ from admission.backends.base import (
     EpochChanged,
     Lends,
     Period,
-    QuotaRaw,
     ReserveOp,
     Settled,
     SpillOp,
@@ -299,7 +298,7 @@ class MemoryBackend:
             out.append((key, per.limit, end, self._s.periods.get(key, (0.0, end))[0]))
         return out
 
-    def _quota(self, op: ReserveOp, now: float) -> QuotaRaw | None:
+    def _quota(self, op: ReserveOp, now: float) -> str | None:
         """What the scope's buckets hold now, under the lock this operation holds (reserve.lua's quota())."""
         if not op.quota:
             return None

@@ -328,7 +328,7 @@ class RedisBackend:
             self._register(s.tag)
         metas = self._expire_due(s, ifs, [_s(i) for i in out[4:]]) if len(out) > 4 else []
         return Answer(raw=out[0].decode(), replay=out[1] >= 1, expired_metas=metas, retried=attempts > 1,
-                      settled=out[1] == 2, in_flight=out[2], quota=out[3] or None)  # fmt: skip
+                      settled=out[1] == 2, in_flight=out[2], quota=out[3].decode() or None)  # fmt: skip
 
     def spill(self, op: SpillOp) -> Answer:
         """The second call of a spilled reserve (spill.lua), on the TARGET pool's hash tag: every key it

@@ -13,9 +13,9 @@ import math
 
 import pytest
 
-from admission import events, params, plans
+from admission import core, events, params, plans
 from admission.backends import get_backend
-from admission.backends.base import Quota, periods_at
+from admission.backends.base import Quota, has_rps, periods_at
 from capacity.bucket import refilled
 from entitlements.services import entitlement_amend
 from tests.admission.test_budget_contract import Clock, complete, lop, noon
@@ -33,10 +33,17 @@ def stored(store, b, now: float) -> float:
     return refilled(level, b.rate, b.depth, now - at)
 
 
+def rem(a) -> Quota:
+    """An answer's remaining quota read into fields (every scope mk() builds has a request rate)."""
+    q = Quota.parse(a.quota, True)
+    assert q is not None
+    return q
+
+
 def assert_equals_store(store, o, q: Quota | None) -> None:
     """The answer's header values are the store's state right after the call, in the headers' words
     (base.Quota.of: the Python spelling of the rule reserve.lua formats with)."""
-    assert q is not None
+    assert q is not None and has_rps(o.scope)
     s, lim = o.scope, o.scope.limits
     rq = (stored(store, lim.rps, q.now), lim.rps.rate, lim.rps.depth) if lim.rps is not None else None
     left = tuple(
@@ -65,11 +72,11 @@ def test_an_admit_reports_what_the_store_holds_after_it(store):
         o = mk(store)
         a = store.reserve(o)
         assert a.admitted
-        assert_equals_store(store, o, a.remaining)
+        assert_equals_store(store, o, rem(a))
     # written by this very call: the level is the stored one, at the answer's own time
     level, at = store.bucket_state(o.scope.own.key)
-    assert (a.remaining.tokens, a.remaining.now) == (str(math.floor(level)), at)
-    assert a.remaining.budgets == ("1900", "9400")  # both periods charged the two estimates of 300
+    assert (rem(a).tokens, rem(a).now) == (str(math.floor(level)), at)
+    assert rem(a).budgets == ("1900", "9400")  # both periods charged the two estimates of 300
 
 
 def test_every_throttle_and_a_replay_report_the_store_state(store):
@@ -83,18 +90,18 @@ def test_every_throttle_and_a_replay_report_the_store_state(store):
     for reason, o in cases.items():
         t = store.reserve(o)
         assert t.raw.split("|")[1] == reason
-        assert_equals_store(store, o, t.remaining)
+        assert_equals_store(store, o, rem(t))
     # the request rate: 3 deep, one admit above, then two more spend it
     store.reserve(mk(store, cost=1.0))
     store.reserve(mk(store, cost=1.0))
     o = mk(store, cost=1.0)
     t = store.reserve(o)
     assert t.raw.startswith("T|QUOTA_EXCEEDED|") and t.raw.endswith("|rps")
-    assert_equals_store(store, o, t.remaining)
-    assert t.remaining.requests == "0"
+    assert_equals_store(store, o, rem(t))
+    assert rem(t).requests == "0"
     again = store.reserve(mk(store, req="same"))
     assert again.replay and again.admitted
-    assert_equals_store(store, first, again.remaining)
+    assert_equals_store(store, first, rem(again))
 
 
 def test_a_concurrency_throttle_reports_the_store_state(store):
@@ -105,7 +112,7 @@ def test_a_concurrency_throttle_reports_the_store_state(store):
     capped = dataclasses.replace(capped, scope=dataclasses.replace(capped.scope, max_concurrency=1))
     t = store.reserve(capped)
     assert t.raw.startswith("T|CONCURRENCY_LIMIT|")
-    assert_equals_store(store, capped, t.remaining)
+    assert_equals_store(store, capped, rem(t))
 
 
 @pytest.mark.parametrize(
@@ -131,8 +138,8 @@ def test_the_values_are_formatted_alike_on_both_stores(store, own, cost, tokens,
     o = mk(store, own=own, cost=cost, units=cost)
     a = store.reserve(o)
     assert a.admitted
-    assert (a.remaining.tokens, a.remaining.reset_tokens) == (tokens, reset)
-    assert_equals_store(store, o, a.remaining)
+    assert (rem(a).tokens, rem(a).reset_tokens) == (tokens, reset)
+    assert_equals_store(store, o, rem(a))
 
 
 def test_a_debt_reads_zero(store):
@@ -142,9 +149,32 @@ def test_a_debt_reads_zero(store):
     assert store.reserve(o).admitted
     complete(store, o.reservation_id, prompt=10, output=400)  # 10 + 4 × 400 = 1,610 wt actual
     t = store.reserve(mk(store, own=(10.0, 1000.0), cost=1.0, units=1.0))
-    assert (t.remaining.tokens, t.raw.split("|")[1]) == ("0", "QUOTA_EXCEEDED")
-    assert float(t.remaining.reset_tokens) > 100.0  # more than the full depth at 10 wt/s
-    assert_equals_store(store, mk(store, own=(10.0, 1000.0)), t.remaining)
+    assert (rem(t).tokens, t.raw.split("|")[1]) == ("0", "QUOTA_EXCEEDED")
+    assert float(rem(t).reset_tokens) > 100.0  # more than the full depth at 10 wt/s
+    assert_equals_store(store, mk(store, own=(10.0, 1000.0)), rem(t))
+
+
+def test_budgets_without_a_request_rate_are_named_in_order(store):
+    """The answer carries the request bucket's pair only where the scope has a request rate: the header
+    names (admission.core.quota_headers) follow the store's fields in both shapes."""
+    noon(Clock(store))
+    o = mk(store, rps=None)
+    a = store.reserve(o)
+    assert a.admitted and not has_rps(o.scope)
+    q = Quota.parse(a.quota, False)
+    assert q is not None and q.requests is None and q.budgets == ("2200", "9700")
+    h = core.quota_headers(core.quota_names(o.scope), a.quota)
+    assert h == {
+        "x-ratelimit-limit-tokens": "1000",
+        "x-ratelimit-remaining-tokens": "700",
+        "x-ratelimit-reset-tokens": "30",
+        "x-headroom-budget-remaining-daily": "2200",
+        "x-headroom-budget-remaining-monthly": "9700",
+    }
+    with_rps = mk(store)
+    h = core.quota_headers(core.quota_names(with_rps.scope), store.reserve(with_rps).quota)
+    assert (h["x-ratelimit-limit-requests"], h["x-ratelimit-remaining-requests"]) == ("3", "2")
+    assert h["x-headroom-budget-remaining-daily"] == "1900"
 
 
 def test_no_quota_when_not_asked(store):
