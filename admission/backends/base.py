@@ -307,11 +307,10 @@ class Quota(NamedTuple):
     @classmethod
     def of(cls, now: float, own: float, own_rate: float, own_depth: float,
            rq: tuple[float, float, float] | None, left: tuple[float, ...]) -> Quota:  # fmt: skip
-        """From levels, by the stores' rule (quota_raw)."""
-        f = quota_raw(now, own, own_rate, own_depth, rq, left).split("|")
-        if rq is not None:
-            return cls(now, f[0], f[1], f[2], f[3], tuple(f[4:-1]))
-        return cls(now, f[0], f[1], None, None, tuple(f[2:-1]))
+        """From levels, by the stores' rule (quota_raw; repr(now) reads back as `now` exactly)."""
+        q = cls.parse(quota_raw(now, own, own_rate, own_depth, rq, left), rq is not None)
+        assert q is not None
+        return q
 
 
 @dataclass(frozen=True)
