@@ -19,6 +19,7 @@ from capacity.input_errors import FieldError  # one event field at fault: the pr
 from entitlements.models import Project, Region, ServedModel, Tenant, TrafficClass
 from entitlements.reasons import REASONS
 from http_plumbing.api_guards import SURROGATE_MESSAGE
+from http_plumbing.url_converters import DottedSlugConverter
 
 DECISIONS = frozenset({"admit", "throttle", "complete"})
 SOURCE_KINDS = frozenset({"entitlement", "borrowed", "spillover", "fail_open"})
@@ -40,10 +41,11 @@ LIMITS: dict[str, float] = {
     "in_flight": 10_000_000,  # reservations in flight in one scope
 }
 POOL_MAX = 80  # a pool slug's length (entitlements.models.Pool.slug)
-# A pool slug's characters (Pool.slug is a SlugField: Django's validate_slug): what served_from may say. A
-# page or a log shows it, so markup, spaces and anything else a slug cannot hold are refused at the door.
-SLUG = re.compile(r"[-a-zA-Z0-9_]+")
-SLUG_MESSAGE = f"a pool slug: letters, digits, '-' or '_', at most {POOL_MAX} characters"
+# A pool slug's characters as the catalogue writes them, dots included (`llama-3.1-70b-…`: the same rule as
+# the URLs', http_plumbing.url_converters): what served_from may say. A page or a log shows it, so markup,
+# spaces and anything else a slug cannot hold are refused at the door.
+SLUG = re.compile(DottedSlugConverter.regex)
+SLUG_MESSAGE = f"a pool slug: letters, digits, '-', '_' or '.', at most {POOL_MAX} characters"
 # C0, DEL and C1: never part of an identifier. A NUL also fails PostgreSQL's text types outright, and
 # so does a lone UTF-16 surrogate (valid JSON, no UTF-8 for it: the COPY raises), so one scan finds both.
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")

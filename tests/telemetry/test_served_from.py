@@ -110,8 +110,8 @@ def test_both_postgresql_paths_store_served_from(fleet, settings, store):
         ("<b>x</b>", SLUG_MESSAGE),  # markup: a page shows it
         (" ", SLUG_MESSAGE),  # blank is not absent
         ("pool b", SLUG_MESSAGE),
-        ("pool.b", SLUG_MESSAGE),
         ("pöol", SLUG_MESSAGE),
+        ("pool/b", SLUG_MESSAGE),
     ],
 )
 def test_a_bad_served_from_is_a_400_naming_it(fleet, value, message):
@@ -129,23 +129,25 @@ def test_a_bad_served_from_is_a_400_naming_it(fleet, value, message):
 
 def test_a_bad_served_from_beside_good_events_keeps_them(fleet):
     gw = client_for(person("gw", platform="gateway"))
-    events = [event(0, served_from="pool-b"), event(1, served_from="p" * 81), event(2, served_from="p" * 80)]
+    events = [event(0, served_from="pool-b"), event(1, served_from="p" * 81), event(2, served_from="p" * 80),
+              event(3, served_from="llama-3.1-70b-us")]  # fmt: skip
     r = gw.post("/api/v1/telemetry/events", {"source": "gw", "events": events}, content_type="application/json")
     assert r.status_code == 200
     assert r.json()["errors"] == [{"index": 1, "field": "served_from", "message": SLUG_MESSAGE}]
-    assert _stored() == [("r0", "pool-b"), ("r2", "p" * 80)]
+    assert _stored() == [("r0", "pool-b"), ("r2", "p" * 80), ("r3", "llama-3.1-70b-us")]
 
 
 def test_column_and_row_validators_agree_on_served_from():
-    events = [event(0, served_from="pool-b"), event(1, served_from=""), event(2), event(3, served_from=None)]
+    events = [event(0, served_from="pool-b"), event(1, served_from=""), event(2), event(3, served_from=None),
+              event(5, served_from="llama-3.1-70b-us-east_h200")]  # fmt: skip
     cols = clean_columns(events, CAT)
     assert cols is not None
-    assert cols["served_from"] == ["pool-b", None, None, None]
+    assert cols["served_from"] == ["pool-b", None, None, None, "llama-3.1-70b-us-east_h200"]  # dots: demo pools
     assert [clean_event(e, CAT)["served_from"] for e in events] == cols["served_from"]
     # a bad one sends the batch to the row validator, which names it
     bad = [*events, event(4, served_from=7)]
     assert clean_columns(bad, CAT) is None
-    for odd in ("<b>x</b>", " ", "pool.b"):  # the column validator refuses what the row one names
+    for odd in ("<b>x</b>", " ", "pool/b"):  # the column validator refuses what the row one names
         assert clean_columns([*events, event(4, served_from=odd)], CAT) is None
     with pytest.raises(FieldError) as exc:
         clean_event(bad[-1], CAT)
