@@ -34,6 +34,7 @@ from admission.backends.base import (
     SpillOp,
     StoreUnavailable,
     Where,
+    has_rps,
 )
 from admission.idcodec import Claims, record_name
 from admission.isotime import iso_utc, now_iso
@@ -201,7 +202,7 @@ def quota_names(s: Scope) -> QuotaNames:
     lim = s.limits
     static = {"x-ratelimit-limit-tokens": str(math.floor(s.own.depth))}
     names = ["x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"]
-    if lim is not None and lim.rps is not None:
+    if lim is not None and lim.rps is not None and has_rps(s):
         static["x-ratelimit-limit-requests"] = str(math.floor(lim.rps.depth))
         names += ["x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"]
     names += [f"x-headroom-budget-remaining-{p.kind}" for p in lim.periods] if lim else []

@@ -265,7 +265,9 @@ def to_full(level: float, rate: float, depth: float) -> str:
 
 
 def has_rps(s: Scope) -> bool:
-    return s.limits is not None and s.limits.rps is not None
+    """The scope has a request-rate bucket (reserve.lua: ARGV 35, its depth, > 0), so the store's
+    remaining-quota answer carries the request pair."""
+    return s.limits is not None and s.limits.rps is not None and s.limits.rps.depth > 0
 
 
 def quota_raw(now: float, own: float, own_rate: float, own_depth: float,

@@ -32,6 +32,7 @@ from admission.backends.base import (
     decayed,
     decide,
     fair_ok,
+    has_rps,
     lender_split,
     lost_charges,
     new_epoch,
@@ -303,7 +304,7 @@ class MemoryBackend:
         if not op.quota:
             return None
         s, lim = op.scope, op.scope.limits
-        rps = lim.rps if lim is not None else None
+        rps = lim.rps if lim is not None and has_rps(s) else None
         rq = (self._level(rps.key, rps.rate, rps.depth, now), rps.rate, rps.depth) if rps is not None else None
         left = tuple(limit - used for _, limit, _, used in self._periods_now(op, now))
         return quota_raw(now, self._level(s.own.key, s.own.rate, s.own.depth, now), s.own.rate, s.own.depth, rq, left)
