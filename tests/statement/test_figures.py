@@ -154,7 +154,10 @@ def test_amendment_counts_from_the_moment_it_was_made(fleet):
     at = EntitlementHistory.objects.filter(entitlement_id=ent.pk).order_by("pk").last().at
     start, end = now - H, now + H
     s = statement(ent, start, end)
-    before, after = (at - start).total_seconds() / 3600, (end - at).total_seconds() / 3600
+    # The rule's own arithmetic (entitlements.bought.cu_hours: CU × seconds ÷ 3600 per step): written as
+    # 2 × (seconds ÷ 3600) the float differs in its last bit, and where the sum sits on a half-millionth
+    # (the amendment's microseconds decide) the 6-decimal rounding went the other way (CI, 5 Dec).
+    before, after = (at - start).total_seconds(), (end - at).total_seconds()
     assert s["bought"]["cu"] == 5.0
-    assert s["bought"]["cu_hours"] == round(2 * before + 5 * after, 6)
+    assert s["bought"]["cu_hours"] == round(2.0 * before / 3600 + 5.0 * after / 3600, 6)
     assert [step["cu"] for step in s["bought"]["steps"]] == [2.0, 5.0]
