@@ -137,9 +137,15 @@ def test_hyperion_preset_stores_fleet_samples_of_each_pool(hyperion_prometheus, 
         overlap_s=30, initial_lookback_s=20,
     )  # fmt: skip
     result = pull_source(source)
-    assert result.errors == [] and result.samples > 0
-    # what the pull says it stored is exactly what is stored: one sample per pool and step
-    assert result.samples == FleetSample.objects.filter(source="prometheus:hyperion").count()
+    assert result.errors == []
+    # what the pull says it stored is exactly what is stored: one sample per pool and step, both pools at every
+    # step, the steps consecutive seconds (step_s=1) from the first to the last
+    stored = FleetSample.objects.filter(source="prometheus:hyperion")
+    steps = sorted(set(stored.values_list("ts", flat=True)))
+    assert result.samples == stored.count() == 2 * len(steps)
+    assert [(t - steps[0]).total_seconds() for t in steps] == list(range(len(steps)))
+    for pool in ("pool-a", "pool-b"):
+        assert list(stored.filter(pool__slug=pool).order_by("ts").values_list("ts", flat=True)) == steps
 
     def newest(pool):
         return FleetSample.objects.filter(pool__slug=pool, source="prometheus:hyperion").order_by("-ts").first()
