@@ -4,9 +4,10 @@ The headers come from the reserve script's own reply (reserve.lua's quota(): no 
 so the price is the script building one more string and Python turning it into headers. Measured
 here on a real Redis: `threads` threads in this process call RedisBackend.reserve (EVALSHA
 reserve.lua) and, with headers, admission.core.quota_headers on its answer; without, the same op
-with `quota=False`. Rounds alternate, the order swapped each round, so a change in the machine's
-load hits both alike; the load average is printed beside each round, with its ratio; the goal is read
-on the median of the rounds' ratios (the totals are printed too). Every run starts from an emptied
+with `quota=False`. In each round every thread alternates timed batches of 16 reserves with and
+without (half the threads starting with each), so both sides run at the same moments under the same
+contention and the machine's load hits both alike; the load average is printed beside each round,
+with its ratio; the goal is read on the median of the rounds' ratios (the totals are printed too). Every run starts from an emptied
 keyspace (each throttle leaves a record key). Two scopes: one with only a
 token rate (the common case) and one with a request rate and daily + monthly budgets (most values
 to report); two outcomes: admits (the hot path), and throttles (an empty bucket: the script reads
@@ -138,7 +139,7 @@ def main() -> int:
     prefix = f"benchq-{uuid.uuid4().hex[:6]}:"
     b = RedisBackend(args.redis, prefix=prefix, socket_timeout=2.0)
     print(f"remaining-quota headers: reserve with vs without, {args.threads} threads, {args.rounds} rounds of "
-          f"{args.round_s:.1f} s each way, order swapped each round; {load()}")  # fmt: skip
+          f"{args.round_s:.1f} s, every thread alternating batches with and without; {load()}")  # fmt: skip
     ratios = []
     try:
         for limits in (False, True):
