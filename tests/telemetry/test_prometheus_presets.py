@@ -138,14 +138,21 @@ def test_hyperion_preset_stores_fleet_samples_of_each_pool(hyperion_prometheus, 
     )  # fmt: skip
     result = pull_source(source)
     assert result.errors == []
-    # what the pull says it stored is exactly what is stored: one sample per pool and step, both pools at every
-    # step, the steps consecutive seconds (step_s=1) from the first to the last
+    # what the pull says it stored is exactly what is stored: one sample per pool and step, each pool's steps
+    # consecutive seconds (step_s=1) with no hole, both pools through the same span. The two targets are scraped
+    # at their own offsets, so at the first step of the data one pool's 5 s rate may have its two points and the
+    # other's not yet (CI once read 17 = 9 + 8): the spans may differ by one step at either end, no more.
     stored = FleetSample.objects.filter(source="prometheus:hyperion")
-    steps = sorted(set(stored.values_list("ts", flat=True)))
-    assert result.samples == stored.count() == 2 * len(steps)
-    assert [(t - steps[0]).total_seconds() for t in steps] == list(range(len(steps)))
+    assert result.samples == stored.count()
+    spans = {}
     for pool in ("pool-a", "pool-b"):
-        assert list(stored.filter(pool__slug=pool).order_by("ts").values_list("ts", flat=True)) == steps
+        ts = list(stored.filter(pool__slug=pool).order_by("ts").values_list("ts", flat=True))
+        assert len(ts) >= 5, pool
+        assert [(t - ts[0]).total_seconds() for t in ts] == list(range(len(ts))), pool
+        spans[pool] = ts
+    a_ts, b_ts = spans["pool-a"], spans["pool-b"]
+    assert abs((a_ts[0] - b_ts[0]).total_seconds()) <= 1 and abs((a_ts[-1] - b_ts[-1]).total_seconds()) <= 1
+    assert stored.count() == len(a_ts) + len(b_ts)
 
     def newest(pool):
         return FleetSample.objects.filter(pool__slug=pool, source="prometheus:hyperion").order_by("-ts").first()
