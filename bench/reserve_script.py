@@ -1,0 +1,215 @@
+"""Redis' own time per reserve script (issue 35.3): what the serving path's one EVALSHA costs the Redis
+server, beside an INCR and an empty script, so the floor under "library reserve ÷ INCR" is a reading,
+not a guess.
+
+A real reserve is made once per scope through the web tier (admission.services, the same script and
+arguments as the library) with the backend's EVALSHA captured; that call is then replayed, each time with
+a fresh reservation id, in blocks under a key prefix of its own (a block's keys are deleted after it).
+Redis' INFO commandstats gives the server's microseconds per call for each block (the difference of its
+counters before and after: nothing is reset, and no other client should use the server meanwhile). The
+blocks run in rounds, the order reversed every round:
+
+  INCR                                    one key
+  empty script                            `return 1`, no arguments
+  empty script, the reserve's arguments   `return 1` with the plain scope's KEYS and ARGV (what passing them costs)
+  reserve, plain scope                    reserve.lua as the library sends it (a token rate)
+  reserve, budgeted scope                 the same with two period budgets and a request rate
+
+INCR's wall time per call (this client, one connection) is taken in the same blocks, so the last lines
+print the floor that the script's server time alone puts under "reserve ÷ INCR" whatever the client does:
+(INCR wall + script server time − INCR server time) ÷ INCR wall.
+Needs Redis: BENCH_REDIS_URL (default redis://127.0.0.1:6379/13).
+Run: .venv/bin/python bench/reserve_script.py [--n 2000] [--rounds 6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[0] = str(ROOT)  # not bench/: its admission.py would shadow the admission app
+
+from bench import admission as adm  # noqa: E402 - after the path (sets the bench's environment)
+
+
+def _resp_args(packed: bytes) -> list[bytes]:
+    """The bulk strings of a RESP fragment (the backend's pre-packed static arguments)."""
+    out, i = [], 0
+    while i < len(packed):
+        j = packed.index(b"\r\n", i)
+        n = int(packed[i + 1 : j])
+        out.append(packed[j + 2 : j + 2 + n])
+        i = j + 4 + n
+    return out
+
+
+def _sub(x, old: str, new: str):
+    if isinstance(x, bytes):
+        return x.replace(old.encode(), new.encode())
+    return x.replace(old, new) if isinstance(x, str) else x
+
+
+class Captured:
+    """One reserve's EVALSHA as the backend sent it, replayable under a new prefix and reservation id."""
+
+    def __init__(self, script, nkeys: int, args: tuple, tail: tuple, extra: tuple) -> None:
+        self.sha, self.nkeys = script.sha, nkeys
+        self.args = list(args)
+        self.static = _resp_args(tail[1]) if tail[0] else []
+        self.extra = list(extra)
+        self.prefix = str(args[0]).split(":", 1)[0]  # every key and key-naming value starts with it
+
+    def call(self, r, prefix: str, i: int):
+        """One replay with every key under `prefix` and a reservation id of its own."""
+        rid = f"{i:08x}{uuid.uuid4().hex[:8]}"
+        a = [_sub(x, self.prefix, prefix) for x in self.args]
+        rec = a[0].rsplit(":", 1)
+        a[0] = f"{rec[0]}:{rid}"  # KEYS[1], the record
+        a[self.nkeys + 1] = rid  # ARGV[2], the reservation id
+        st = [_sub(x, self.prefix, prefix) for x in self.static]
+        ex = [_sub(x, self.prefix, prefix) for x in self.extra]
+        return r.execute_command("EVALSHA", self.sha, self.nkeys, *a, *st, *ex)
+
+
+def capture(tenant: str) -> Captured:
+    from admission import services
+    from admission.backends import get_backend
+
+    backend = get_backend()
+    got: list[Captured] = []
+    real = backend._eval
+
+    def spy(script, nkeys, args, tail=(0, b""), extra=()):
+        got.append(Captured(script, nkeys, args, tail, extra))
+        return real(script, nkeys, args, tail, extra)
+
+    backend._eval = spy
+    try:
+        d = services.reserve(services.parse_reserve(adm.body(0, "capture", tenant)))
+    finally:
+        backend._eval = real
+    assert d.status == 200 and got, d.body
+    return got[0]
+
+
+def commandstat(r, cmd: str) -> tuple[int, int]:
+    s = r.info("commandstats").get(f"cmdstat_{cmd}", {})
+    return int(s.get("calls", 0)), int(s.get("usec", 0))
+
+
+def block(r, cmd: str, fn, n: int) -> tuple[float, float]:
+    """n calls of fn: → (Redis' µs per call of `cmd`, this client's wall µs per call)."""
+    c0, u0 = commandstat(r, cmd)
+    t = time.perf_counter()
+    for i in range(n):
+        fn(i)
+    wall = (time.perf_counter() - t) / n * 1e6
+    c1, u1 = commandstat(r, cmd)
+    assert c1 - c0 >= n, f"{cmd}: {c1 - c0} calls counted for {n} (is the server shared?)"
+    return (u1 - u0) / (c1 - c0), wall
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=2000, help="calls per block")
+    ap.add_argument("--rounds", type=int, default=6, help="rounds, the block order reversed each round (≥ 5)")
+    args = ap.parse_args()
+    os.environ["ADMISSION_KEY_PREFIX"] = f"bench-{uuid.uuid4().hex[:8]}:"
+    import redis
+
+    r = redis.Redis.from_url(adm.ENV["REDIS_URL"], socket_timeout=5)
+    print(
+        f"reserve script bench (n={args.n} per block, {args.rounds} rounds, Redis {adm.ENV['REDIS_URL']}); {adm.load()}"
+    )
+    incr_key = f"adm-bench:incr:{uuid.uuid4().hex[:8]}"
+    prefixes: list[str] = []
+    backend = None
+    try:
+        adm.setup_db()
+        from django.conf import settings
+
+        from admission import params
+        from admission.backends import get_backend
+
+        settings.ADMISSION_KEY_PREFIX = os.environ["ADMISSION_KEY_PREFIX"]
+        params.invalidate()
+        backend = get_backend()
+        plain, budgeted = capture("acme"), capture("globex")
+        empty = r.script_load("return 1")
+
+        def fresh() -> str:
+            p = "b" + uuid.uuid4().hex[: len(plain.prefix) - 1]  # the same length: the same argument sizes
+            prefixes.append(p)
+            return p
+
+        def with_args(i: int) -> None:
+            a = list(plain.args)
+            r.execute_command("EVALSHA", empty, plain.nkeys, *a, *plain.static, *plain.extra)
+
+        class Replay:
+            """Replays of one captured reserve, under the prefix of the block in progress."""
+
+            def __init__(self, c: Captured) -> None:
+                self.c, self.prefix = c, ""
+
+            def __call__(self, i: int) -> None:
+                out = self.c.call(r, self.prefix, i)
+                assert out[0][:1] == b"A", out[0]  # every replay admitted: the same work each time
+
+        sides = {
+            "INCR": ("incrby", lambda i: r.incr(incr_key)),
+            "empty script": ("evalsha", lambda i: r.evalsha(empty, 0)),
+            "empty script, the reserve's arguments": ("evalsha", with_args),
+            "reserve, plain scope": ("evalsha", Replay(plain)),
+            "reserve, budgeted scope": ("evalsha", Replay(budgeted)),
+        }
+
+        def run_block(name: str, n: int) -> tuple[float, float]:
+            cmd, fn = sides[name]
+            if not isinstance(fn, Replay):
+                return block(r, cmd, fn, n)
+            fn.prefix = fresh()
+            try:
+                return block(r, cmd, fn, n)
+            finally:
+                for k in r.scan_iter(fn.prefix + "*", count=1000):
+                    r.delete(k)
+
+        for name in sides:  # warm: scripts cached, connections open
+            run_block(name, 50)
+        got: dict[str, list[tuple[float, float]]] = {k: [] for k in sides}
+        names = list(sides)
+        for rnd in range(args.rounds):
+            for name in names if rnd % 2 == 0 else names[::-1]:
+                got[name].append(run_block(name, args.n))
+            print(
+                f"  round {rnd + 1}: " + ", ".join(f"{k} {got[k][-1][0]:.1f}" for k in names) + f" µs  ({adm.load()})"
+            )
+        print(f"Redis server time per call, median of {args.rounds} rounds (µs); {adm.load()}:")
+        med = {k: statistics.median(x[0] for x in v) for k, v in got.items()}
+        for k in names:
+            print(f"  {k:<40} {med[k]:7.1f}   (rounds {min(x[0] for x in got[k]):.1f}-{max(x[0] for x in got[k]):.1f})")
+        incr_wall = statistics.median(x[1] for x in got["INCR"])
+        print(f"  INCR wall time per call on this client: {incr_wall:.0f} µs")
+        for k, goal in (("reserve, plain scope", 1.35), ("reserve, budgeted scope", 1.5)):
+            floor = (incr_wall + med[k] - med["INCR"]) / incr_wall
+            print(f"  floor under {k} ÷ INCR from the script's server time alone: {floor:.2f}  (goal ≤ {goal})")
+        return 0
+    finally:
+        for p in prefixes:
+            for k in r.scan_iter(p + "*", count=1000):
+                r.delete(k)
+        r.delete(incr_key)
+        if backend is not None:
+            backend.clear()
+        adm.shutil.rmtree(adm.TMP, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
