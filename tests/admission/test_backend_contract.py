@@ -305,6 +305,12 @@ def borrower(member, weight=1.0, lend=None, cost=100.0, pool=(0.0, 10**9), borro
               maxc=10**6, share=share(member, weight, lend), **kw)  # fmt: skip
 
 
+def _decision(a):
+    """An answer's decision: 'A' and its source for an admit, the whole throttle answer otherwise."""
+    p = a.parts()
+    return ("A", p[3]) if a.admitted else a.raw
+
+
 class Clock:
     """The in-process store's injectable clock (MemoryBackend.clock); Redis keeps its own: there a
     step lets real time pass (the scripts read Redis' TIME), and the test measures it."""
@@ -366,10 +372,12 @@ def test_two_borrowers_share_contended_lendable_room_by_weight(store):
     refused = {"w1": 0, "w3": 0}
     steps = 3000 if not clock.redis else 1500
     first = None  # the lend bucket's (level, time) right after its first charge, by the store's clock
+    calls = []  # (member, the store's clock at the call: the answer's last quota field, the answer's decision)
     for i in range(steps):
         order = ("w1", "w3") if i % 2 == 0 else ("w3", "w1")
         for m in order:
             got = reserve(store, borrower(m, weight=1.0 if m == "w1" else 3.0, lend=lend))
+            calls.append((m, float(got.quota.rsplit("|", 1)[1]), _decision(got)))
             if got.admitted:
                 admitted[m] += 100.0
                 if first is None:
@@ -386,6 +394,16 @@ def test_two_borrowers_share_contended_lendable_room_by_weight(store):
         assert refused == {"w1": 2693, "w3": 2108}
     else:  # Redis reads its own clock: the lighter borrower is the one held back more
         assert refused["w1"] > refused["w3"] > 0
+        # ...and exactly as the in-process twin decides at the same moments: the same calls replayed on a
+        # MemoryBackend whose clock reads, at each call, the time Redis answered it with.
+        twin, at = memory_backend.MemoryBackend(), [0.0]
+        twin.clock = lambda: at[0]
+        replayed = []
+        for m, t, _ in calls:
+            at[0] = t
+            got = twin.reserve(borrower(m, weight=1.0 if m == "w1" else 3.0, lend=lend))
+            replayed.append((m, t, _decision(got)))
+        assert replayed == calls
     # Exact on both stores: the lend bucket gave out its depth, less what it holds now, plus what it refilled
     # between its first charge and its last (it never filled up again: both borrowers drained it every step).
     assert first == (lend[1] - 100.0, first[1])
