@@ -128,7 +128,6 @@ def main() -> int:
         f"reserve script bench (n={args.n} per block, {args.rounds} rounds, Redis {adm.ENV['REDIS_URL']}); {adm.load()}"
     )
     incr_key = f"adm-bench:incr:{uuid.uuid4().hex[:8]}"
-    prefixes: list[str] = []
     backend = None
     try:
         adm.setup_db()
@@ -143,14 +142,8 @@ def main() -> int:
         plain, budgeted = capture("acme"), capture("globex")
         empty = r.script_load("return 1")
 
-        def fresh() -> str:
-            p = "b" + uuid.uuid4().hex[: len(plain.prefix) - 1]  # the same length: the same argument sizes
-            prefixes.append(p)
-            return p
-
         def with_args(i: int) -> None:
-            a = list(plain.args)
-            r.execute_command("EVALSHA", empty, plain.nkeys, *a, *plain.static, *plain.extra)
+            r.execute_command("EVALSHA", empty, plain.nkeys, *plain.args, *plain.static, *plain.extra)
 
         class Replay:
             """Replays of one captured reserve, under the prefix of the block in progress."""
@@ -174,7 +167,7 @@ def main() -> int:
             cmd, fn = sides[name]
             if not isinstance(fn, Replay):
                 return block(r, cmd, fn, n)
-            fn.prefix = fresh()
+            fn.prefix = "b" + uuid.uuid4().hex[: len(plain.prefix) - 1]  # the same length: the same argument sizes
             try:
                 return block(r, cmd, fn, n)
             finally:
@@ -201,10 +194,7 @@ def main() -> int:
             floor = (incr_wall + med[k] - med["INCR"]) / incr_wall
             print(f"  floor under {k} ÷ INCR from the script's server time alone: {floor:.2f}  (goal ≤ {goal})")
         return 0
-    finally:
-        for p in prefixes:
-            for k in r.scan_iter(p + "*", count=1000):
-                r.delete(k)
+    finally:  # each block's keys went with it (run_block)
         r.delete(incr_key)
         if backend is not None:
             backend.clear()
