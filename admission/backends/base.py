@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from admission.backends import inputs
+from admission.backends.fair import FAIR_FORGET_WT, decayed, fair_ok  # noqa: F401 - the stores' one import
 from capacity import periods
 from entitlements import reasons
 
@@ -84,11 +86,12 @@ class Share:
     `fair`: the pool's fair-share table, one entry per borrowing scope (`member`): its borrowed
     tokens in the window (each token counts e^(−age / window_s)), its `weight`, and until when it
     is active (`active_s` after its last borrowed attempt, admitted or refused).
-    The rule (`fair_ok`): the room borrowers contend for is what the active borrowers hold (their
-    borrowed tokens in the window) plus what is left to lend now (the pool above the reclaim margin,
-    within the lend bucket); a borrowed admission goes through only while the scope holds at most
-    its weight's share of it. Alone, a borrower may take all of it; while lendable room is plentiful
-    nobody is held back; when it is scarce, each active borrower gets room in proportion to its weight.
+    The rule (admission.backends.fair): the room borrowers contend for is what the active borrowers hold
+    (their borrowed tokens in the window) plus what is left to lend now (the pool above the reclaim
+    margin, within the lend bucket); beyond its weight's share of it a borrower is refused only while
+    the room it would take is owed to more-deserving active borrowers. Alone, a borrower may take all of
+    it; while lendable room is plentiful nobody is held back; when it is scarce, each active borrower
+    (one its own limit does not hold back) gets room in proportion to its weight.
     """
 
     lend: Bucket | None
@@ -97,23 +100,6 @@ class Share:
     weight: float
     window_s: float
     active_s: float
-
-
-def decayed(used: float, at: float, now: float, window_s: float) -> float:
-    """Borrowed tokens written at `at`, as they count at `now` (each decays by e^(−age / window)).
-    Mirrored by `decayed` in lua/reserve.lua."""
-    return used * math.exp(-(now - at) / window_s) if now > at else used
-
-
-# A fair-share entry no longer active and whose borrowed tokens decayed below this (wt) is dropped.
-FAIR_FORGET_WT = 1e-3
-
-
-def fair_ok(mine: float, weight: float, pie: float, weights: float) -> bool:
-    """The fair-share rule (issue 36.3): `mine` the scope's borrowed tokens in the window (decayed to
-    now), `pie` what the active borrowers (this one included) hold plus the lendable room left now,
-    `weights` their weights together. Mirrored in lua/reserve.lua."""
-    return mine * weights <= pie * weight
 
 
 @dataclass(frozen=True)
@@ -404,27 +390,31 @@ def decide(op: ReserveOp, own_l: float, pool_l: float, borrow_l: float) -> tuple
 
     Own-bucket admissions of lenders (reserved, shared) are never refused by the pool bucket
     unless supply is degraded; borrowers (and best_effort, which is never guaranteed) need pool
-    room above the reclaim margin, so a lender admitting at its rate always gets through.
+    room above the reclaim margin, so a lender admitting at its rate always gets through. Reads the
+    scope's inputs by the names reserve.lua reads them (admission.backends.inputs).
     """
-    c, s = op.cost, op.scope
-    pool_ok_for_borrow = room_above_margin(pool_l, c, s.margin)
-    borrow_reason = reasons.PLATFORM_CAPACITY if s.degraded else reasons.RECLAIMED
-    if s.traffic_class == RESERVED:
-        if s.degraded and pool_l - c < s.reserved_floor:
+    c, v = op.cost, inputs.of(op.scope)
+    pool_ok_for_borrow = room_above_margin(pool_l, c, v["margin"])
+    degraded = v["degraded"]
+    borrow_reason = reasons.PLATFORM_CAPACITY if degraded else reasons.RECLAIMED
+    cls = v["traffic_class"]
+    if cls == RESERVED:
+        if degraded and pool_l - c < v["reserved_floor"]:
             return "throttle", reasons.PLATFORM_CAPACITY, 0.0
         if own_l >= c:
             return "admit", "entitlement", 0.0
-        return "throttle", reasons.QUOTA_EXCEEDED, _wait(c - own_l, s.own.rate)
+        return "throttle", reasons.QUOTA_EXCEEDED, _wait(c - own_l, v["own_rate"])
     if own_l >= c:
-        if s.traffic_class == SHARED:
-            if s.degraded and pool_l - c < 0:
+        if cls == SHARED:
+            if degraded and pool_l - c < 0:
                 return "throttle", reasons.PLATFORM_CAPACITY, 0.0
             return "admit", "entitlement", 0.0
         return ("admit", "entitlement", 0.0) if pool_ok_for_borrow else ("throttle", borrow_reason, 0.0)
-    if s.borrow is None:
-        return "throttle", reasons.QUOTA_EXCEEDED, _wait(c - own_l, s.own.rate)
+    if v["borrow_depth"] <= 0:
+        return "throttle", reasons.QUOTA_EXCEEDED, _wait(c - own_l, v["own_rate"])
     if borrow_l < c:
-        return "throttle", reasons.QUOTA_EXCEEDED, _wait(c - max(own_l, borrow_l), s.own.rate + s.borrow.rate)
+        wait = _wait(c - max(own_l, borrow_l), v["own_rate"] + v["borrow_rate"])
+        return "throttle", reasons.QUOTA_EXCEEDED, wait
     if not pool_ok_for_borrow:
         return "throttle", borrow_reason, 0.0
     return "admit", "borrowed", 0.0

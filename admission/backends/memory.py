@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import takewhile
 
+from admission.backends import fair, inputs
 from admission.backends.base import (
     FAIR_FORGET_WT,
     SPILLABLE,
@@ -31,7 +32,6 @@ from admission.backends.base import (
     budget_units,
     decayed,
     decide,
-    fair_ok,
     has_rps,
     lender_split,
     lost_charges,
@@ -142,10 +142,11 @@ class MemoryBackend:
             scope = self._s.inflight.setdefault(s.inflight_key, {})
             # Expire on access: up to 16 of this scope's reservations past their TTL (at the cap, all).
             # Insertion order is expiry order (one TTL per scope), so the scan stops at the first live one.
-            at_cap = len(scope) >= s.max_concurrency
+            v = inputs.of(s)  # the scope's inputs by the names reserve.lua reads (inputs.py)
+            at_cap = len(scope) >= v["max_concurrency"]
             due = list(takewhile(lambda kv: kv[1] <= now, scope.items()))
             expired = [m for r, _ in (due if at_cap else due[:16]) if (m := self._expire_one(r))]
-            if len(scope) >= s.max_concurrency:
+            if len(scope) >= v["max_concurrency"]:
                 return self._throttle(op, "CONCURRENCY_LIMIT", 0.0, now, expired)
             charges = self._periods_now(op, now)  # period key, limit, end, used
             lim = s.limits
@@ -164,11 +165,11 @@ class MemoryBackend:
                         return self._throttle(
                             op, reasons.QUOTA_EXCEEDED, _wait(1 - rps_l, rq.rate), now, expired, "rps"
                         )
-            own_l = self._level(s.own.key, s.own.rate, s.own.depth, now)
-            pool_l = self._level(s.pool.key, s.pool.rate, s.pool.depth, now)
+            own_l = self._level(s.own.key, v["own_rate"], v["own_depth"], now)
+            pool_l = self._level(s.pool.key, v["pool_rate"], v["pool_depth"], now)
             b = s.borrow
             # Read only when the own bucket falls short, as the script does (decide() needs it only then).
-            bor_l = self._level(b.key, b.rate, b.depth, now) if b and own_l < op.cost else 0.0
+            bor_l = self._level(b.key, v["borrow_rate"], v["borrow_depth"], now) if b and own_l < op.cost else 0.0
             verdict, what, wait = decide(op, own_l, pool_l, bor_l)
             sh = s.share
             # Lending limits and fair share (issue 36.3, reserve.lua's twin): only where it borrows.
@@ -178,28 +179,28 @@ class MemoryBackend:
             fair_rec = None
             if verdict == "throttle":
                 if borrowing:
-                    self._fair_entry(op, now)
+                    self._fair_entry(op, now, bor_l)
                 return self._throttle(op, what, wait, now, expired, own_l=own_l)
             if what == "borrowed" and sh is not None:
-                room = pool_l - s.margin  # what borrowers may take: the pool above the reclaim margin...
+                room = pool_l - v["margin"]  # what borrowers may take: the pool above the reclaim margin...
                 lend = sh.lend
                 lend_l = 0.0
                 if lend is not None:  # ...and within the lenders' limits
-                    lend_l = self._level(lend.key, lend.rate, lend.depth, now)
+                    lend_l = self._level(lend.key, v["lend_rate"], v["lend_depth"], now)
                     if lend_l < op.cost:
-                        self._fair_entry(op, now)
-                        wait = _wait(op.cost - lend_l, lend.rate)  # until the lend bucket has room for it
+                        self._fair_entry(op, now, bor_l)
+                        wait = _wait(op.cost - lend_l, v["lend_rate"])  # until the lend bucket has room for it
                         return self._throttle(op, reasons.QUOTA_EXCEEDED, wait, now, expired, "lending", own_l)
                     room = min(room, lend_l)
-                mine, used, weights = self._fair_read(op, now)
-                if not fair_ok(mine, sh.weight, used + room, weights):
-                    self._fair_entry(op, now)
+                mine, used, weights, others = self._fair_read(op, now)
+                if not fair.fair_ok(mine, v["weight"], used + room, weights, room, op.cost, others):
+                    self._fair_entry(op, now, bor_l)
                     return self._throttle(op, reasons.QUOTA_EXCEEDED, 0.0, now, expired, "fair_share", own_l)
                 if lend is not None:
                     self._s.buckets[lend.key] = (lend_l - op.cost, now)
-                    lending = ((lend.key, lend.rate, lend.depth, op.cost),)
-                self._fair_entry(op, now, add=op.cost)
-                fair_rec = (sh.fair, sh.member, sh.weight, sh.window_s, op.cost, now)
+                    lending = ((lend.key, v["lend_rate"], v["lend_depth"], op.cost),)
+                self._fair_entry(op, now, bor_l - op.cost, add=op.cost)
+                fair_rec = (sh.fair, sh.member, v["weight"], v["window_s"], op.cost, now)
             elif what == "entitlement" and s.lends is not None:
                 lending = self._lender_charge(s.lends, op.cost, now)
             if what == "borrowed" and b is not None:
@@ -244,48 +245,57 @@ class MemoryBackend:
         self._s.buckets[lend.key] = (bounded(lend_l - (cost - x), lend.depth), now)
         return (*out, (lend.key, lend.rate, lend.depth, cost - x))
 
-    def _fair_settle(self, rec: tuple[str, str, float, float, float, float], back: float, now: float) -> None:
-        """Settle a borrowed reservation's count in the fair-share table (complete.lua's twin): `back`
-        as it would have counted had it been the estimate at reserve (decayed since), never below 0."""
+    def _fair_settle(self, rec: tuple[str, str, float, float, float, float], back: float, delta: float,
+                     now: float) -> None:  # fmt: skip
+        """Settle a borrowed reservation in the fair-share table (complete.lua's twin, fair.settled_entry):
+        `back` its count's share of the difference, `delta` the borrow bucket's."""
         fk, member, weight, window, _, at = rec
         table = self._s.fair.setdefault(fk, {})
-        u, t, w, until = table.get(member, (0.0, now, weight, now))
-        table[member] = [max(0.0, decayed(u, t, now, window) - decayed(back, at, now, window)), now, w, until]
+        entry = table.get(member, [0.0, now, weight, now])
+        table[member] = fair.settled_entry(entry, back, delta, at, now, window)
 
-    def _fair_read(self, op: ReserveOp, now: float) -> tuple[float, float, float]:
+    def _fair_read(self, op: ReserveOp, now: float) -> tuple[float, float, float, list[tuple[float, float, float]]]:
         """(this scope's borrowed tokens in the window, the active borrowers' together, their weights
-        together), this scope counted as active; entries neither active nor borrowing are dropped."""
+        together, (held, weight, can take) of each other active one), this scope counted as active
+        (fair.active); entries neither active nor borrowing are dropped (reserve.lua's fair_read)."""
         sh = op.scope.share
         assert sh is not None
+        v = inputs.of(op.scope)
+        window = v["window_s"]
         table = self._s.fair.get(sh.fair, {})
-        mine, used, weights = 0.0, 0.0, sh.weight
-        for member, (u, at, w, until) in list(table.items()):
-            got = decayed(u, at, now, sh.window_s)
-            if member == sh.member:
+        mine, used, weights = 0.0, 0.0, v["weight"]
+        others: list[tuple[float, float, float]] = []
+        for member, f in list(table.items()):
+            got = decayed(f[0], f[1], now, window)
+            if member == v["member"]:
                 mine = got
                 used += got
-            elif until > now:
+            elif fair.active(f, now):
                 used += got
-                weights += w
-            elif got < FAIR_FORGET_WT:
+                weights += f[2]
+                others.append((got, f[2], fair.can_take(f, now)))
+            elif f[3] <= now and got < FAIR_FORGET_WT:
                 del table[member]
-        return mine, used, weights
+        return mine, used, weights, others
 
-    def _fair_entry(self, op: ReserveOp, now: float, add: float = 0.0) -> None:
-        """Write this scope's entry: its borrowed tokens decayed to now plus `add`, active for active_s more."""
-        sh = op.scope.share
-        if sh is None:
+    def _fair_entry(self, op: ReserveOp, now: float, bor_l: float, add: float = 0.0) -> None:
+        """Write this scope's entry: its borrowed tokens decayed to now plus `add`, active for active_s more,
+        and its borrow bucket after this attempt (`bor_l`) with that bucket's rate, depth and this cost."""
+        if op.scope.share is None:
             return
-        table = self._s.fair.setdefault(sh.fair, {})
-        u, at, _, _ = table.get(sh.member, (0.0, now, sh.weight, 0.0))
-        table[sh.member] = [decayed(u, at, now, sh.window_s) + add, now, sh.weight, now + sh.active_s]
+        v = inputs.of(op.scope)
+        table = self._s.fair.setdefault(op.scope.share.fair, {})
+        got = table.get(v["member"])
+        u = decayed(got[0], got[1], now, v["window_s"]) if got is not None else 0.0
+        table[v["member"]] = [u + add, now, v["weight"], now + v["active_s"], bor_l, v["borrow_rate"],
+                              v["borrow_depth"], op.cost]  # fmt: skip
 
     def fair_state(self, fair_key: str, window_s: float) -> dict[str, tuple[float, float, bool]]:
-        """A pool's fair-share table now: member → (borrowed wt in the window, weight, active)."""
+        """A pool's fair-share table now: member → (borrowed wt in the window, weight, active: fair.active)."""
         with self._lock:
             now = self.clock()
-            return {m: (decayed(u, at, now, window_s), w, until > now)
-                    for m, (u, at, w, until) in self._s.fair.get(fair_key, {}).items()}  # fmt: skip
+            return {m: (decayed(f[0], f[1], now, window_s), f[2], fair.active(f, now))
+                    for m, f in self._s.fair.get(fair_key, {}).items()}  # fmt: skip
 
     def _periods_now(self, op: ReserveOp, now: float) -> list[tuple[str, float, float, float]]:
         """The period buckets in force at `now`: (key, limit, end, used) each (reserve.lua's periods_now)."""
@@ -394,7 +404,7 @@ class MemoryBackend:
                     back = settled_part(delta, r.est, part)
                     self._s.buckets[key] = (bounded(self._level(key, rate, depth, now) + back, depth), now)
                 if r.fair is not None:
-                    self._fair_settle(r.fair, settled_part(delta, r.est, r.fair[4]), now)
+                    self._fair_settle(r.fair, settled_part(delta, r.est, r.fair[4]), delta, now)
             if r.budget is not None:
                 unit, units, periods = r.budget
                 back = units - budget_units(unit, actual, op.prompt_tokens, output)

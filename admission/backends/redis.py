@@ -28,6 +28,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from admission import keys
+from admission.backends import fair, inputs
 from admission.backends.base import (
     Answer,
     Bucket,
@@ -46,7 +47,6 @@ from admission.backends.base import (
 )
 from admission.backends.breaker import Breaker
 from admission.backends.connections import BoundedConnections, Exhausted
-from entitlements import reasons
 
 LUA = Path(__file__).with_name("lua")
 _DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
@@ -65,7 +65,9 @@ POOL_SIZE = 64  # connections per process (ADMISSION_REDIS_MAX_CONNECTIONS)
 
 
 def _script(name: str) -> str:
-    return (LUA / "lib.lua").read_text() + "\n" + (LUA / f"{name}.lua").read_text()
+    """lib.lua, then for the reserve its generated preamble (the inputs by name), then the operation."""
+    pre = inputs.lua_preamble() if name == "reserve" else ""
+    return (LUA / "lib.lua").read_text() + "\n" + pre + (LUA / f"{name}.lua").read_text()
 
 
 class _Script:
@@ -257,33 +259,12 @@ class RedisBackend:
         return keys.record(tag or self.prefix, reservation_id)
 
     def _static_args(self, s: Scope) -> tuple[int, bytes]:
-        """The scope's values as reserve.lua reads them (ARGV 5–31), formatted once per snapshot."""
+        """The scope's values in the inputs table's order (inputs.STATIC), packed once per snapshot."""
         got = self._static.get(s)
         if got is None:
-            b = s.borrow
-            bor = (b.rate, b.depth) if b else (0.0, 0.0)
-            d = s.retry_defaults
-            middle = [s.inflight_key, s.own.key, repr(s.own.rate), repr(s.own.depth),
-                      s.pool.key, repr(s.pool.rate), repr(s.pool.depth), repr(s.w_out), repr(s.w_cached), str(s.max_output)]  # fmt: skip
-            borrowed = [*middle[:1], b.key, repr(b.rate), repr(b.depth), *middle[4:]] if b else middle
-            vals = [
-                s.traffic_class, s.max_concurrency, repr(s.own.rate), repr(s.own.depth),
-                repr(s.pool.rate), repr(s.pool.depth), repr(bor[0]), repr(bor[1]), repr(s.margin),
-                "1" if s.degraded else "0", repr(s.reserved_floor), _ttl(s.ttl_s), math.ceil(s.ttl_s) + s.idem_ttl_s,
-                d[reasons.CONCURRENCY_LIMIT], d[reasons.RECLAIMED], d[reasons.PLATFORM_CAPACITY],
-                "\t".join(middle), "\t".join(borrowed),
-            ]  # fmt: skip
-            sh, lends = s.share, s.lends  # ARGV 23-31: lending limits and fair share (issue 36.3)
-            ln = _lend_of(s)
-            vals += [repr(ln.rate) if ln else "0", repr(ln.depth) if ln else "0"]
-            if sh is None:
-                vals += ["0", "", "60", "0"]
-            else:
-                vals += [repr(sh.weight), sh.member, repr(sh.window_s), repr(sh.active_s)]
-            kb = lends.keep if lends else None
-            vals += ["1" if lends else "0", repr(kb.rate) if kb else "0", repr(kb.depth) if kb else "0"]
+            vals = inputs.static_wire(s)
             # Packed as RESP once (count, blob): each call packs only its own few values in front of it.
-            packed = pack_command(tuple(str(v).encode() for v in vals))  # type: ignore[arg-type]  # stub: 1-tuple
+            packed = pack_command(tuple(v.encode() for v in vals))  # type: ignore[arg-type]  # stub: 1-tuple
             got = self._static[s] = (len(vals), packed.split(b"\r\n", 1)[1])
         return got
 
@@ -470,15 +451,13 @@ class RedisBackend:
 
     def fair_state(self, fair_key: str, window_s: float) -> dict[str, tuple[float, float, bool]]:
         """A pool's fair-share table now (issue 36.3): member → (borrowed wt in the window, weight,
-        active), decayed to Redis' clock."""
-        from admission.backends.base import decayed
-
+        active: fair.active), decayed to Redis' clock."""
         sec, us = self.client.time()
         now = sec + us / 1e6
         out: dict[str, tuple[float, float, bool]] = {}
         for m, raw in self.client.hgetall(fair_key).items():
-            u, at, w, until = (float(x) for x in _s(raw).split("|"))
-            out[_s(m)] = (decayed(u, at, now, window_s), w, until > now)
+            f = [float(x) for x in _s(raw).split("|")]
+            out[_s(m)] = (fair.decayed(f[0], f[1], now, window_s), f[2], fair.active(f, now))
         return out
 
     def level(self, bucket_key: str) -> float | None:

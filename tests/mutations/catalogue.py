@@ -82,9 +82,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "M4",
         "reserve.lua: Redis' clock picks the period bucket a reserve charges (previous / current / next)",
         "admission/backends/lua/reserve.lua",
-        "    if now < s1 then kend = ARGV[a + 2]\n    elseif now < e1 then k = k + 1\n"
-        "    else k, kend = k + 2, ARGV[a + 4] end\n",
-        "    k = k + 1\n",
+        "    if now < p.start then kend = p.start_s\n    elseif now < p.stop then k, kend = p.keys[2], p.stop_s\n"
+        "    else k, kend = p.keys[3], p.next_stop end\n",
+        "    k = p.keys[2]\n",
         PERIOD,
         support=(ADM + "test_budget_contract.py",),
     ),

@@ -131,17 +131,27 @@ if lent and delta ~= 0 and est > 0 then
     local fk, member, window, at = lent[b], lent[b + 1], tonumber(lent[b + 3]), tonumber(lent[b + 5])
     local back = delta * tonumber(lent[b + 4]) / est
     if now > at then back = back * math.exp(-(now - at) / window) end
-    local u, w, untl = 0, lent[b + 2], now_str
+    local g = {'0', now_str, lent[b + 2], now_str}
     local got = redis.call('HGET', fk, member)
     if got then
-      local g = {}
+      g = {}
       for v in string.gmatch(got, '[^|]+') do g[#g + 1] = v end
-      u, w, untl = tonumber(g[1]), g[3], g[4]
-      if now > tonumber(g[2]) then u = u * math.exp(-(now - tonumber(g[2])) / window) end
     end
+    local u = tonumber(g[1])
+    if now > tonumber(g[2]) then u = u * math.exp(-(now - tonumber(g[2])) / window) end
     u = u - back
     if u < 0 then u = 0 end
-    redis.call('HSET', fk, member, num(u) .. '|' .. now_str .. '|' .. w .. '|' .. untl)
+    if g[8] then
+      -- Its borrow bucket (the one this reservation charged) as it is now: refilled since the entry was
+      -- written and settled by the same delta (fair.settled_entry, memory.py's twin).
+      local bd = tonumber(g[7])
+      local bl = tonumber(g[5]) + tonumber(g[6]) * math.max(0, now - tonumber(g[2]))
+      if bl > bd then bl = bd end
+      g[5] = num(bounded(bl + delta, bd))
+    end
+    -- The other fields (weight, active until, its rate, depth and last cost: fair.py) stay.
+    g[1], g[2] = num(u), now_str
+    redis.call('HSET', fk, member, table.concat(g, '|'))
   end
 end
 if f[15] and f[15] ~= '' then

@@ -1,51 +1,30 @@
--- KEYS: 1 record (reservation + idempotency), 2 own bucket, 3 pool bucket, 4 borrow bucket,
---       5 in-flight zset, 6 the pool's set of in-flight zsets (what its sweep walks). All under the
---       pool's hash tag (admission.keys); no key is built here (Redis Cluster).
+-- Inputs by name (admission/backends/inputs.py: the table, and the preamble that reads them, which
+-- redis.py prepends): A.<name> the arguments, K.<name> the keys, all under the pool's hash tag (no key is
+-- built here: Redis Cluster). K: record (reservation + idempotency), own / pool / borrow buckets,
+-- inflight (zset), inflight_sets (what the pool's sweep walks), lend (the pool's lend bucket), fair (the
+-- pool's fair-share table: member → 'borrowed|at|weight|active until|borrow level|borrow rate|borrow
+-- depth|cost', admission.backends.fair), rq (request rate), keep (a limited lender's keep-back bucket,
+-- always the last key); A.periods: per period budget its limit, start, stop, next_stop and three keys
+-- (the previous, current and next period's: this script's clock picks one).
 -- Reply: {answer, 0 new | 1 replay | 2 replay of a settled one, in flight after an admit (else 0),
---        ids of this scope's reservations past their TTL...}; a replay replies {answer, 1 | 2} only.
+--        remaining quota ('' when not wanted), ids of this scope's reservations past their TTL...}.
 --        The caller settles those ids (expire.lua: their records are not this script's keys).
--- ARGV: 1 the revocation-epoch check (lib.lua: epoch_stale; reply {'E', epoch} when stale), 2 reservation id, 3 cost, 4 meta, then the scope's static values
---       (redis.py: _static): 5 class, 6 max concurrency, 7-8 own rate/depth, 9-10 pool rate/depth,
---       11-12 borrow rate/depth (0: may not borrow), 13 margin, 14 degraded '1'/'0', 15 reserved
---       floor, 16 ttl (whole seconds as an integer), 17 record ttl, 18-20 retry for CONCURRENCY_LIMIT, RECLAIMED,
---       PLATFORM_CAPACITY, 21 / 22 the record's static middle (ik … mo, see lib.lua) when the own /
---       borrow bucket pays.
--- Lending and fair share (issue 36.3; base.Share): KEYS 7 the pool's lend bucket, 8 the pool's
---       fair-share table (a hash: member → 'borrowed|at|weight|active until'); ARGV 23-24 lend
---       rate/depth (depth 0: no lender limits lending), 25 weight (0: this scope does not borrow),
---       26 this scope's member name, 27 the window (s), 28 how long a borrowed attempt keeps it active (s),
---       29 '1' when its own admissions charge the lend bucket (base.Lends; KEYS 7, ARGV 23-24), 30-31
---       its keep-back bucket's rate/depth (depth 0: no lending limit; else it is the LAST key).
--- With budgets or a request rate (issue 23; redis.py: _limit_args), KEYS 9 the request-rate
---       bucket, then per period its previous, current and next key (the caller's candidates around
---       its own clock: this script's clock picks one); ARGV 32 unit, 33 the estimate in that unit,
---       34-35 request rate/burst (depth 0: none), 36 number of periods, then per period its limit,
---       the current period's start and end and the next one's end.
--- The last ARGV is '1' when the caller wants the remaining quota (docs/contract.md §5: reply 4, see quota()
---       below), '0' when not; it follows the budgets' values when there are any.
--- Mirrors base.decide().
-local stale = epoch_stale(ARGV[1])
+-- Mirrors base.decide() and memory.py.
+local stale = epoch_stale(A.epoch)
 if stale then return {'E', stale} end
--- The last ARGV's first character: '1' for the remaining quota; its second '1' when a spill may follow
--- (issue 36.1, base.ReserveOp.overflow).
-local want_q = string.sub(ARGV[#ARGV], 1, 1) == '1'
-local spill_ok = string.sub(ARGV[#ARGV], 2, 2) == '1'
-local lim = nil
-if #ARGV > 32 then lim = ARGV[32] end
-local prev = redis.call('GET', KEYS[1])
+local want_q, spill_ok, lim = A.want_quota, A.spill_ok, A.limited
+local prev = redis.call('GET', K.record)
 
 -- The period buckets in force by Redis' clock: {key, limit, end, used} per period (the caller
 -- passed the previous, current and next period's keys and boundaries).
 local function periods_now(now)
   local got = {}
-  for i = 1, tonumber(ARGV[36]) do
-    local a, k = 36 + (i - 1) * 4, 10 + (i - 1) * 3
-    local s1, e1 = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-    local kend = ARGV[a + 3]
-    if now < s1 then kend = ARGV[a + 2]
-    elseif now < e1 then k = k + 1
-    else k, kend = k + 2, ARGV[a + 4] end
-    got[#got + 1] = {KEYS[k], ARGV[a + 1], kend, tonumber(redis.call('GET', KEYS[k]) or '0')}
+  for _, p in ipairs(A.periods) do
+    local k, kend = p.keys[1], p.start_s
+    if now < p.start then kend = p.start_s
+    elseif now < p.stop then k, kend = p.keys[2], p.stop_s
+    else k, kend = p.keys[3], p.next_stop end
+    got[#got + 1] = {k, p.limit_s, kend, tonumber(redis.call('GET', k) or '0')}
   end
   return got
 end
@@ -86,13 +65,13 @@ end
 -- a replay).
 local function quota(now, now_str, own_l, rq_l, charges, units)
   if not want_q then return '' end
-  local own_r, own_d = tonumber(ARGV[7]), tonumber(ARGV[8])
-  if not own_l then own_l = level(KEYS[2], own_r, own_d, now) end
+  local own_r, own_d = A.own_rate, A.own_depth
+  if not own_l then own_l = level(K.own, own_r, own_d, now) end
   local q = whole(own_l) .. '|' .. to_full(own_l, own_r, own_d) .. '|'
   if not lim then return q .. now_str end
-  local rr, rdep = tonumber(ARGV[34]), tonumber(ARGV[35])
+  local rr, rdep = A.rq_rate, A.rq_depth
   if rdep > 0 then
-    if not rq_l then rq_l = level(KEYS[9], rr, rdep, now) end
+    if not rq_l then rq_l = level(K.rq, rr, rdep, now) end
     q = q .. whole(rq_l) .. '|' .. to_full(rq_l, rr, rdep) .. '|'
   end
   for _, ch in ipairs(charges or periods_now(now)) do
@@ -113,7 +92,7 @@ if prev then
   return {answer_of(prev), 1, 0, q}
 end
 
-local c, cls = tonumber(ARGV[3]), ARGV[5]
+local c, cls = A.cost, A.traffic_class
 local now, now_str, sec, frac = clock()
 local out = {'', 0, 0, ''}
 local q_own, q_rq, q_charges = nil, nil, nil  -- what quota() need not read again
@@ -126,14 +105,14 @@ local function throttle(reason, ra, limit)
     -- The hand-off marker lives as long as an admit's record, so every retry of this request goes to
     -- the spill call (spill.lua, on the target pool's tag), which decides it once; nothing is charged here.
     ans = 'S' .. string.sub(ans, 2)
-    redis.call('SET', KEYS[1], ans, 'EX', ARGV[17])
+    redis.call('SET', K.record, ans, 'EX', A.record_ttl)
     out[1] = ans
     out[4] = quota(now, now_str, q_own, q_rq, q_charges)
     return out
   end
   -- Replayed for its wait, at most an hour: a BUDGET_EXHAUSTED may advise days, and a record per
   -- refused request must not live that long (nor hide a budget raised meanwhile from a retry).
-  redis.call('SET', KEYS[1], ans, 'EX', math.max(1, math.min(3600, tonumber(ra))))
+  redis.call('SET', K.record, ans, 'EX', math.max(1, math.min(3600, tonumber(ra))))
   out[1] = ans
   out[4] = quota(now, now_str, q_own, q_rq, q_charges)
   return out
@@ -149,18 +128,17 @@ end
 -- Expire on access: a reservation past its TTL no longer holds a slot (only live ones count), and
 -- up to 16 of them are handed to the caller, which settles them at once (expire.lua), so a scope
 -- with traffic needs no beat to free its slots; the pool's sweep settles any the caller did not.
-local cap = tonumber(ARGV[6])
-local live = redis.call('ZCOUNT', KEYS[5], '(' .. now_str, '+inf')
-local due = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now_str, 'LIMIT', 0, 16)
+local live = redis.call('ZCOUNT', K.inflight, '(' .. now_str, '+inf')
+local due = redis.call('ZRANGEBYSCORE', K.inflight, '-inf', now_str, 'LIMIT', 0, 16)
 for _, id in ipairs(due) do out[#out + 1] = id end
-if live >= cap then return throttle('CONCURRENCY_LIMIT', ARGV[18]) end
+if live >= A.max_concurrency then return throttle('CONCURRENCY_LIMIT', A.retry_concurrency) end
 
 -- Period budgets, then the request rate, then the token rate (mirrored by memory.py). A period
 -- bucket holds what was spent under a key named for its period: it resets by key change at the
 -- boundary and never refills in between.
 local units, charges, rq_l = 0, {}, nil
 if lim then
-  units = tonumber(ARGV[33])
+  units = A.units
   local untl = 0
   charges = periods_now(now)
   q_charges = charges
@@ -168,62 +146,93 @@ if lim then
     if ch[4] + units > tonumber(ch[2]) and tonumber(ch[3]) > untl then untl = tonumber(ch[3]) end
   end
   if untl > 0 then return throttle('BUDGET_EXHAUSTED', math.max(1, math.ceil(untl - now))) end
-  local rr, rdep = tonumber(ARGV[34]), tonumber(ARGV[35])
+  local rr, rdep = A.rq_rate, A.rq_depth
   if rdep > 0 then
-    rq_l = level(KEYS[9], rr, rdep, now)
+    rq_l = level(K.rq, rr, rdep, now)
     q_rq = rq_l
     if rq_l < 1 then return quota_exceeded(1 - rq_l, rr, 'rps') end
   end
 end
 
-local own_r, own_d = tonumber(ARGV[7]), tonumber(ARGV[8])
-local pool_r, pool_d = tonumber(ARGV[9]), tonumber(ARGV[10])
-local own_l = level(KEYS[2], own_r, own_d, now)
-local pool_l = level(KEYS[3], pool_r, pool_d, now)
+local own_r, own_d = A.own_rate, A.own_depth
+local pool_d = A.pool_depth
+local own_l = level(K.own, own_r, own_d, now)
+local pool_l = level(K.pool, A.pool_rate, pool_d, now)
 q_own = own_l
-local degraded = ARGV[14] == '1'
-local bor_reason, bor_retry = 'RECLAIMED', ARGV[19]
-if degraded then bor_reason, bor_retry = 'PLATFORM_CAPACITY', ARGV[20] end
-local pool_ok = room_above_margin(pool_l, c, tonumber(ARGV[13]))
+local degraded = A.degraded
+local bor_reason, bor_retry = 'RECLAIMED', A.retry_reclaimed
+if degraded then bor_reason, bor_retry = 'PLATFORM_CAPACITY', A.retry_platform end
+local pool_ok = room_above_margin(pool_l, c, A.margin)
 
--- Borrowed tokens written at `at` as they count at `now` (base.decayed).
+-- Borrowed tokens written at `at` as they count at `now` (fair.decayed).
 local function decayed(u, at, now)
-  if now > at then return u * math.exp(-(now - at) / tonumber(ARGV[27])) end
+  if now > at then return u * math.exp(-(now - at) / A.window_s) end
   return u
 end
 
--- The pool's fair-share table: → this scope's borrowed tokens in the window, the active
--- borrowers' together and their weights together (this scope counted as active); entries neither
--- active nor borrowing are dropped (memory.py: _fair_read).
-local function fair_read(now)
-  local all = redis.call('HGETALL', KEYS[8])
-  local mine, used, weights = 0, 0, tonumber(ARGV[25])
-  for i = 1, #all, 2 do
-    local f = {}
-    for v in string.gmatch(all[i + 1], '[^|]+') do f[#f + 1] = tonumber(v) end
-    local got = decayed(f[1], f[2], now)
-    if all[i] == ARGV[26] then
-      mine = got
-      used = used + got
-    elseif f[4] > now then
-      used = used + got
-      weights = weights + f[3]
-    elseif got < 1e-3 then redis.call('HDEL', KEYS[8], all[i]) end
-  end
-  return mine, used, weights
+local function fields(raw)
+  local f = {}
+  for v in string.gmatch(raw, '[^|]+') do f[#f + 1] = tonumber(v) end
+  return f
 end
 
--- This scope's entry: its borrowed tokens decayed to now plus `add`, active for ARGV[28] s more.
-local function fair_put(now, now_str, add)
+-- What an entry's own borrowing limit lets it take now (fair.can_take; an entry without those fields,
+-- written before issue 48.3: unlimited).
+local function can_take(f, now)
+  if not f[8] then return math.huge end
+  local l = f[5] + f[6] * math.max(0, now - f[2])
+  if l > f[7] then l = f[7] end
+  return l
+end
+
+-- The pool's fair-share table (fair.py; memory.py: _fair_read): → this scope's borrowed tokens in the
+-- window, the active borrowers' together, their weights together (this scope counted as active), and
+-- {held, weight, can take} of each other active one. A borrower counts as active while its entry is
+-- recent and its own limit would let it take what it last asked; entries neither active nor borrowing
+-- are dropped.
+local function fair_read(now)
+  local all = redis.call('HGETALL', K.fair)
+  local mine, used, weights, others = 0, 0, A.weight, {}
+  for i = 1, #all, 2 do
+    local f = fields(all[i + 1])
+    local got = decayed(f[1], f[2], now)
+    if all[i] == A.member then
+      mine = got
+      used = used + got
+    elseif f[4] > now and (not f[8] or can_take(f, now) >= f[8]) then
+      used = used + got
+      weights = weights + f[3]
+      others[#others + 1] = {got, f[3], can_take(f, now)}
+    elseif f[4] <= now and got < 1e-3 then redis.call('HDEL', K.fair, all[i]) end
+  end
+  return mine, used, weights, others
+end
+
+-- fair.fair_ok: within its share, or what it takes leaves the more-deserving ones what they are owed.
+local function fair_ok(mine, pie, weights, room, others)
+  local w = A.weight
+  if mine * weights <= pie * w then return true end
+  local need = 0
+  for _, o in ipairs(others) do
+    if o[1] * w < mine * o[2] then
+      need = need + math.min(math.max(0, o[2] * pie / weights - o[1]), o[3])
+    end
+  end
+  return room - c >= need
+end
+
+-- This scope's entry: its borrowed tokens decayed to now plus `add`, active for A.active_s more, and
+-- what its own borrow bucket holds after this attempt (`bl`), with its rate, depth and this cost.
+local function fair_put(now, now_str, add, bl)
   local u = 0
-  local got = redis.call('HGET', KEYS[8], ARGV[26])
+  local got = redis.call('HGET', K.fair, A.member)
   if got then
-    local f = {}
-    for v in string.gmatch(got, '[^|]+') do f[#f + 1] = tonumber(v) end
+    local f = fields(got)
     u = decayed(f[1], f[2], now)
   end
-  redis.call('HSET', KEYS[8], ARGV[26], num(u + add) .. '|' .. now_str .. '|' .. ARGV[25] .. '|' ..
-    num(now + tonumber(ARGV[28])))
+  redis.call('HSET', K.fair, A.member, num(u + add) .. '|' .. now_str .. '|' .. A.weight_s .. '|' ..
+    num(now + A.active_s) .. '|' .. num(bl) .. '|' .. num(A.borrow_rate) .. '|' .. num(A.borrow_depth) ..
+    '|' .. A.cost_s)
 end
 
 local source, bor_l, lend_l
@@ -231,85 +240,86 @@ local source, bor_l, lend_l
 -- 'n|n × (key|rate|depth|wt)' and, for a borrowed one, 'table|member|weight|window|wt|when'.
 local lent = nil
 if cls == 'reserved' then
-  if degraded and pool_l - c < tonumber(ARGV[15]) then return throttle('PLATFORM_CAPACITY', ARGV[20]) end
+  if degraded and pool_l - c < A.reserved_floor then return throttle('PLATFORM_CAPACITY', A.retry_platform) end
   if own_l < c then return quota_exceeded(c - own_l, own_r) end
   source = 'entitlement'
 elseif own_l >= c then
   if cls == 'shared' then
-    if degraded and pool_l - c < 0 then return throttle('PLATFORM_CAPACITY', ARGV[20]) end
+    if degraded and pool_l - c < 0 then return throttle('PLATFORM_CAPACITY', A.retry_platform) end
   elseif not pool_ok then
     return throttle(bor_reason, bor_retry)
   end
   source = 'entitlement'
 else
-  local bor_r, bor_d = tonumber(ARGV[11]), tonumber(ARGV[12])
+  local bor_r, bor_d = A.borrow_rate, A.borrow_depth
   if bor_d <= 0 then return quota_exceeded(c - own_l, own_r) end
-  bor_l = level(KEYS[4], bor_r, bor_d, now)  -- read only now: decide() needs it only here
+  bor_l = level(K.borrow, bor_r, bor_d, now)  -- read only now: decide() needs it only here
   if bor_l < c then return quota_exceeded(c - math.max(own_l, bor_l), own_r + bor_r) end
-  -- Lending limits and fair share (issue 36.3, mirrored by memory.py): every borrowed attempt
-  -- keeps the scope active; the fair-share rule is base.fair_ok.
-  local fw = tonumber(ARGV[25])
+  -- Lending limits and fair share (issues 36.3, 48.3; mirrored by memory.py): every borrowed attempt
+  -- its own limit lets through keeps the scope active; the fair-share rule is fair.fair_ok.
+  local fw = A.weight
   if not pool_ok then
-    if fw > 0 then fair_put(now, now_str, 0) end
+    if fw > 0 then fair_put(now, now_str, 0, bor_l) end
     return throttle(bor_reason, bor_retry)
   end
   if fw > 0 then
-    local room = pool_l - tonumber(ARGV[13])
-    local lr, ld = tonumber(ARGV[23]), tonumber(ARGV[24])
+    local room = pool_l - A.margin
+    local ld = A.lend_depth
     if ld > 0 then
-      lend_l = level(KEYS[7], lr, ld, now)
+      lend_l = level(K.lend, A.lend_rate, ld, now)
       if lend_l < c then
-        fair_put(now, now_str, 0)
-        return quota_exceeded(c - lend_l, lr, 'lending')  -- borrowing used up: the lenders' limits
+        fair_put(now, now_str, 0, bor_l)
+        return quota_exceeded(c - lend_l, A.lend_rate, 'lending')  -- borrowing used up: the lenders' limits
       end
       if lend_l < room then room = lend_l end
     end
-    local mine, used, weights = fair_read(now)
-    if mine * weights > (used + room) * fw then
-      fair_put(now, now_str, 0)
-      return quota_exceeded(0, 1, 'fair_share')  -- its share of the contended room used up: retry in 1 s
+    local mine, used, weights, others = fair_read(now)
+    if not fair_ok(mine, used + room, weights, room, others) then
+      fair_put(now, now_str, 0, bor_l)
+      return quota_exceeded(0, 1, 'fair_share')  -- room owed to more-deserving borrowers: retry in 1 s
     end
     lent = '0|'
     if ld > 0 then
-      put(KEYS[7], lend_l - c, now_str)
-      lent = '1|' .. KEYS[7] .. '|' .. ARGV[23] .. '|' .. ARGV[24] .. '|' .. ARGV[3] .. '|'
+      put(K.lend, lend_l - c, now_str)
+      lent = '1|' .. K.lend .. '|' .. A.lend_rate_s .. '|' .. A.lend_depth_s .. '|' .. A.cost_s .. '|'
     end
-    fair_put(now, now_str, c)
-    lent = lent .. KEYS[8] .. '|' .. ARGV[26] .. '|' .. ARGV[25] .. '|' .. ARGV[27] .. '|' .. ARGV[3] .. '|' .. now_str
+    fair_put(now, now_str, c, bor_l - c)
+    lent = lent .. K.fair .. '|' .. A.member .. '|' .. A.weight_s .. '|' .. A.window_s_s .. '|' .. A.cost_s ..
+      '|' .. now_str
   end
   source = 'borrowed'
 end
 
 -- An own admission where lenders limit lending (base.Lends, memory.py's _lender_charge): the keep-back
 -- pays first (base.lender_split), the lend bucket the rest; never a refusal, debt bounded at one depth.
-if source == 'entitlement' and ARGV[29] == '1' then
-  local lr, ld, kd, x = tonumber(ARGV[23]), tonumber(ARGV[24]), tonumber(ARGV[31]), 0
+if source == 'entitlement' and A.lender_charges then
+  local lr, ld, kd, x = A.lend_rate, A.lend_depth, A.keep_depth, 0
   lent = '1|'
   if kd > 0 then
-    local keep_l = level(KEYS[#KEYS], tonumber(ARGV[30]), kd, now)
+    local keep_l = level(K.keep, A.keep_rate, kd, now)
     if keep_l > 0 then x = math.min(c, keep_l) end
-    put(KEYS[#KEYS], keep_l - x, now_str)
-    lent = '2|' .. KEYS[#KEYS] .. '|' .. ARGV[30] .. '|' .. ARGV[31] .. '|' .. num(x) .. '|'
+    put(K.keep, keep_l - x, now_str)
+    lent = '2|' .. K.keep .. '|' .. A.keep_rate_s .. '|' .. A.keep_depth_s .. '|' .. num(x) .. '|'
   end
-  put(KEYS[7], bounded(level(KEYS[7], lr, ld, now) - (c - x), ld), now_str)
-  lent = lent .. KEYS[7] .. '|' .. ARGV[23] .. '|' .. ARGV[24] .. '|' .. num(c - x)
+  put(K.lend, bounded(level(K.lend, lr, ld, now) - (c - x), ld), now_str)
+  lent = lent .. K.lend .. '|' .. A.lend_rate_s .. '|' .. A.lend_depth_s .. '|' .. num(c - x)
 end
 
-local static = ARGV[21]
+local static = A.record_own
 if source == 'borrowed' then
-  static = ARGV[22]
-  put(KEYS[4], bor_l - c, now_str)
-  put(KEYS[2], own_l, now_str)
+  static = A.record_borrowed
+  put(K.borrow, bor_l - c, now_str)
+  put(K.own, own_l, now_str)
 else
-  put(KEYS[2], own_l - c, now_str)
+  put(K.own, own_l - c, now_str)
 end
-put(KEYS[3], bounded(pool_l - c, pool_d), now_str)  -- lenders may take the pool into debt, one depth at most
+put(K.pool, bounded(pool_l - c, pool_d), now_str)  -- lenders may take the pool into debt, one depth at most
 
 -- The budgets charged, for complete.lua: unit|units|key|limit|end per period (appended to the record).
 local bud = ''
 if lim then
-  if rq_l then put(KEYS[9], rq_l - 1, now_str) end
-  local parts = {ARGV[32], ARGV[33]}
+  if rq_l then put(K.rq, rq_l - 1, now_str) end
+  local parts = {A.unit, A.units_s}
   for _, ch in ipairs(charges) do
     -- Kept a day past its boundary (the statement may still read it), then gone.
     redis.call('SET', ch[1], num(ch[4] + units), 'EXAT', math.ceil(tonumber(ch[3])) + 86400)
@@ -323,17 +333,17 @@ if lent then
 end
 
 local expires
-if string.find(ARGV[16], '^%d+$') then expires = (sec + ARGV[16]) .. frac  -- whole seconds: no float to format
-else expires = num(now + tonumber(ARGV[16])) end
-local ans = 'A|' .. ARGV[2] .. '|' .. ARGV[3] .. '|' .. source .. '|' .. expires
+if string.find(A.ttl, '^%d+$') then expires = (sec + A.ttl) .. frac  -- whole seconds: no float to format
+else expires = num(now + tonumber(A.ttl)) end
+local ans = 'A|' .. A.rid .. '|' .. A.cost_s .. '|' .. source .. '|' .. expires
 -- The record's meta says a borrowed admission is one, so its complete or expiry event is counted as
 -- borrowed (base.borrowed_meta is the in-process twin).
-local meta = ARGV[4]
+local meta = A.meta
 if source == 'borrowed' then meta = string.sub(meta, 1, -2) .. ',"source_kind":"borrowed"}' end
-redis.call('SET', KEYS[1], 'open\t' .. ans .. '\t' .. static .. '\t' .. ARGV[3] .. '\t' .. meta .. bud,
-  'EX', ARGV[17])
-redis.call('SADD', KEYS[6], KEYS[5])  -- every non-empty in-flight zset is listed (a no-op once it is)
-redis.call('ZADD', KEYS[5], expires, ARGV[2])
+redis.call('SET', K.record, 'open\t' .. ans .. '\t' .. static .. '\t' .. A.cost_s .. '\t' .. meta .. bud,
+  'EX', A.record_ttl)
+redis.call('SADD', K.inflight_sets, K.inflight)  -- every non-empty in-flight zset is listed (a no-op once it is)
+redis.call('ZADD', K.inflight, expires, A.rid)
 out[1] = ans
 out[3] = live + 1  -- the scope's reservations in flight now: the live ones and this one
 local own_after = own_l - c
