@@ -39,6 +39,7 @@ from admission import atlas_carry, budgets, scope_sums, snapshot_delta, snapshot
 from admission import snapshot_reads as rd
 from admission.backends import get_backend
 from admission.budgets import LimitSpec
+from admission.scope_table import derive as derive_table
 from admission.snapshot_reads import EntRow, PoolBase
 from admission.snapshot_types import PoolParams, ScopeParams, Snapshot
 
@@ -408,7 +409,7 @@ def build(now: datetime | None = None, version: int = 0) -> Snapshot:
     """A whole snapshot read afresh, outside the process's cache (bench/scale.py times this)."""
     t = now or timezone.now()
     bases = snapshot_reads.pool_rows()
-    d = _with_spill(_Derived(*scope_sums.derive(scope_sums.read(t), t.timestamp())), spill_params.read(t), t)
+    d = _with_spill(_Derived(*derive_table(scope_sums.read(t), t.timestamp())), spill_params.read(t), t)
     pools = derive_pools(bases, snapshot_reads.health_rows([b.pool_id for b in bases]), d)
     return Snapshot(d.scopes, pools, frozenset((b.model, b.region) for b in bases), float("inf"), version)
 

@@ -6,7 +6,7 @@ Rows are grouped by scope, pool and window (starts, ends): a scope can span pool
 are per row's pool), and a group starts and ends as one row would, so when a window starts or ends
 the held groups are derived again without a query. Entitlements sold together share a window, so
 groups are far fewer than rows. `read(t, scopes)` re-sums only the given scopes (issue 35.2: the
-incremental refresh after a write, admission.scope_table). `derive` gives the same result as
+incremental refresh after a write). admission.scope_table.derive gives the same result as
 admission.params.derive_scopes over entitlement_rows (the row-by-row specification, tested equal on a
 varied fixture): rates and
 borrowing add up, the envelope is the widest, concurrency adds up, the scope names its lowest-pk
@@ -24,7 +24,6 @@ from django.db import connection
 from django.db.models import Q
 
 from admission.snapshot_reads import Epoch
-from admission.snapshot_types import ScopeParams
 from entitlements.models import Entitlement
 
 Key = tuple[str, str, str, str, str]
@@ -147,17 +146,3 @@ def canonical_uuid(u: str) -> str:
     if len(u) == 32:
         return f"{u[:8]}-{u[8:12]}-{u[12:16]}-{u[16:20]}-{u[20:]}"
     return str(UUID(u))
-
-
-def derive(
-    sums: Sums, t: float
-) -> tuple[dict[Key, ScopeParams], dict[int, float], dict[int, float], float | None, dict[int, float]]:
-    """At epoch second t: (scopes, reserved wt/s per pool, sold CU per pool, the next start or end,
-    wt/s lenders keep back from borrowers per pool: issue 36.3). The whole table at once: the same
-    per-scope derivation (admission.scope_table) an incremental refresh runs on the scopes it re-sums."""
-    from admission.scope_table import Table  # it derives per scope with this module's rows
-
-    table = Table()
-    table.load(sums, t)
-    reserved, sold, withheld = table.totals()
-    return dict(table.scopes), reserved, sold, table.next_boundary(), withheld

@@ -200,3 +200,15 @@ def _params(key: Key, acc: list[Any], limits: LimitSpec | None) -> ScopeParams:
         acc[7], acc[8], g[ss.G_W_OUT], g[ss.G_W_CACHED], g[ss.G_POOL], limits, acc[9] if acc[10] else None, acc[11],
         keep_back=acc[12],
     )  # fmt: skip
+
+
+def derive(
+    sums: Sums, t: float
+) -> tuple[dict[Key, ScopeParams], dict[int, float], dict[int, float], float | None, dict[int, float]]:
+    """At epoch second t: (scopes, reserved wt/s per pool, sold CU per pool, the next start or end,
+    wt/s lenders keep back from borrowers per pool: issue 36.3). The whole table at once: the same
+    per-scope derivation an incremental refresh runs on the scopes it re-sums (scope_sums.read(t, scopes))."""
+    table = Table()
+    table.load(sums, t)
+    reserved, sold, withheld = table.totals()
+    return dict(table.scopes), reserved, sold, table.next_boundary(), withheld

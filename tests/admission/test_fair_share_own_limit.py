@@ -95,7 +95,9 @@ def test_negative_control_counting_it_active_while_its_limit_refuses_it_leaves_r
         script = store._reserve
         src = script.source.decode()
         assert src.count(ACTIVE_RULE) == 1 and src.count(CAN_TAKE) == 1
-        src = src.replace(ACTIVE_RULE, "    elseif f[4] > now then\n").replace(CAN_TAKE, "  if true then return math.huge end\n")
+        src = src.replace(ACTIVE_RULE, "    elseif f[4] > now then\n").replace(
+            CAN_TAKE, "  if true then return math.huge end\n"
+        )
         script.source = src.encode()
         script.sha = hashlib.sha1(script.source).hexdigest().encode()  # noqa: S324
     else:

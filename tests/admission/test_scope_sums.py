@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from admission import params, scope_sums, snapshot_reads
+from admission import params, scope_sums, scope_table, snapshot_reads
 from entitlements import models as m
 from entitlements.models import ServedModel
 from tests.admission.world import grant
@@ -68,10 +68,10 @@ def test_sql_sums_equal_the_row_by_row_derivation(fleet):
     a_id, b_id = fleet.pool_a.pk, fleet.pool_b.pk
     want = _python(t)
     held = scope_sums.read(t)
-    scopes, reserved, sold, nxt, withheld = scope_sums.derive(held, t.timestamp())
+    scopes, reserved, sold, nxt, withheld = scope_table.derive(held, t.timestamp())
     # The database returns groups in no set order: the scope is named by its lowest pk whatever the order.
     backwards = scope_sums.Sums(held.groups[::-1], held.uuids, held.limits)
-    assert scope_sums.derive(backwards, t.timestamp())[0] == scopes
+    assert scope_table.derive(backwards, t.timestamp())[0] == scopes
     assert set(scopes) == set(want.scopes) and len(scopes) == 4
     for k, s in scopes.items():
         w = want.scopes[k]
@@ -108,7 +108,7 @@ def test_groups_read_now_and_derived_later_follow_started_and_ended_windows(flee
     later = timezone.now() + timedelta(days=1, hours=1)
     want = _python(later)
     held = scope_sums.read(timezone.now())  # read now, derived a day later (no query): as a window boundary
-    scopes, _, _, nxt, _ = scope_sums.derive(held, later.timestamp())
+    scopes, _, _, nxt, _ = scope_table.derive(held, later.timestamp())
     assert set(scopes) == set(want.scopes)
     assert ("globex", "", "llama-test", fleet.pool_a.region.slug, "best_effort") in scopes  # started
     assert {k: s.limits for k, s in scopes.items()} == {k: s.limits for k, s in want.scopes.items()}
