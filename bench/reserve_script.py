@@ -14,6 +14,11 @@ blocks run in rounds, the order reversed every round:
   empty script, the reserve's arguments   `return 1` with the plain scope's KEYS and ARGV (what passing them costs)
   reserve, plain scope                    reserve.lua as the library sends it (a token rate)
   reserve, budgeted scope                 the same with two period budgets and a request rate
+  … (old script)                          the same two, replayed with reserve.lua as it was before its inputs
+                                          were named (issue 50.1; commit OLD, the same wire order), side by side
+
+Each block also counts the commands the script ran per call (INFO commandstats' calls of every command
+but EVALSHA and INFO, over the block), the figure issue 49's goal counts.
 
 INCR's wall time per call (this client, one connection) is taken in the same blocks, so the last lines
 print the floor that the script's server time alone puts under "reserve ÷ INCR" whatever the client does:
@@ -27,6 +32,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import time
 import uuid
@@ -36,6 +42,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # not bench/: its admission.py would shadow the admission app
 
 from bench import admission as adm  # noqa: E402 - after the path (sets the bench's environment)
+
+OLD = "a54d8be"  # reserve.lua and lib.lua before the named inputs (the same arguments in the same order)
+
+
+def old_source() -> str:
+    def show(path: str) -> str:
+        return subprocess.run(
+            ["git", "show", f"{OLD}:{path}"], cwd=ROOT, capture_output=True, check=True, text=True
+        ).stdout
+
+    return show("admission/backends/lua/lib.lua") + "\n" + show("admission/backends/lua/reserve.lua")
 
 
 def _resp_args(packed: bytes) -> list[bytes]:
@@ -65,8 +82,8 @@ class Captured:
         self.extra = list(extra)
         self.prefix = str(args[0]).split(":", 1)[0]  # every key and key-naming value starts with it
 
-    def call(self, r, prefix: str, i: int):
-        """One replay with every key under `prefix` and a reservation id of its own."""
+    def call(self, r, prefix: str, i: int, sha=None):
+        """One replay with every key under `prefix` and a reservation id of its own (`sha`: another script)."""
         rid = f"{i:08x}{uuid.uuid4().hex[:8]}"
         a = [_sub(x, self.prefix, prefix) for x in self.args]
         rec = a[0].rsplit(":", 1)
@@ -74,7 +91,7 @@ class Captured:
         a[self.nkeys + 1] = rid  # ARGV[2], the reservation id
         st = [_sub(x, self.prefix, prefix) for x in self.static]
         ex = [_sub(x, self.prefix, prefix) for x in self.extra]
-        return r.execute_command("EVALSHA", self.sha, self.nkeys, *a, *st, *ex)
+        return r.execute_command("EVALSHA", sha or self.sha, self.nkeys, *a, *st, *ex)
 
 
 def capture(tenant: str) -> Captured:
@@ -103,16 +120,28 @@ def commandstat(r, cmd: str) -> tuple[int, int]:
     return int(s.get("calls", 0)), int(s.get("usec", 0))
 
 
-def block(r, cmd: str, fn, n: int) -> tuple[float, float]:
-    """n calls of fn: → (Redis' µs per call of `cmd`, this client's wall µs per call)."""
+def inner_calls(r) -> int:
+    """Every command Redis counted but EVALSHA and INFO: what scripts ran (and any other client sent)."""
+    return sum(
+        int(v.get("calls", 0))
+        for k, v in r.info("commandstats").items()
+        if k not in ("cmdstat_evalsha", "cmdstat_info")
+    )
+
+
+def block(r, cmd: str, fn, n: int) -> tuple[float, float, float]:
+    """n calls of fn: → (Redis' µs per call of `cmd`, this client's wall µs per call, commands per call
+    besides `cmd`)."""
     c0, u0 = commandstat(r, cmd)
+    k0 = inner_calls(r)
     t = time.perf_counter()
     for i in range(n):
         fn(i)
     wall = (time.perf_counter() - t) / n * 1e6
+    k1 = inner_calls(r)
     c1, u1 = commandstat(r, cmd)
     assert c1 - c0 >= n, f"{cmd}: {c1 - c0} calls counted for {n} (is the server shared?)"
-    return (u1 - u0) / (c1 - c0), wall
+    return (u1 - u0) / (c1 - c0), wall, (k1 - k0) / n
 
 
 def main() -> int:
@@ -141,6 +170,7 @@ def main() -> int:
         backend = get_backend()
         plain, budgeted = capture("acme"), capture("globex")
         empty = r.script_load("return 1")
+        old = r.script_load(old_source())
 
         def with_args(i: int) -> None:
             r.execute_command("EVALSHA", empty, plain.nkeys, *plain.args, *plain.static, *plain.extra)
@@ -148,11 +178,11 @@ def main() -> int:
         class Replay:
             """Replays of one captured reserve, under the prefix of the block in progress."""
 
-            def __init__(self, c: Captured) -> None:
-                self.c, self.prefix = c, ""
+            def __init__(self, c: Captured, sha=None) -> None:
+                self.c, self.prefix, self.sha = c, "", sha
 
             def __call__(self, i: int) -> None:
-                out = self.c.call(r, self.prefix, i)
+                out = self.c.call(r, self.prefix, i, self.sha)
                 assert out[0][:1] == b"A", out[0]  # every replay admitted: the same work each time
 
         sides = {
@@ -161,9 +191,11 @@ def main() -> int:
             "empty script, the reserve's arguments": ("evalsha", with_args),
             "reserve, plain scope": ("evalsha", Replay(plain)),
             "reserve, budgeted scope": ("evalsha", Replay(budgeted)),
+            "reserve, plain scope (old script)": ("evalsha", Replay(plain, old)),
+            "reserve, budgeted scope (old script)": ("evalsha", Replay(budgeted, old)),
         }
 
-        def run_block(name: str, n: int) -> tuple[float, float]:
+        def run_block(name: str, n: int) -> tuple[float, float, float]:
             cmd, fn = sides[name]
             if not isinstance(fn, Replay):
                 return block(r, cmd, fn, n)
@@ -176,7 +208,7 @@ def main() -> int:
 
         for name in sides:  # warm: scripts cached, connections open
             run_block(name, 50)
-        got: dict[str, list[tuple[float, float]]] = {k: [] for k in sides}
+        got: dict[str, list[tuple[float, float, float]]] = {k: [] for k in sides}
         names = list(sides)
         for rnd in range(args.rounds):
             for name in names if rnd % 2 == 0 else names[::-1]:
@@ -187,7 +219,11 @@ def main() -> int:
         print(f"Redis server time per call, median of {args.rounds} rounds (µs); {adm.load()}:")
         med = {k: statistics.median(x[0] for x in v) for k, v in got.items()}
         for k in names:
-            print(f"  {k:<40} {med[k]:7.1f}   (rounds {min(x[0] for x in got[k]):.1f}-{max(x[0] for x in got[k]):.1f})")
+            cmds = statistics.median(x[2] for x in got[k])
+            print(f"  {k:<40} {med[k]:7.1f}   (rounds {min(x[0] for x in got[k]):.1f}-{max(x[0] for x in got[k]):.1f}),"
+                  f" {cmds:.1f} commands in the script")  # fmt: skip
+        for k in ("reserve, plain scope", "reserve, budgeted scope"):
+            print(f"  {k}: new ÷ old script, Redis server time: {med[k] / med[k + ' (old script)']:.2f}")
         incr_wall = statistics.median(x[1] for x in got["INCR"])
         print(f"  INCR wall time per call on this client: {incr_wall:.0f} µs")
         for k, goal in (("reserve, plain scope", 1.35), ("reserve, budgeted scope", 1.5)):

@@ -25,7 +25,7 @@ from tests.admission import test_spillover_contract as spl
 from tests.admission.test_backend_contract import Clock, _key, borrower, complete, op, reserve
 
 R_A, R_B, UNSOLD = 1000.0, 1000.0, 200.0
-LEND_CHARGE = "put(K.lend, bounded(level(K.lend, lr, ld, now) - (c - x), ld), now_str)"
+LEND_CHARGE = "put(K_lend, bounded(level(K_lend, lr, ld, now) - (c - x), ld), now_str)"
 LEND_SETTLE = "put(k, bounded(level(k, r, d, now) + delta * tonumber(lent[5 + 4 * i]) / est, d), now_str)"
 
 

@@ -16,7 +16,7 @@ from admission.backends.base import Bucket, ReserveOp, Scope, decide, retry_afte
 from tests.admission.test_backend_contract import _decision, prefixed
 
 LUA = redis.LUA / "reserve.lua"
-READ = re.compile(r"\b([AK])\.([a-z_]+)\b")
+READ = re.compile(r"\b([AK])_([a-z_]+)\b")
 
 
 def _body() -> str:
@@ -35,7 +35,7 @@ def test_the_preamble_reads_each_argument_and_key_by_number_once():
     assert len(got) == len(set(got))
     assert sorted(int(n) for n in got) == list(range(1, len(got) + 1))  # every position, once
     ks = re.findall(r"KEYS\[(\d+)\]", pre)
-    assert len(ks) == len(set(ks)) == len(inputs.KEYS) + 1  # K.rq; the periods' keys and K.keep by offset
+    assert len(ks) == len(set(ks)) == len(inputs.KEYS) + 1  # K_rq; the periods' keys and K_keep by offset
 
 
 def test_the_script_reads_the_tables_names_and_every_one_of_them():

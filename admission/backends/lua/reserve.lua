@@ -1,25 +1,25 @@
 -- Inputs by name (admission/backends/inputs.py: the table, and the preamble that reads them, which
--- redis.py prepends): A.<name> the arguments, K.<name> the keys, all under the pool's hash tag (no key is
+-- redis.py prepends): A_<name> the arguments, K_<name> the keys (locals), all under the pool's hash tag (no key is
 -- built here: Redis Cluster). K: record (reservation + idempotency), own / pool / borrow buckets,
 -- inflight (zset), inflight_sets (what the pool's sweep walks), lend (the pool's lend bucket), fair (the
 -- pool's fair-share table: member → 'borrowed|at|weight|active until|borrow level|borrow rate|borrow
 -- depth|cost', admission.backends.fair), rq (request rate), keep (a limited lender's keep-back bucket,
--- always the last key); A.periods: per period budget its limit, start, stop, next_stop and three keys
+-- always the last key); A_periods: per period budget its limit, start, stop, next_stop and three keys
 -- (the previous, current and next period's: this script's clock picks one).
 -- Reply: {answer, 0 new | 1 replay | 2 replay of a settled one, in flight after an admit (else 0),
 --        remaining quota ('' when not wanted), ids of this scope's reservations past their TTL...}.
 --        The caller settles those ids (expire.lua: their records are not this script's keys).
 -- Mirrors base.decide() and memory.py.
-local stale = epoch_stale(A.epoch)
+local stale = epoch_stale(A_epoch)
 if stale then return {'E', stale} end
-local want_q, spill_ok, lim = A.want_quota, A.spill_ok, A.limited
-local prev = redis.call('GET', K.record)
+local want_q, spill_ok, lim = A_want_quota, A_spill_ok, A_limited
+local prev = redis.call('GET', K_record)
 
 -- The period buckets in force by Redis' clock: {key, limit, end, used} per period (the caller
 -- passed the previous, current and next period's keys and boundaries).
 local function periods_now(now)
   local got = {}
-  for _, p in ipairs(A.periods) do
+  for _, p in ipairs(A_periods) do
     local k, kend = p.keys[1], p.start_s
     if now < p.start then kend = p.start_s
     elseif now < p.stop then k, kend = p.keys[2], p.stop_s
@@ -65,13 +65,13 @@ end
 -- a replay).
 local function quota(now, now_str, own_l, rq_l, charges, units)
   if not want_q then return '' end
-  local own_r, own_d = A.own_rate, A.own_depth
-  if not own_l then own_l = level(K.own, own_r, own_d, now) end
+  local own_r, own_d = A_own_rate, A_own_depth
+  if not own_l then own_l = level(K_own, own_r, own_d, now) end
   local q = whole(own_l) .. '|' .. to_full(own_l, own_r, own_d) .. '|'
   if not lim then return q .. now_str end
-  local rr, rdep = A.rq_rate, A.rq_depth
+  local rr, rdep = A_rq_rate, A_rq_depth
   if rdep > 0 then
-    if not rq_l then rq_l = level(K.rq, rr, rdep, now) end
+    if not rq_l then rq_l = level(K_rq, rr, rdep, now) end
     q = q .. whole(rq_l) .. '|' .. to_full(rq_l, rr, rdep) .. '|'
   end
   for _, ch in ipairs(charges or periods_now(now)) do
@@ -92,7 +92,7 @@ if prev then
   return {answer_of(prev), 1, 0, q}
 end
 
-local c, cls = A.cost, A.traffic_class
+local c, cls = A_cost, A_traffic_class
 local now, now_str, sec, frac = clock()
 local out = {'', 0, 0, ''}
 local q_own, q_rq, q_charges = nil, nil, nil  -- what quota() need not read again
@@ -105,14 +105,14 @@ local function throttle(reason, ra, limit)
     -- The hand-off marker lives as long as an admit's record, so every retry of this request goes to
     -- the spill call (spill.lua, on the target pool's tag), which decides it once; nothing is charged here.
     ans = 'S' .. string.sub(ans, 2)
-    redis.call('SET', K.record, ans, 'EX', A.record_ttl)
+    redis.call('SET', K_record, ans, 'EX', A_record_ttl)
     out[1] = ans
     out[4] = quota(now, now_str, q_own, q_rq, q_charges)
     return out
   end
   -- Replayed for its wait, at most an hour: a BUDGET_EXHAUSTED may advise days, and a record per
   -- refused request must not live that long (nor hide a budget raised meanwhile from a retry).
-  redis.call('SET', K.record, ans, 'EX', math.max(1, math.min(3600, tonumber(ra))))
+  redis.call('SET', K_record, ans, 'EX', math.max(1, math.min(3600, tonumber(ra))))
   out[1] = ans
   out[4] = quota(now, now_str, q_own, q_rq, q_charges)
   return out
@@ -128,17 +128,17 @@ end
 -- Expire on access: a reservation past its TTL no longer holds a slot (only live ones count), and
 -- up to 16 of them are handed to the caller, which settles them at once (expire.lua), so a scope
 -- with traffic needs no beat to free its slots; the pool's sweep settles any the caller did not.
-local live = redis.call('ZCOUNT', K.inflight, '(' .. now_str, '+inf')
-local due = redis.call('ZRANGEBYSCORE', K.inflight, '-inf', now_str, 'LIMIT', 0, 16)
+local live = redis.call('ZCOUNT', K_inflight, '(' .. now_str, '+inf')
+local due = redis.call('ZRANGEBYSCORE', K_inflight, '-inf', now_str, 'LIMIT', 0, 16)
 for _, id in ipairs(due) do out[#out + 1] = id end
-if live >= A.max_concurrency then return throttle('CONCURRENCY_LIMIT', A.retry_concurrency) end
+if live >= A_max_concurrency then return throttle('CONCURRENCY_LIMIT', A_retry_concurrency) end
 
 -- Period budgets, then the request rate, then the token rate (mirrored by memory.py). A period
 -- bucket holds what was spent under a key named for its period: it resets by key change at the
 -- boundary and never refills in between.
 local units, charges, rq_l = 0, {}, nil
 if lim then
-  units = A.units
+  units = A_units
   local untl = 0
   charges = periods_now(now)
   q_charges = charges
@@ -146,27 +146,27 @@ if lim then
     if ch[4] + units > tonumber(ch[2]) and tonumber(ch[3]) > untl then untl = tonumber(ch[3]) end
   end
   if untl > 0 then return throttle('BUDGET_EXHAUSTED', math.max(1, math.ceil(untl - now))) end
-  local rr, rdep = A.rq_rate, A.rq_depth
+  local rr, rdep = A_rq_rate, A_rq_depth
   if rdep > 0 then
-    rq_l = level(K.rq, rr, rdep, now)
+    rq_l = level(K_rq, rr, rdep, now)
     q_rq = rq_l
     if rq_l < 1 then return quota_exceeded(1 - rq_l, rr, 'rps') end
   end
 end
 
-local own_r, own_d = A.own_rate, A.own_depth
-local pool_d = A.pool_depth
-local own_l = level(K.own, own_r, own_d, now)
-local pool_l = level(K.pool, A.pool_rate, pool_d, now)
+local own_r, own_d = A_own_rate, A_own_depth
+local pool_d = A_pool_depth
+local own_l = level(K_own, own_r, own_d, now)
+local pool_l = level(K_pool, A_pool_rate, pool_d, now)
 q_own = own_l
-local degraded = A.degraded
-local bor_reason, bor_retry = 'RECLAIMED', A.retry_reclaimed
-if degraded then bor_reason, bor_retry = 'PLATFORM_CAPACITY', A.retry_platform end
-local pool_ok = room_above_margin(pool_l, c, A.margin)
+local degraded = A_degraded
+local bor_reason, bor_retry = 'RECLAIMED', A_retry_reclaimed
+if degraded then bor_reason, bor_retry = 'PLATFORM_CAPACITY', A_retry_platform end
+local pool_ok = room_above_margin(pool_l, c, A_margin)
 
 -- Borrowed tokens written at `at` as they count at `now` (fair.decayed).
 local function decayed(u, at, now)
-  if now > at then return u * math.exp(-(now - at) / A.window_s) end
+  if now > at then return u * math.exp(-(now - at) / A_window_s) end
   return u
 end
 
@@ -191,26 +191,26 @@ end
 -- recent and its own limit would let it take what it last asked; entries neither active nor borrowing
 -- are dropped.
 local function fair_read(now)
-  local all = redis.call('HGETALL', K.fair)
-  local mine, used, weights, others = 0, 0, A.weight, {}
+  local all = redis.call('HGETALL', K_fair)
+  local mine, used, weights, others = 0, 0, A_weight, {}
   for i = 1, #all, 2 do
     local f = fields(all[i + 1])
     local got = decayed(f[1], f[2], now)
-    if all[i] == A.member then
+    if all[i] == A_member then
       mine = got
       used = used + got
     elseif f[4] > now and (not f[8] or can_take(f, now) >= f[8]) then
       used = used + got
       weights = weights + f[3]
       others[#others + 1] = {got, f[3], can_take(f, now)}
-    elseif f[4] <= now and got < 1e-3 then redis.call('HDEL', K.fair, all[i]) end
+    elseif f[4] <= now and got < 1e-3 then redis.call('HDEL', K_fair, all[i]) end
   end
   return mine, used, weights, others
 end
 
 -- fair.fair_ok: within its share, or what it takes leaves the more-deserving ones what they are owed.
 local function fair_ok(mine, pie, weights, room, others)
-  local w = A.weight
+  local w = A_weight
   if mine * weights <= pie * w then return true end
   local need = 0
   for _, o in ipairs(others) do
@@ -221,18 +221,18 @@ local function fair_ok(mine, pie, weights, room, others)
   return room - c >= need
 end
 
--- This scope's entry: its borrowed tokens decayed to now plus `add`, active for A.active_s more, and
+-- This scope's entry: its borrowed tokens decayed to now plus `add`, active for A_active_s more, and
 -- what its own borrow bucket holds after this attempt (`bl`), with its rate, depth and this cost.
 local function fair_put(now, now_str, add, bl)
   local u = 0
-  local got = redis.call('HGET', K.fair, A.member)
+  local got = redis.call('HGET', K_fair, A_member)
   if got then
     local f = fields(got)
     u = decayed(f[1], f[2], now)
   end
-  redis.call('HSET', K.fair, A.member, num(u + add) .. '|' .. now_str .. '|' .. A.weight_s .. '|' ..
-    num(now + A.active_s) .. '|' .. num(bl) .. '|' .. num(A.borrow_rate) .. '|' .. num(A.borrow_depth) ..
-    '|' .. A.cost_s)
+  redis.call('HSET', K_fair, A_member, num(u + add) .. '|' .. now_str .. '|' .. A_weight_s .. '|' ..
+    num(now + A_active_s) .. '|' .. num(bl) .. '|' .. num(A_borrow_rate) .. '|' .. num(A_borrow_depth) ..
+    '|' .. A_cost_s)
 end
 
 local source, bor_l, lend_l
@@ -240,36 +240,36 @@ local source, bor_l, lend_l
 -- 'n|n × (key|rate|depth|wt)' and, for a borrowed one, 'table|member|weight|window|wt|when'.
 local lent = nil
 if cls == 'reserved' then
-  if degraded and pool_l - c < A.reserved_floor then return throttle('PLATFORM_CAPACITY', A.retry_platform) end
+  if degraded and pool_l - c < A_reserved_floor then return throttle('PLATFORM_CAPACITY', A_retry_platform) end
   if own_l < c then return quota_exceeded(c - own_l, own_r) end
   source = 'entitlement'
 elseif own_l >= c then
   if cls == 'shared' then
-    if degraded and pool_l - c < 0 then return throttle('PLATFORM_CAPACITY', A.retry_platform) end
+    if degraded and pool_l - c < 0 then return throttle('PLATFORM_CAPACITY', A_retry_platform) end
   elseif not pool_ok then
     return throttle(bor_reason, bor_retry)
   end
   source = 'entitlement'
 else
-  local bor_r, bor_d = A.borrow_rate, A.borrow_depth
+  local bor_r, bor_d = A_borrow_rate, A_borrow_depth
   if bor_d <= 0 then return quota_exceeded(c - own_l, own_r) end
-  bor_l = level(K.borrow, bor_r, bor_d, now)  -- read only now: decide() needs it only here
+  bor_l = level(K_borrow, bor_r, bor_d, now)  -- read only now: decide() needs it only here
   if bor_l < c then return quota_exceeded(c - math.max(own_l, bor_l), own_r + bor_r) end
   -- Lending limits and fair share (issues 36.3, 48.3; mirrored by memory.py): every borrowed attempt
   -- its own limit lets through keeps the scope active; the fair-share rule is fair.fair_ok.
-  local fw = A.weight
+  local fw = A_weight
   if not pool_ok then
     if fw > 0 then fair_put(now, now_str, 0, bor_l) end
     return throttle(bor_reason, bor_retry)
   end
   if fw > 0 then
-    local room = pool_l - A.margin
-    local ld = A.lend_depth
+    local room = pool_l - A_margin
+    local ld = A_lend_depth
     if ld > 0 then
-      lend_l = level(K.lend, A.lend_rate, ld, now)
+      lend_l = level(K_lend, A_lend_rate, ld, now)
       if lend_l < c then
         fair_put(now, now_str, 0, bor_l)
-        return quota_exceeded(c - lend_l, A.lend_rate, 'lending')  -- borrowing used up: the lenders' limits
+        return quota_exceeded(c - lend_l, A_lend_rate, 'lending')  -- borrowing used up: the lenders' limits
       end
       if lend_l < room then room = lend_l end
     end
@@ -280,11 +280,11 @@ else
     end
     lent = '0|'
     if ld > 0 then
-      put(K.lend, lend_l - c, now_str)
-      lent = '1|' .. K.lend .. '|' .. A.lend_rate_s .. '|' .. A.lend_depth_s .. '|' .. A.cost_s .. '|'
+      put(K_lend, lend_l - c, now_str)
+      lent = '1|' .. K_lend .. '|' .. A_lend_rate_s .. '|' .. A_lend_depth_s .. '|' .. A_cost_s .. '|'
     end
     fair_put(now, now_str, c, bor_l - c)
-    lent = lent .. K.fair .. '|' .. A.member .. '|' .. A.weight_s .. '|' .. A.window_s_s .. '|' .. A.cost_s ..
+    lent = lent .. K_fair .. '|' .. A_member .. '|' .. A_weight_s .. '|' .. A_window_s_s .. '|' .. A_cost_s ..
       '|' .. now_str
   end
   source = 'borrowed'
@@ -292,34 +292,34 @@ end
 
 -- An own admission where lenders limit lending (base.Lends, memory.py's _lender_charge): the keep-back
 -- pays first (base.lender_split), the lend bucket the rest; never a refusal, debt bounded at one depth.
-if source == 'entitlement' and A.lender_charges then
-  local lr, ld, kd, x = A.lend_rate, A.lend_depth, A.keep_depth, 0
+if source == 'entitlement' and A_lender_charges then
+  local lr, ld, kd, x = A_lend_rate, A_lend_depth, A_keep_depth, 0
   lent = '1|'
   if kd > 0 then
-    local keep_l = level(K.keep, A.keep_rate, kd, now)
+    local keep_l = level(K_keep, A_keep_rate, kd, now)
     if keep_l > 0 then x = math.min(c, keep_l) end
-    put(K.keep, keep_l - x, now_str)
-    lent = '2|' .. K.keep .. '|' .. A.keep_rate_s .. '|' .. A.keep_depth_s .. '|' .. num(x) .. '|'
+    put(K_keep, keep_l - x, now_str)
+    lent = '2|' .. K_keep .. '|' .. A_keep_rate_s .. '|' .. A_keep_depth_s .. '|' .. num(x) .. '|'
   end
-  put(K.lend, bounded(level(K.lend, lr, ld, now) - (c - x), ld), now_str)
-  lent = lent .. K.lend .. '|' .. A.lend_rate_s .. '|' .. A.lend_depth_s .. '|' .. num(c - x)
+  put(K_lend, bounded(level(K_lend, lr, ld, now) - (c - x), ld), now_str)
+  lent = lent .. K_lend .. '|' .. A_lend_rate_s .. '|' .. A_lend_depth_s .. '|' .. num(c - x)
 end
 
-local static = A.record_own
+local static = A_record_own
 if source == 'borrowed' then
-  static = A.record_borrowed
-  put(K.borrow, bor_l - c, now_str)
-  put(K.own, own_l, now_str)
+  static = A_record_borrowed
+  put(K_borrow, bor_l - c, now_str)
+  put(K_own, own_l, now_str)
 else
-  put(K.own, own_l - c, now_str)
+  put(K_own, own_l - c, now_str)
 end
-put(K.pool, bounded(pool_l - c, pool_d), now_str)  -- lenders may take the pool into debt, one depth at most
+put(K_pool, bounded(pool_l - c, pool_d), now_str)  -- lenders may take the pool into debt, one depth at most
 
 -- The budgets charged, for complete.lua: unit|units|key|limit|end per period (appended to the record).
 local bud = ''
 if lim then
-  if rq_l then put(K.rq, rq_l - 1, now_str) end
-  local parts = {A.unit, A.units_s}
+  if rq_l then put(K_rq, rq_l - 1, now_str) end
+  local parts = {A_unit, A_units_s}
   for _, ch in ipairs(charges) do
     -- Kept a day past its boundary (the statement may still read it), then gone.
     redis.call('SET', ch[1], num(ch[4] + units), 'EXAT', math.ceil(tonumber(ch[3])) + 86400)
@@ -333,17 +333,17 @@ if lent then
 end
 
 local expires
-if string.find(A.ttl, '^%d+$') then expires = (sec + A.ttl) .. frac  -- whole seconds: no float to format
-else expires = num(now + tonumber(A.ttl)) end
-local ans = 'A|' .. A.rid .. '|' .. A.cost_s .. '|' .. source .. '|' .. expires
+if string.find(A_ttl, '^%d+$') then expires = (sec + A_ttl) .. frac  -- whole seconds: no float to format
+else expires = num(now + tonumber(A_ttl)) end
+local ans = 'A|' .. A_rid .. '|' .. A_cost_s .. '|' .. source .. '|' .. expires
 -- The record's meta says a borrowed admission is one, so its complete or expiry event is counted as
 -- borrowed (base.borrowed_meta is the in-process twin).
-local meta = A.meta
+local meta = A_meta
 if source == 'borrowed' then meta = string.sub(meta, 1, -2) .. ',"source_kind":"borrowed"}' end
-redis.call('SET', K.record, 'open\t' .. ans .. '\t' .. static .. '\t' .. A.cost_s .. '\t' .. meta .. bud,
-  'EX', A.record_ttl)
-redis.call('SADD', K.inflight_sets, K.inflight)  -- every non-empty in-flight zset is listed (a no-op once it is)
-redis.call('ZADD', K.inflight, expires, A.rid)
+redis.call('SET', K_record, 'open\t' .. ans .. '\t' .. static .. '\t' .. A_cost_s .. '\t' .. meta .. bud,
+  'EX', A_record_ttl)
+redis.call('SADD', K_inflight_sets, K_inflight)  -- every non-empty in-flight zset is listed (a no-op once it is)
+redis.call('ZADD', K_inflight, expires, A_rid)
 out[1] = ans
 out[3] = live + 1  -- the scope's reservations in flight now: the live ones and this one
 local own_after = own_l - c
