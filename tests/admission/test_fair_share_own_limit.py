@@ -150,3 +150,21 @@ def test_negative_control_over_its_share_always_refused_leaves_room_idle(store, 
         monkeypatch.setattr(fair, "fair_ok", lambda mine, weight, pie, weights, *_: mine * weights <= pie * weight)
     got = _over_share_sequence(store)
     assert got[11] == "T|QUOTA_EXCEEDED|1|fair_share"  # 1,900 wt lendable, w3 could take 150 of it
+
+
+def test_an_entry_written_before_the_fix_is_read_as_active_while_recent(store):
+    # Deploy: the fair-share table may hold 4-field entries ('u|at|w|until') from the old script; they
+    # read as recent borrowers whose own limit is unknown (can take anything), never as an error.
+    Clock(store)
+    if hasattr(store, "client"):
+        sec, _ = store.client.time()
+        store.client.hset(_key(store, "fs:1"), "old", f"0.0|{sec}|3.0|{sec + 3600}")
+    else:
+        store._s.fair["fs:1"] = {"old": [0.0, store.clock(), 3.0, store.clock() + 3600]}
+    lend = (0.0, 1000.0)
+    got = [_decision(reserve(store, borrower("new", weight=1.0, lend=lend))) for _ in range(4)]
+    # new's share is a quarter of 1,000 (what it holds plus the room): past it, the 750 the old entry is
+    # owed (it holds nothing, its limit unknown) is more than the 600 new would leave: refused.
+    assert got == [("A", "borrowed")] * 3 + ["T|QUOTA_EXCEEDED|1|fair_share"]
+    state = store.fair_state(_key(store, "fs:1"), 60.0)
+    assert state["old"][1:] == (3.0, True) and state["new"][1:] == (1.0, True)
