@@ -141,7 +141,9 @@ def test_more_replicas_never_raise_a_predicted_latency(fleet, rate, n1, n2):
 )
 def test_a_tighter_slo_never_raises_the_breaking_rate(fleet, ttft, tpot, ft, fp, n):
     loose, tight = Slo(ttft, tpot), Slo(ttft * ft, tpot * fp)
-    assert fleet.breaking_rate(tight, n) <= fleet.breaking_rate(loose, n)
+    # One unit in the last place of slack: x_inf (1 − a / TPOT) and the TTFT branch round apart (hypothesis
+    # found 25.2625 against 25.262499999999996 for a tighter limit that changes nothing).
+    assert fleet.breaking_rate(tight, n) <= fleet.breaking_rate(loose, n) * (1 + 1e-12)
 
 
 @settings(max_examples=100, deadline=None)
