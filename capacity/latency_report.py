@@ -20,7 +20,7 @@ from capacity.sizing_point import accelerator_for
 from capacity.sizing_result import SizingResult
 
 CHART_POINTS = 41
-SIM_FACTORS = (0.5, 0.8, 1.0, 1.2)  # of the planning rate: where the simulation marks p50 / p99
+SIM_FACTORS = (0.5, 1.0)  # of the planning rate: simulated for the chart besides the breaking-rate search
 
 
 def _finite(x: float) -> float | None:

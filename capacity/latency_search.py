@@ -21,7 +21,7 @@ from capacity.operating_points import Slo
 
 GROW = 1.25  # bracket the breaking rate by this factor from the start (the fitted curve's breaking rate)
 MAX_FACTOR = 64.0  # past 64 × the planning rate (or under 1/64) the search stops and says so
-BISECT = 4  # geometric bisection steps inside the bracket: within 1.25^(1/16) ≈ 1.4 %
+BISECT = 3  # geometric bisection steps inside the bracket: within 1.25^(1/8) ≈ 2.8 %
 LATENCIES = ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s")
 
 
