@@ -10,16 +10,20 @@ The rule, pinned so anyone can re-implement it (docs/latency.md, "The simulation
    arrived are admitted first come first served while the batch holds fewer than `max_batch`
    sequences and their KV (prompt + output) fits the replica's KV budget (the head of the line blocks
    the rest; a request larger than the whole budget runs alone). A step takes
-   `a + k × (prefill work of the requests admitted at it + w_out × sequences decoding)` seconds, with
-   `k = 1 / (x_inf × wt per output token of the point's reference mix)`: the curve's step law.
+   `a + k_prefill × prefill work of the requests admitted at it + k × w_out × sequences decoding`
+   seconds (capacity.latency_fleet.Fleet.step_law: prefill at no more than the replica's compute
+   bound, decode with what the measured throughput leaves): prefill interrupts decoding, so TPOT
+   rises with the prompt load.
    An admitted request's first token ends its admission step; it then decodes one token per step and
    leaves after `output − 1` more, freeing its KV.
 3. TTFT = the curve's floor `p` + (end of the admission step − arrival); TPOT = (last token − first) ÷
    (output − 1), 0 for a one-token answer. The first `WARMUP_SHARE` of the replica's requests warm an
    empty replica up and are not counted.
 
-Bounded work: at most `MAX_SIM_REQUESTS` requests of the simulated replica; past that, a window of
-that many consecutive requests centred on its busiest minute is simulated and `sampled` says so.
+Bounded work: at most `MAX_SIM_REQUESTS` requests of the simulated replica; past that, the window of
+that many consecutive requests with the shortest span (the densest stretch) is simulated and `sampled`
+says so. The window depends only on the order of the arrivals, not on their scale, so the same requests
+are simulated at every rate (common random numbers: a faster rate only squeezes the same arrivals).
 Steps between events (an arrival, a completion) are identical and are advanced together, so the
 work is O(requests × log batch), not O(steps).
 """
@@ -42,7 +46,8 @@ WARMUP_SHARE = 0.1
 @dataclass(frozen=True)
 class StepLaw:
     """Per replica: step floor `a_s`, seconds per weighted token of work `k_s`, the batch cap, the KV
-    budget (tokens), the TTFT floor, and the output-token weight."""
+    budget (tokens), the TTFT floor, the output-token weight, and seconds per weighted prefill token
+    `k_prefill_s` (None: `k_s`, the same rate as decode's weighted tokens)."""
 
     a_s: float
     k_s: float
@@ -50,6 +55,11 @@ class StepLaw:
     kv_budget: float
     ttft_floor_s: float
     w_out: float
+    k_prefill_s: float | None = None
+
+    @property
+    def prefill_s_per_wt(self) -> float:
+        return self.k_s if self.k_prefill_s is None else self.k_prefill_s
 
 
 @dataclass(frozen=True)
@@ -83,14 +93,13 @@ def replica_share(
 
 
 def _window(times: FloatArray) -> tuple[int, int]:
+    """The MAX_SIM_REQUESTS consecutive requests with the shortest span: invariant under scaling the
+    times, so every rate simulates the same requests (the first such window on a tie)."""
     n = len(times)
     if n <= MAX_SIM_REQUESTS:
         return 0, n
-    minute = np.floor((times - times[0]) / 60.0).astype(np.int64)
-    counts = np.bincount(minute)
-    busiest = int(np.argmax(counts))
-    centre = int(np.searchsorted(minute, busiest)) + int(counts[busiest]) // 2
-    start = min(max(0, centre - MAX_SIM_REQUESTS // 2), n - MAX_SIM_REQUESTS)
+    spans = times[MAX_SIM_REQUESTS - 1 :] - times[: n - MAX_SIM_REQUESTS + 1]
+    start = int(np.argmin(spans))
     return start, start + MAX_SIM_REQUESTS
 
 
@@ -118,11 +127,7 @@ def simulate(
     n = len(t_arr)
     note = (
         f"simulated one of {replicas} replicas: {n:,} of its {len(times):,} requests"
-        + (
-            f" (a window around its busiest minute; past {MAX_SIM_REQUESTS:,} the simulation samples)"
-            if sampled
-            else ""
-        )
+        + (f" (its densest stretch; past {MAX_SIM_REQUESTS:,} the simulation samples)" if sampled else "")
         + f", the first {skip:,} as warm-up"
     )
     if len(ttft) == 0:
@@ -152,6 +157,7 @@ def _run(
     running: list[tuple[int, int]] = []  # (finish step, request)
     t, g, nxt, kv_used = 0.0, 0, 0, 0.0
     decode_cost = law.k_s * law.w_out
+    prefill_cost = law.prefill_s_per_wt
     while nxt < n or running:
         if not running and nxt < n and arrivals[nxt] > t:
             t = arrivals[nxt]
@@ -167,7 +173,7 @@ def _run(
             nxt += 1
         if admitted:
             # The admission step: the new requests' prefill rides with everyone else's decode.
-            t += law.a_s + law.k_s * work + decode_cost * len(running)
+            t += law.a_s + prefill_cost * work + decode_cost * len(running)
             g += 1
             for r in admitted:
                 first[r] = t

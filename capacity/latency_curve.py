@@ -72,6 +72,8 @@ class LatencyCurve:
     w_s: float
     points: tuple[MeasuredPoint, ...]
     borrowed: tuple[str, ...] = ()
+    # Set on a one-latency-point pair: TTFT p99 = this × TPOT p99 (its point's ratio), not p + w·ρ/(1−ρ).
+    ttft_per_tpot: float | None = None
 
     def tpot_p99(self, x: float) -> float:
         if x >= self.x_sat:
@@ -81,13 +83,18 @@ class LatencyCurve:
     def ttft_p99(self, x: float) -> float:
         if x >= self.x_sat:
             return math.inf
+        if self.ttft_per_tpot is not None:
+            return self.ttft_per_tpot * self.tpot_p99(x)
         rho = max(x, 0.0) / self.x_sat
         return self.p_s + self.w_s * rho / (1.0 - rho)
 
     def max_load(self, ttft_slo_s: float, tpot_slo_s: float) -> float:
         """The per-replica throughput at which the first p99 reaches its limit (0 if the floor is over it)."""
         by_tpot = self.x_inf * (1.0 - self.a_s / tpot_slo_s) if tpot_slo_s > self.a_s else 0.0
-        if ttft_slo_s <= self.p_s:
+        if self.ttft_per_tpot is not None:
+            limit = ttft_slo_s / self.ttft_per_tpot
+            by_ttft = self.x_inf * (1.0 - self.a_s / limit) if limit > self.a_s else 0.0
+        elif ttft_slo_s <= self.p_s:
             by_ttft = 0.0
         elif self.w_s == 0:
             by_ttft = self.x_sat
@@ -132,6 +139,11 @@ class LatencyCurve:
 
 
 def describe(c: LatencyCurve) -> str:
+    if c.ttft_per_tpot is not None:
+        return (
+            f"TPOT p99(x) = {c.a_s * 1000:.1f} ms ÷ (1 − x ÷ {c.x_inf:,.0f}); TTFT p99(x) = {c.ttft_per_tpot:.2f} × "
+            f"TPOT p99(x), up to x_sat = {c.x_sat:,.0f} (x = output tokens/s per replica)"
+        )
     return (
         f"TPOT p99(x) = {c.a_s * 1000:.1f} ms ÷ (1 − x ÷ {c.x_inf:,.0f}); "
         f"TTFT p99(x) = {c.p_s * 1000:.0f} ms + {c.w_s * 1000:.1f} ms × ρ ÷ (1 − ρ), ρ = x ÷ {c.x_sat:,.0f} "
@@ -179,13 +191,17 @@ def fit(points: Sequence[MeasuredPoint], donors: Sequence[Shape] = ()) -> Latenc
     else:
         if not donors:
             raise CurveError("one latency point and no other pair to borrow a shape from")
-        u, q = _median([d.u for d in donors]), _median([d.q for d in donors])
+        u = _median([d.u for d in donors])
         x_inf = x_sat / u
         a = top.tpot_p99_s * (1 - top.out_tps / x_inf)  # type: ignore[operator]  # has_latency
-        rho = top.out_tps / x_sat
-        p = top.ttft_p99_s / (1 + q * rho / (1 - rho))  # type: ignore[operator]
-        w = q * p
-        borrowed.append(f"shape u = {u:.3f}, q = {q:.3f} ({_names(donors)})")
+        x_inf = max(x_inf, x_sat * MIN_INF_OVER_SAT)
+        a = top.tpot_p99_s * (1 - top.out_tps / x_inf)  # type: ignore[operator]
+        # TTFT keeps its point's ratio to TPOT: a prompt prefills in chunks over a number of decode
+        # steps, each as long as TPOT, so TTFT ÷ TPOT is nearly constant along a pair's points (the
+        # catalogue's pairs: within ±25 % between Server and Interactive; leave-one-out in docs/latency.md).
+        ratio = top.ttft_p99_s / top.tpot_p99_s  # type: ignore[operator]
+        borrowed.append(f"shape u = {u:.3f} ({_names(donors)}); TTFT p99 = {ratio:.2f} × TPOT p99, its point's ratio")
+        return LatencyCurve(a, x_inf, x_sat, ratio * a, 0.0, tuple(points), tuple(borrowed), ratio)
     x_inf = max(x_inf, x_sat * MIN_INF_OVER_SAT)
     return LatencyCurve(a, x_inf, x_sat, p, w, tuple(points), tuple(borrowed))
 

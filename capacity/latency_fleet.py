@@ -24,12 +24,32 @@ MAX_FLEET_ARRIVALS = 200_000
 SEED = 31
 
 
+# Decode keeps at least this share of the work of one reference output token when the prefill bound
+# would take all of it (the measured throughput and the bound disagree: said in `physics`).
+MIN_DECODE_SHARE = 0.1
+
+
+@dataclass(frozen=True)
+class StepPhysics:
+    """How the simulation splits one replica's time: seconds per prefill weighted token (no faster than
+    the compute bound), seconds per decoding sequence per step, and what was taken from where."""
+
+    k_prefill_s: float
+    k_decode_s: float
+    ttft_floor_s: float
+    prefill_tps: float
+    source: str
+
+
 @dataclass(frozen=True)
 class Fleet:
     curve: LatencyCurve
     wt_per_request: float
     wt_per_out_ref: float
     lb_unevenness: float
+    # The replica's prefill compute bound (prompt tokens/s, the PREFILL_BOUND figure); None: unknown.
+    prefill_bound_tps: float | None = None
+    ref_prompt_tokens: float = 0.0
 
     def load(self, rate_rps: float, replicas: int) -> float:
         return rate_rps * self.wt_per_request * self.lb_unevenness / (replicas * self.wt_per_out_ref)
@@ -54,16 +74,48 @@ class Fleet:
             n += 1
         return n
 
+    def physics(self, w_out: float) -> StepPhysics:
+        """Split the curve's work per reference output token (1 / x_inf) into prefill and decode.
+
+        The curve's points all carry one mix, so they cannot separate prefill from decode: prefill
+        takes the replica's compute bound (never faster), decode what the measured throughput leaves.
+        Without a bound, prefill is charged like any weighted token (the curve's own split)."""
+        c = self.curve
+        k = 1.0 / (c.x_inf * self.wt_per_out_ref)
+        prompt_per_out = max(self.wt_per_out_ref - w_out, 0.0)
+        if not self.prefill_bound_tps:
+            return StepPhysics(
+                k,
+                k * w_out,
+                c.p_s,
+                1.0 / k,
+                "no prefill bound (the catalogue lacks FLOP/s or parameters): prefill at the curve's weighted-token rate",
+            )
+        k_p = max(k, 1.0 / self.prefill_bound_tps)
+        decode = 1.0 / c.x_inf - k_p * prompt_per_out
+        source = (
+            f"prefill at the compute bound {self.prefill_bound_tps:,.0f} prompt tokens/s per replica (the points, all "
+            f"one mix, cannot separate prefill from decode); decode takes what the measured throughput leaves"
+        )
+        if decode < MIN_DECODE_SHARE / c.x_inf:
+            decode = MIN_DECODE_SHARE / c.x_inf
+            source += f" (the bound leaves decode under {MIN_DECODE_SHARE:.0%} of a token's work: held there)"
+        # The curve's TTFT floor already holds one prefill of the reference prompt at no load.
+        floor = max(0.0, c.p_s - c.a_s - k_p * self.ref_prompt_tokens)
+        return StepPhysics(k_p, decode, floor, 1.0 / k_p, source)
+
     def step_law(self, kv_budget: float, w_out: float) -> StepLaw:
         c = self.curve
         s_sat = c.a_s / (1.0 - c.x_sat / c.x_inf)
+        ph = self.physics(w_out)
         return StepLaw(
             a_s=c.a_s,
-            k_s=1.0 / (c.x_inf * self.wt_per_out_ref),
+            k_s=ph.k_decode_s / w_out if w_out > 0 else ph.k_decode_s,
             max_batch=max(1, round(c.x_sat * s_sat)),
             kv_budget=kv_budget,
-            ttft_floor_s=c.p_s,
-            w_out=w_out,
+            ttft_floor_s=ph.ttft_floor_s,
+            w_out=w_out if w_out > 0 else 1.0,
+            k_prefill_s=ph.k_prefill_s,
         )
 
 

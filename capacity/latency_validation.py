@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from capacity.latency_curve import CurveError, LatencyCurve, MeasuredPoint, Shape, donors_for, fit, fit_pairs
 
 Pairs = dict[str, tuple[str, Sequence[MeasuredPoint]]]
+TTFT, TPOT, SATURATION = "TTFT p99 s", "TPOT p99 s", "saturation tokens/s"
 
 
 def _ms(text: str) -> float | None:
@@ -73,20 +74,32 @@ def leave_one_out(pairs: Pairs) -> list[HeldOut]:
                 curve = fit(rest, donors)
             except CurveError:
                 continue
-            out.append(_predict(key, held, curve))
+            out.extend(_predict(key, held, curve))
     return out
 
 
-def _predict(key: str, held: MeasuredPoint, curve: LatencyCurve) -> HeldOut:
+def _predict(key: str, held: MeasuredPoint, curve: LatencyCurve) -> list[HeldOut]:
     if held.is_ceiling:
-        return HeldOut(key, held.label, "saturation tokens/s", held.out_tps, curve.x_sat, curve.is_borrowed)
-    return HeldOut(
-        key, held.label, "TPOT p99 s", float(held.tpot_p99_s or 0), curve.tpot_p99(held.out_tps), curve.is_borrowed
-    )
+        return [HeldOut(key, held.label, SATURATION, held.out_tps, curve.x_sat, curve.is_borrowed)]
+    x, b = held.out_tps, curve.is_borrowed
+    return [
+        HeldOut(key, held.label, TTFT, float(held.ttft_p99_s or 0), curve.ttft_p99(x), b),
+        HeldOut(key, held.label, TPOT, float(held.tpot_p99_s or 0), curve.tpot_p99(x), b),
+    ]
 
 
 def median_error(rows: Sequence[HeldOut]) -> float:
     return float(statistics.median(r.error for r in rows))
+
+
+def summary(rows: Sequence[HeldOut]) -> dict[str, tuple[int, float, float]]:
+    """Per quantity: (points, median error, worst error)."""
+    out = {}
+    for q in (TTFT, TPOT, SATURATION):
+        errs = [r.error for r in rows if r.quantity == q]
+        if errs:
+            out[q] = (len(errs), float(statistics.median(errs)), max(errs))
+    return out
 
 
 def markdown_table(rows: Sequence[HeldOut]) -> str:

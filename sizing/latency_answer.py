@@ -8,7 +8,7 @@ pair with one point can borrow from the same accelerator's other models.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from capacity.latency_curve import LatencyCurve, MeasuredPoint, fit_pairs
 from capacity.latency_report import empty, latency_report
@@ -17,9 +17,6 @@ from capacity.sizing_inputs import SizingInput
 from capacity.sizing_result import SizingResult
 from entitlements.models import OperatingPoint
 from entitlements.sizing_specs import point_label
-
-if TYPE_CHECKING:
-    from sizing.parsing import PreparedSizing
 
 
 def _pair_key(op: OperatingPoint) -> str:
@@ -49,16 +46,12 @@ def catalogue_curves() -> tuple[dict[str, LatencyCurve], dict[int, str]]:
     return fit_pairs(frozen), keys  # type: ignore[arg-type]  # tuples are sequences
 
 
-def latency_answer(prepared: PreparedSizing, result: SizingResult) -> dict[str, Any]:
-    """The four docs/contract.md §3 latency fields plus `latency_under_load` (what the page charts and advises)."""
-    row = prepared.catalogue.row_for(result.operating_point_used)
-    return latency_fields(prepared.inp, result, row.pk, prepared.minute_rates)
-
-
 def latency_fields(
     inp: SizingInput, result: SizingResult, row_pk: int, minute_rates: MinuteRates | None = None
 ) -> dict[str, Any]:
-    """`latency_answer` for a sizing of catalogue row `row_pk` (e.g. a pool's own point, issue 22's intake)."""
+    """The four docs/contract.md §3 latency fields plus `latency_under_load` for a sizing of catalogue row
+    `row_pk` (the calculator's chosen point, or a pool's own point for issue 22's intake). Takes the
+    sizing's parts, not sizing.parsing's PreparedSizing, so parsing imports this and not the reverse."""
     op = result.operating_point_used
     lam, n = inp.arrival_rate_rps, result.replicas.steady
     if lam <= 0 or n < 1:

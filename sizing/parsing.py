@@ -22,7 +22,7 @@ from capacity.ranges import in_range
 from capacity.rate_basis import BASES, DEFAULT_TRACE_BASIS, MinuteRates, describe_basis, minute_rates
 from capacity.sizing import SizingInput, SizingResult, size
 from entitlements.sizing_specs import CatalogueInputs, CostOptions, catalogue_inputs
-from sizing.latency_answer import latency_answer
+from sizing.latency_answer import latency_fields
 from telemetry.models import Trace
 from telemetry.selectors import trace_arrays, visible_trace
 
@@ -243,7 +243,8 @@ def sizing_response(prepared: PreparedSizing, result: SizingResult) -> dict[str,
     body["arrival_rate_basis"] = prepared.basis
     if prepared.trace is not None:
         body["trace"] = {"id": str(prepared.trace.pk), "name": prepared.trace.name}
-    body.update(latency_answer(prepared, result))  # docs/latency.md
+    row = prepared.catalogue.row_for(result.operating_point_used)
+    body.update(latency_fields(prepared.inp, result, row.pk, prepared.minute_rates))  # docs/latency.md
     return body
 
 

@@ -32,8 +32,10 @@ def _ms(values: list[float | None]) -> list[float | None]:
 
 
 def latency_figure(lu: dict[str, Any]) -> dict[str, Any]:
-    """p99 curves (lines) and simulated p50 / p99 (markers) of TTFT and TPOT, in ms, against req/s;
-    the SLO as dotted lines, the planning and breaking rates as dashed verticals."""
+    """The fitted curve's p99s (lines) and the answer's simulated p50 / p99 at every rate it simulated
+    (markers: the figures the breaking rate comes from) of TTFT and TPOT, in ms, against req/s; the SLO
+    as dotted lines, the planning and breaking rates as dashed verticals, the latter naming the half
+    that breaks first and whether prefill or decode bounds it."""
     series, slo = lu["series"], lu["slo"]
     rates = series["rate_rps"]
     sim = series["sim"]
@@ -57,7 +59,7 @@ def latency_figure(lu: dict[str, Any]) -> dict[str, Any]:
             data.append(
                 {
                     "type": "scatter",
-                    "mode": "markers",
+                    "mode": "lines+markers",
                     "name": f"{label} {q} (simulated)",
                     "x": sim_rates,
                     "y": _ms([m[f"{name}_{q}_s"] for m in sim]),
@@ -68,7 +70,9 @@ def latency_figure(lu: dict[str, Any]) -> dict[str, Any]:
             )
     plan_shape, plan_note = style.vline(lu["planning_rate_rps"], PLAN_COLOUR, "planning rate", 1.0, anchor="left")
     brk = lu["breaking_rate_rps"]
-    brk_shape, brk_note = style.vline(brk, BREAK_COLOUR, f"SLO breaks {brk:,.1f} req/s", 0.9, anchor="left")
+    why = lu.get("breaks") or {}
+    label = f"SLO breaks {brk:,.1f} req/s" + (f": {why['half']} first, {why['bound']}" if why.get("half") else "")
+    brk_shape, brk_note = style.vline(brk, BREAK_COLOUR, label, 0.9, anchor="left")
     ttft_top = slo["ttft_p99_s"] * 1000 * 2
     tpot_top = slo["tpot_p99_s"] * 1000 * 2
     layout = {

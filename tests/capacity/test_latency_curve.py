@@ -53,9 +53,11 @@ def test_one_latency_point_borrows_the_shape_and_says_so():
     c = fit([SERVER, OFFLINE], [donor])
 
     assert c.x_inf == pytest.approx(101527.0 / 0.9)
-    assert c.w_s == pytest.approx(0.1 * c.p_s)
     assert c.tpot_p99(SERVER.out_tps) == pytest.approx(0.1324, rel=1e-9)  # scaled through its own point
     assert c.ttft_p99(SERVER.out_tps) == pytest.approx(0.436, rel=1e-9)
+    # TTFT keeps the point's ratio to TPOT at every load (not the donor's queue shape q)
+    assert c.ttft_per_tpot == pytest.approx(0.436 / 0.1324)
+    assert c.ttft_p99(0.5 * SERVER.out_tps) == pytest.approx(0.436 / 0.1324 * c.tpot_p99(0.5 * SERVER.out_tps))
     assert c.is_borrowed and "donor pair" in c.borrowed[0]
 
 
@@ -141,7 +143,9 @@ def test_more_replicas_never_raise_a_predicted_latency(fleet, rate, n1, n2):
 )
 def test_a_tighter_slo_never_raises_the_breaking_rate(fleet, ttft, tpot, ft, fp, n):
     loose, tight = Slo(ttft, tpot), Slo(ttft * ft, tpot * fp)
-    assert fleet.breaking_rate(tight, n) <= fleet.breaking_rate(loose, n)
+    # One unit in the last place of slack: x_inf (1 − a / TPOT) and the TTFT branch round apart (hypothesis
+    # found 25.2625 against 25.262499999999996 for a tighter limit that changes nothing).
+    assert fleet.breaking_rate(tight, n) <= fleet.breaking_rate(loose, n) * (1 + 1e-12)
 
 
 @settings(max_examples=100, deadline=None)

@@ -9,6 +9,7 @@ from unittest import mock
 
 import pytest
 
+import capacity.kv_replays as kv_replays
 import capacity.sizing as sizing
 from capacity.sizing import KvReplays, LengthSamples, size
 from tests.capacity.test_sizing_sims import _figures, _trace_input
@@ -19,7 +20,7 @@ def test_replays_shared_across_rates_give_each_rate_its_own_figures():
     busier = replace(inp, arrival_rate_rps=20.0)
     alone = size(busier)
     replays = KvReplays()
-    with mock.patch.object(sizing, "simulate_class", wraps=sizing.simulate_class) as sim:
+    with mock.patch.object(kv_replays, "simulate_class", wraps=kv_replays.simulate_class) as sim:
         size(inp, replays=replays)
         shared = size(busier, replays=replays)
     # A trace at its own timing replays the same at 12 and 20 req/s (and at the mean, for the peak's extra cost).

@@ -8,6 +8,7 @@ from unittest import mock
 
 import numpy as np
 
+import capacity.kv_replays as kv_replays
 import capacity.sizing as sizing
 from capacity.sizing import LengthSamples, OperatingPoint, size
 from capacity.units import ReferenceMix
@@ -43,7 +44,7 @@ def test_one_replay_per_latency_pair_and_the_same_figures():
     twin = OperatingPoint("twin", "a", 2, 1800, ReferenceMix(1000, 250), 2.0, 0.1, 1.0, 0.05)  # POINT's latencies
     other = OperatingPoint("other", "a", 1, 900, ReferenceMix(1000, 250), 2.0, 0.1, 0.5, 0.04)
     inp = _trace_input(operating_points=(POINT, twin, other), accelerators=(ACC,))
-    with mock.patch.object(sizing, "simulate_class", wraps=sizing.simulate_class) as sim:
+    with mock.patch.object(kv_replays, "simulate_class", wraps=kv_replays.simulate_class) as sim:
         shared = size(inp)
     assert sim.call_count == 2  # (1.0, 0.05) once for POINT, twin and the peak's re-sizing; (0.5, 0.04) once
     assert shared.peak_extra_cost_per_hour == 4.0
@@ -56,7 +57,7 @@ def test_one_replay_per_latency_pair_and_the_same_figures():
 
     with (
         mock.patch.object(sizing, "_size_at", side_effect=alone),
-        mock.patch.object(sizing, "simulate_class", wraps=sizing.simulate_class) as sim,
+        mock.patch.object(kv_replays, "simulate_class", wraps=kv_replays.simulate_class) as sim,
     ):
         apart = size(inp)
     assert sim.call_count == 4

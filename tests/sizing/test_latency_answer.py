@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from capacity.latency_curve import MeasuredPoint, fit
@@ -44,7 +42,7 @@ def measured(db):
     return acc
 
 
-def test_the_answer_carries_the_curve_and_the_breaking_rate_by_its_closed_form(measured, api):
+def test_the_answer_carries_the_curve_and_the_breaking_rate_of_its_own_simulation(measured, api):
     d = api("member").post(URL, sizing_body(), format="json").json()
 
     curve = fit([SERVER, INTERACTIVE, OFFLINE])
@@ -52,30 +50,40 @@ def test_the_answer_carries_the_curve_and_the_breaking_rate_by_its_closed_form(m
     assert d["latency_curve"]["parameters"] == pytest.approx(curve.parameters(), rel=1e-9)
     assert [p["out_tps_per_replica"] for p in d["latency_curve"]["points"]] == [10_000, 6_000, 10_500]
     assert d["latency_curve"]["borrowed"] == []
-    n = d["replicas"]["steady"]
-    # A request: 300 + 4 × 100 = 700 wt; an output token of the reference mix: 7 wt.
-    expected = curve.max_load(2.0, 0.2) * n * 7 / 700
-    assert d["slo_breaking_rate_rps"] == pytest.approx(expected, rel=1e-9)
     assert set(d["latency_at_planning_rate"]) == {"ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s"}
     assert 0 <= d["slo_attainment"] <= 1
+    # One truth: the breaking rate is the highest simulated rate meeting the SLO, every simulated rate
+    # that misses it lies above it, and the first miss is within the search's resolution.
+    brk, lu = d["slo_breaking_rate_rps"], d["latency_under_load"]
+    sims = lu["series"]["sim"]
+    assert any(s["rate_rps"] == pytest.approx(brk) and s["meets_slo"] for s in sims)
+    assert all(s["rate_rps"] > brk for s in sims if not s["meets_slo"])
+    for s in sims:
+        over = s["ttft_p99_s"] > 2.0 or s["tpot_p99_s"] > 0.2
+        assert over == (not s["meets_slo"])
+    assert lu["breaks"]["first_miss_rate_rps"] <= brk * 1.25
+    assert lu["breaks"]["half"] in {"TTFT", "TPOT"} and lu["breaks"]["bound"] in {"prefill-bound", "decode-bound"}
 
 
-def test_one_replica_more_or_less_moves_the_breaking_rate_in_proportion(measured, api):
-    d = api("member").post(URL, sizing_body(), format="json").json()
-    n, brk = d["replicas"]["steady"], d["slo_breaking_rate_rps"]
-    by_n = {nb["replicas"]: nb["breaking_rate_rps"] for nb in d["latency_under_load"]["neighbours"]}
-    assert by_n[n + 1] == pytest.approx(brk * (n + 1) / n, rel=1e-9)
-    if n > 1:
-        assert by_n[n - 1] == pytest.approx(brk * (n - 1) / n, rel=1e-9)
+def test_one_replica_more_never_raises_a_simulated_p99_and_one_less_never_lowers_it(measured, api):
+    d = api("member").post(URL, sizing_body(arrival_rate_rps=400), format="json").json()
+    n, at = d["replicas"]["steady"], d["latency_at_planning_rate"]
+    by_n = {nb["replicas"]: nb for nb in d["latency_under_load"]["neighbours"]}
+    for k in at:
+        assert by_n[n + 1][k] <= at[k]
+        if n > 1:
+            assert by_n[n - 1][k] >= at[k]
 
 
-def test_the_slo_fleet_is_the_fewest_replicas_holding_the_margin(measured, api):
+def test_the_slo_fleet_is_the_fewest_replicas_the_simulation_meets_the_slo_with(measured, api):
     d = api("member").post(URL, sizing_body(arrival_rate_rps=400), format="json").json()
     f = d["latency_under_load"]["slo_fleet"]
-    per_replica = d["slo_breaking_rate_rps"] / d["replicas"]["steady"]
-    assert f["margin"] == 1.2
-    assert f["replicas"] == max(math.ceil(1.2 * 400 / per_replica - 1e-9), d["replicas"]["for_kv"])
-    assert f["breaking_rate_rps"] >= 1.2 * 400
+    assert f["replicas"] >= d["replicas"]["for_kv"]
+    check = f["check"]
+    assert check["replicas"] == f["replicas"] and check["rate_rps"] == pytest.approx(400)
+    assert check["ttft_p99_s"] <= 2.0 and check["tpot_p99_s"] <= 0.2 and check["meets_slo"]
+    if f["replicas"] > max(1, f["for_kv"]):
+        assert not f["one_less"]["meets_slo"]  # the check shown: one replica less misses
     assert f["cost_per_hour"] == pytest.approx(f["replicas"] * f["cost_per_replica_hour"])
 
 
@@ -86,6 +94,10 @@ def test_more_load_never_lowers_the_answers_predicted_p99(measured, api):
     assert finite == sorted(finite) and len(finite) > 10
     ttft = [t for t in series["ttft_p99_s"] if t is not None]
     assert ttft == sorted(ttft)
+    sims = series["sim"]  # the simulation's own points, low rate to high
+    assert [s["rate_rps"] for s in sims] == sorted(s["rate_rps"] for s in sims) and len(sims) >= 4
+    for k in ("ttft_p99_s", "tpot_p99_s", "ttft_p50_s", "tpot_p50_s"):
+        assert [s[k] for s in sims] == sorted(s[k] for s in sims), k
 
 
 def test_a_pair_without_measured_p99s_has_no_curve_and_says_why(catalogue, api):
@@ -134,7 +146,8 @@ def test_the_calculator_shows_the_chart_the_breaking_rate_and_the_advice(measure
     ]
     assert len(fig["layout"]["shapes"]) == 4  # two SLO lines, planning and breaking rate
     assert "SLO holds up to" in html and "today's peak" in html
-    assert 'id="slo-fleet-replicas"' in html
+    assert 'id="slo-fleet-replicas"' in html and 'id="slo-fleet-check"' in html
+    assert "Where it breaks:" in html and " p99 breaks first" in html and "-bound" in html
     assert "TPOT p99 = " in html and "ms ÷ (1 − x ÷" in html  # the fitted formula with its numbers
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+import capacity.kv_replays as kv_replays
 import capacity.sizing as sizing
 from portal.forms import DEFAULT_DIURNAL
 from telemetry.trace_import import trace_import
@@ -21,14 +22,14 @@ DAY_RATES = len(set(DEFAULT_DIURNAL))
 @pytest.fixture
 def counted(monkeypatch):
     calls: dict[str, list[bool]] = {"planning_answer": [], "simulate_class": []}
-    for name in calls:
-        real = getattr(sizing, name)
+    for name, module in (("planning_answer", sizing), ("simulate_class", kv_replays)):
+        real = getattr(module, name)
 
         def spy(inp, *args, _real=real, _name=name):  # type: ignore[no-untyped-def]
             calls[_name].append(inp.arrival_times_s is not None)
             return _real(inp, *args)
 
-        monkeypatch.setattr(sizing, name, spy)
+        monkeypatch.setattr(module, name, spy)
     return calls
 
 
