@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import statistics
 import threading
 import time
 import uuid
@@ -112,6 +113,7 @@ def modes(
     _pairs(maker(lib, "library"), clients, 0.5)
     bad.update(http=0, library=0)
     totals = {"http": 0, "library": 0}
+    per_round: dict[str, list[int]] = {"http": [], "library": []}
     cpu = {"http": 0.0, "library": 0.0, "http_workers": 0.0}
     print(f"  library vs HTTP mode, {clients} threads, {rounds} alternating rounds of {round_s:.1f} s each; {load()}")
     for r in range(rounds):
@@ -120,6 +122,7 @@ def modes(
             n = _pairs(maker(client, name), clients, round_s)
             mine, theirs = time.process_time() - c0, server() - w0
             totals[name] += n
+            per_round[name].append(n)
             cpu[name] += mine + (theirs if name == "http" else 0.0)
             if name == "http":
                 cpu["http_workers"] += theirs
@@ -129,14 +132,18 @@ def modes(
     lib.backend.clear()
     span = rounds * round_s
     out = {"http_pairs_s": totals["http"] / span, "library_pairs_s": totals["library"] / span}
-    out["ratio"] = out["library_pairs_s"] / out["http_pairs_s"]
+    # the median of the rounds' ratios (each pair of rounds ran back to back), not the ratio of the totals,
+    # which a busy moment in one round would weigh in
+    out["rounds"] = [lb / max(hp, 1) for lb, hp in zip(per_round["library"], per_round["http"], strict=True)]
+    out["ratio"] = statistics.median(out["rounds"])
+    out["ratio_totals"] = out["library_pairs_s"] / out["http_pairs_s"]
     out["http_cpu_ms"] = cpu["http"] / max(totals["http"], 1) * 1e3
     out["http_worker_cpu_ms"] = cpu["http_workers"] / max(totals["http"], 1) * 1e3
     out["library_cpu_ms"] = cpu["library"] / max(totals["library"], 1) * 1e3
     print(f"  HTTP mode    {out['http_pairs_s']:9,.0f} pairs/s   CPU {out['http_cpu_ms']:.2f} ms/pair "
           f"(gunicorn workers {out['http_worker_cpu_ms']:.2f}, the rest this gateway process)")  # fmt: skip
     print(f"  library mode {out['library_pairs_s']:9,.0f} pairs/s   CPU {out['library_cpu_ms']:.2f} ms/pair   "
-          f"ratio {out['ratio']:.2f} (goal ≥ 5)")  # fmt: skip
+          f"ratio per round {out['ratio']:.2f} (goal ≥ 5; of the totals {out['ratio_totals']:.2f})")  # fmt: skip
     if bad["http"] or bad["library"]:
         print(f"  !! answers that were not a store admission: {bad}")
     return out

@@ -1,4 +1,4 @@
-"""Issue 35.3: Headroom vs Atlas, reserve + complete pairs/s and CPU per pair, measured side by side.
+"""Issue 35.3: Headroom vs Atlas, requests/s and CPU per request on the same whole request, side by side.
 
 A client only: start an Atlas gateway as its own README says (github.com/BugVanquisher/Atlas, read at
 e2aa4ae09b57: `uvicorn gateway.main:app --port 8080` in its own virtualenv), with REDIS_URL on loopback,
@@ -8,35 +8,40 @@ a few µs of CPU, so the model server's stand-in takes as little of the shared c
 this project's test upstream (`.venv/bin/python -m tests.integrations.upstream --port 9000`). Then:
 
     BENCH_REDIS_URL=redis://127.0.0.1:6379/N .venv/bin/python bench/atlas_pairs.py \
-        --atlas-url http://127.0.0.1:8080 --atlas-admin-key KEY [--atlas-redis-url redis://127.0.0.1:6379/M]
+        --atlas-url http://127.0.0.1:8080 --atlas-admin-key KEY --upstream-port 9000 [--atlas-redis-url redis://127.0.0.1:6379/M]
 
-Atlas has no reserve or complete endpoint: its token-aware pair is its streaming proxy path
-(gateway/streaming.py). A `"stream": true` chat completion reserves `max_tokens` (usage read, then INCRBY),
-proxies the upstream, then refunds the reservation minus the upstream's `usage.total_tokens`. One such
-request is Atlas's pair, and Atlas's CPU is that whole request: its framework, the two upstream hops its
-streaming path makes (a validation stream, then the real one) and its admission code (docs/gateways.md
-splits it by a profile); the upstream's own CPU (the model server's) is counted on no side. Every side
-reserves the same estimate (40 tokens: Headroom prompt 20 + max output 20; Atlas max_tokens 40) and
-settles the same actual (30: Headroom prompt 20 + output 10; Atlas's upstream reports total 30 with one
-output token, the least proxying Atlas can do for it). Headroom's sides are bench/admission_modes.py's:
-HTTP mode against gunicorn as bench/admission.py starts it, library mode in this process.
+Equal work (issue 49.5): Atlas has no reserve or complete endpoint; its token-aware pair is its whole
+streaming proxy request (gateway/streaming.py): a `"stream": true` chat completion reserves `max_tokens`
+(usage read, then INCRBY), proxies the upstream, then refunds the reservation minus the upstream's
+`usage.total_tokens`. Headroom's equivalent whole request is the same chat completion, the same bytes,
+through a gateway that meters it: Envoy with Headroom's ext_proc (integrations/envoy, library mode on
+Redis and HTTP mode on the portal) before the same upstream, which reserves the prompt estimate plus
+`max_tokens`, proxies the stream, reads its `usage` and completes with it. (This bench compared Atlas's
+whole request with a bare reserve + complete before, which flattered Headroom: it skipped the proxying.)
+Per side the CPU is the client's plus the servers': Atlas's processes (the one listening on its port
+and their children, or `--atlas-pid`); for Headroom, its Envoy (one worker), its ext_proc and the
+portal's gunicorn workers (library mode's event batches land there, HTTP mode's reserves too). The
+upstream's own CPU (the model server's) is counted on no side. Every side asks the same 40-token
+estimate of the same upstream answer (total 30 tokens, one output token).
+`--no-atlas` measures the two Headroom sides alone (no ratio): a check of this bench without an Atlas.
 
 `--clients` threads, `--rounds` rounds of `--round-s` seconds per side, the order reversed every round,
-the load printed beside each. CPU per pair: this process's (the clients) plus the servers': Atlas's
-processes (the one listening on its port and their children, or `--atlas-pid`) for Atlas; the gunicorn
-workers for both Headroom sides (library mode's event batches land there). Redis's CPU is counted on no
-side (a shared server). Exit 2 when Atlas does not answer, or when any side throttles or fails a pair.
+the load printed beside each. Redis's CPU is counted on no side (a shared server). Exit 2 when Atlas
+does not answer, or when any side throttles or fails a request.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import http.client
 import json
 import os
 import shutil
+import statistics
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -48,8 +53,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # not bench/: its admission.py would shadow the admission app
 
 import bench.admission as ab  # noqa: E402 - after the path fix; sets the bench portal's environment
-from bench.admission_modes import _pairs, body, count_dead_letter, worker_cpu  # noqa: E402
+from bench.admission_modes import _pairs, body, worker_cpu  # noqa: E402
 from bench.rounds import cleanup, cpu_s, load  # noqa: E402
+from tests.integrations import stack  # noqa: E402
+
+HEADROOM_KEY = "sk-bench-atlas"  # the Envoy ext_proc's API key → tenant acme (its config file)
 
 SAMPLE = body("x", 0, 0)
 ESTIMATE = SAMPLE["prompt_tokens"] + SAMPLE["max_output_tokens"]  # 40
@@ -156,24 +164,25 @@ def atlas_call(url: str, key: str, count: dict[str, int]) -> Callable[[int], Cal
     return make
 
 
-def headroom_call(client: Any, tag: str, count: dict[str, int]) -> Callable[[int], Callable[[int], None]]:
-    def make(k: int) -> Callable[[int], None]:
-        def call(i: int) -> None:
-            d = client.reserve(**body(tag, k, i))
-            if d.get("decision") == "throttle":
-                count["throttled"] += 1
-            elif (
-                d.get("decision") != "admit"
-                or d.get("source") == "fail_open"  # not the store's admission
-                or client.complete(d["reservation_id"], **SETTLE, status="ok") is None  # not settled
-            ):
-                count["failed"] += 1
-            else:
-                count["admitted"] += 1
+def headroom_envoy(work: Path, stop: contextlib.ExitStack, upstream_port: int, portal: dict[str, str],
+                   lib_env: dict[str, str]) -> dict[str, tuple[int, list[int]]]:  # fmt: skip
+    """Two Envoys before the upstream, each with a Headroom ext_proc (library mode, HTTP mode), as
+    bench/gateway_envoy.py starts them → side → (listener port, the pids of its Envoy and ext_proc)."""
+    from bench import gateway_envoy as ge
 
-        return call
-
-    return make
+    (work / "ext_proc.json").write_text(
+        json.dumps({"keys": {HEADROOM_KEY: {"tenant": "acme", "traffic_class": "reserved"}}})
+    )
+    out = {}
+    for side, env in (("Headroom library", lib_env), ("Headroom HTTP", {"HEADROOM_TIMEOUT_S": "5"})):
+        tag = "lib" if "library" in side else "http"
+        port = stack.free_port()
+        ext = ge.ext_proc(work, f"ext_{tag}", port, {**portal, **env})
+        stop.callback(ext.stop)
+        proxy, ports = ge.envoy(work, f"envoy_{tag}", upstream_port, [port], without=False)
+        stop.callback(proxy.stop)
+        out[side] = (ports["with"], [proxy.proc.pid, ext.proc.pid])
+    return out
 
 
 def atlas_setup(args: argparse.Namespace) -> str:
@@ -227,6 +236,7 @@ Side = tuple[Callable[[int], Callable[[int], None]], Callable[[], float]]  # mak
 def measure(sides: dict[str, Side], args: argparse.Namespace, upstream: Callable[[], float]) -> dict:
     names = list(sides)
     pairs = dict.fromkeys(names, 0)
+    rounds: dict[str, list[int]] = {n: [] for n in names}
     cpu = {n: [0.0, 0.0, 0.0] for n in names}  # clients, servers, the upstream (counted on no side)
     for r in range(args.rounds):
         row = []
@@ -236,12 +246,13 @@ def measure(sides: dict[str, Side], args: argparse.Namespace, upstream: Callable
             n = _pairs(make, args.clients, args.round_s)
             mine, theirs = time.process_time() - c0, server() - s0
             pairs[name] += n
+            rounds[name].append(n)
             cpu[name][0] += mine
             cpu[name][1] += theirs
             cpu[name][2] += upstream() - u0
             row.append(f"{name} {n / args.round_s:,.0f}/s {(mine + theirs) / max(n, 1) * 1e3:.2f} ms")
         print(f"  round {r + 1}: " + ", ".join(row) + f"   ({load()})")
-    return {"pairs": pairs, "cpu": cpu}
+    return {"pairs": pairs, "cpu": cpu, "rounds": rounds}
 
 
 def report(m: dict, counts: dict[str, dict[str, int]], args: argparse.Namespace) -> None:
@@ -251,85 +262,103 @@ def report(m: dict, counts: dict[str, dict[str, int]], args: argparse.Namespace)
     for n in rate:
         cl, sv, up = (x / max(m["pairs"][n], 1) * 1e3 for x in m["cpu"][n])
         c = counts[n]
-        print(f"  {n:<16} {rate[n]:8,.0f} pairs/s   CPU {ms[n]:.2f} ms/pair (clients {cl:.2f}, servers {sv:.2f})"
+        print(f"  {n:<16} {rate[n]:8,.0f} requests/s   CPU {ms[n]:.2f} ms/request (clients {cl:.2f}, servers {sv:.2f})"
               f"   admitted {c['admitted']:,}, throttled {c['throttled']}, failed {c['failed']}"
-              + (f"   [upstream, not counted: {up:.2f} ms/pair]" if n == "Atlas" and args.upstream_port else ""))  # fmt: skip
+              f"   [upstream, not counted: {up:.2f} ms/request]")  # fmt: skip
+    if "Atlas" not in rate:
+        return
     for n in ("Headroom HTTP", "Headroom library"):
-        ratio, cpu = rate[n] / rate["Atlas"], ms[n] / ms["Atlas"]
+        per = [h / max(a, 1) for h, a in zip(m["rounds"][n], m["rounds"]["Atlas"], strict=True)]
+        ratio, cpu = statistics.median(per), ms[n] / ms["Atlas"]
         verdict = "meets" if ratio >= 2 and cpu <= 1 else "MISSES"
-        print(f"  {n} ÷ Atlas: {ratio:.2f}× pairs/s, {cpu:.2f}× the CPU per pair ({verdict} ≥ 2×, ≤ 1×)   ({load()})")
+        print(f"  {n} ÷ Atlas, the same whole request: {ratio:.2f}× requests/s (median of the rounds' ratios: "
+              f"{', '.join(f'{x:.2f}' for x in per)}), {cpu:.2f}× the CPU per request ({verdict} ≥ 2×, ≤ 1×)"
+              f"   ({load()})")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
-    from admission.client import AdmissionClient
-    from admission.library import Library
-
-    key = atlas_setup(args)
-    atlas_pids = (
-        with_children({args.atlas_pid}) if args.atlas_pid else pids_on_port(urlsplit(args.atlas_url).port or 80)
-    )
-    if not atlas_pids:
-        raise Invalid(f"no process listens on {args.atlas_url}'s port here: give --atlas-pid")
-    before = atlas_usage(args.atlas_redis_url, key)
+    key = atlas_setup(args) if args.atlas_url else ""
+    atlas_pids: set[int] = set()
+    if args.atlas_url:
+        atlas_pids = (
+            with_children({args.atlas_pid}) if args.atlas_pid else pids_on_port(urlsplit(args.atlas_url).port or 80)
+        )
+        if not atlas_pids:
+            raise Invalid(f"no process listens on {args.atlas_url}'s port here: give --atlas-pid")
+    before = atlas_usage(args.atlas_redis_url, key) if args.atlas_url else None
     prefix = f"benchatlas-{uuid.uuid4().hex[:6]}:"
     os.environ["ADMISSION_KEY_PREFIX"] = prefix  # the gunicorn portal's keys, removed by cleanup()
-    gun = lib = None
-    try:
-        token = ab.setup_db()
-        port = ab.free_port()
-        gun = ab.start_gunicorn(port)
-        url = f"http://127.0.0.1:{port}"
-        http_client = AdmissionClient(url, token, timeout_s=10)
-        lib = Library(url, token, signing_key="bench-signing-key", redis_url=ab.ENV["REDIS_URL"], prefix=f"{prefix}lib:",
-                      redis_timeout_s=1.0, sweep_every_s=None, http_timeout_s=30, event_flush_s=1.0,
-                      dead_letter=count_dead_letter)  # fmt: skip
-        workers = worker_cpu(gun.pid)
-        counts = {
-            n: {"admitted": 0, "throttled": 0, "failed": 0} for n in ("Atlas", "Headroom HTTP", "Headroom library")
-        }
-        sides: dict[str, Side] = {
-            "Atlas": (atlas_call(args.atlas_url, key, counts["Atlas"]), lambda: sum(cpu_s(p) for p in atlas_pids)),
-            "Headroom HTTP": (headroom_call(http_client, "http", counts["Headroom HTTP"]), workers),
-            "Headroom library": (headroom_call(lib, "lib", counts["Headroom library"]), workers),
-        }
-        up_pids = pids_on_port(args.upstream_port) if args.upstream_port else set()
-        warm = {n: _pairs(make, args.clients, 1.0) for n, (make, _) in sides.items()}  # connections, snapshot, scripts
-        bad = {n: c for n, c in counts.items() if c["throttled"] or c["failed"] or not c["admitted"]}
-        if bad:
-            raise Invalid(f"warm-up: a side throttled or failed: {bad}")
-        for c in counts.values():
-            c.update(admitted=0, throttled=0, failed=0)
-        print(f"reserve + complete: Atlas {args.atlas_url} (pids {sorted(atlas_pids)}), Headroom HTTP mode (gunicorn "
-              f"2 × 4 threads, {url}), library mode; {args.clients} clients, estimate {ESTIMATE} / actual {ACTUAL} "
-              f"tokens; {args.rounds} rounds of {args.round_s:.1f} s, order reversed every round; {load()}")  # fmt: skip
-        m = measure(sides, args, lambda: sum(cpu_s(p) for p in up_pids))
-        report(m, counts, args)
-        after = atlas_usage(args.atlas_redis_url, key)
-        if before is not None and after is not None:
-            # Every Atlas pair settled to the actual: its usage grew by exactly ACTUAL per pair (warm-up included).
-            want = ACTUAL * (m["pairs"]["Atlas"] + warm["Atlas"])
-            print(
-                f"  Atlas's usage counter grew {after - before:,} tokens for {want // ACTUAL:,} pairs (want {want:,})"
-            )
-            if after - before != want:
-                raise Invalid("Atlas's usage is not the actual per pair: a reservation was not settled")
-        bad = {n: c for n, c in counts.items() if c["throttled"] or c["failed"]}
-        if bad:
-            raise Invalid(f"a side throttled or failed during the measurement: {bad}")
-        return 0
-    finally:
-        if lib is not None:
-            lib.close()
-        cleanup(gun, prefix, ab.TMP)
-        if not args.atlas_key:
-            atlas_forget(args.atlas_redis_url, key)
+    work = Path(tempfile.mkdtemp(prefix="atlas-pairs-"))
+    gun = None
+    with contextlib.ExitStack() as stop:
+        try:
+            token = ab.setup_db()
+            port = ab.free_port()
+            gun = ab.start_gunicorn(port)
+            url = f"http://127.0.0.1:{port}"
+            portal = {"HEADROOM_URL": url, "HEADROOM_GATEWAY_TOKEN": token}
+            lib_env = {"HEADROOM_REDIS_URL": ab.ENV["REDIS_URL"], "HEADROOM_KEY_PREFIX": f"{prefix}lib:",
+                       "HEADROOM_SIGNING_KEY": "bench-signing-key"}  # fmt: skip
+            workers = worker_cpu(gun.pid)
+            names = (["Atlas"] if args.atlas_url else []) + ["Headroom HTTP", "Headroom library"]
+            counts = {n: {"admitted": 0, "throttled": 0, "failed": 0} for n in names}
+            sides: dict[str, Side] = {}
+            if args.atlas_url:
+                sides["Atlas"] = (atlas_call(args.atlas_url, key, counts["Atlas"]),
+                                  lambda: sum(cpu_s(p) for p in atlas_pids))  # fmt: skip
+            for side, (lport, pids) in headroom_envoy(work, stop, args.upstream_port, portal, lib_env).items():
+                sides[side] = (atlas_call(f"http://127.0.0.1:{lport}", HEADROOM_KEY, counts[side]),
+                               lambda pids=pids: workers() + sum(cpu_s(p) for p in pids))  # fmt: skip
+            sides = {n: sides[n] for n in names}
+            up_pids = pids_on_port(args.upstream_port)
+            for make, _ in sides.values():  # first use (the snapshot read, the connections): one client at a time
+                for _ in range(10):
+                    _pairs(make, 1, 0.5)
+            for c in counts.values():
+                c.update(admitted=0, throttled=0, failed=0)
+            warm = {n: _pairs(make, args.clients, 1.0) for n, (make, _) in sides.items()}
+            bad = {n: c for n, c in counts.items() if c["throttled"] or c["failed"] or not c["admitted"]}
+            if bad:
+                raise Invalid(f"warm-up: a side throttled or failed: {bad}")
+            for c in counts.values():
+                c.update(admitted=0, throttled=0, failed=0)
+            print(f"one streaming chat completion, the whole request: Atlas {args.atlas_url or '(not measured)'} "
+                  f"(pids {sorted(atlas_pids)}); Headroom in Envoy (1 worker) with its ext_proc, HTTP mode (portal: "
+                  f"gunicorn 2 × 4 threads, {url}) and library mode; upstream 127.0.0.1:{args.upstream_port}; "
+                  f"{args.clients} clients, estimate {ESTIMATE} / actual {ACTUAL} tokens; {args.rounds} rounds of "
+                  f"{args.round_s:.1f} s, order reversed every round; {load()}")  # fmt: skip
+            m = measure(sides, args, lambda: sum(cpu_s(p) for p in up_pids))
+            report(m, counts, args)
+            after = atlas_usage(args.atlas_redis_url, key) if args.atlas_url else None
+            if before is not None and after is not None:
+                # Every Atlas request settled to the actual: its usage grew by exactly ACTUAL each (warm-up included).
+                want = ACTUAL * (m["pairs"]["Atlas"] + warm["Atlas"])
+                print(f"  Atlas's usage counter grew {after - before:,} tokens for {want // ACTUAL:,} requests "
+                      f"(want {want:,})")  # fmt: skip
+                if after - before != want:
+                    raise Invalid("Atlas's usage is not the actual per request: a reservation was not settled")
+            bad = {n: c for n, c in counts.items() if c["throttled"] or c["failed"]}
+            if bad:
+                raise Invalid(f"a side throttled or failed during the measurement: {bad}")
+            return 0
+        finally:
+            stop.close()  # the ext_procs flush their events before the portal stops
+            cleanup(gun, prefix, ab.TMP)
+            shutil.rmtree(work, ignore_errors=True)
+            if args.atlas_url and not args.atlas_key:
+                atlas_forget(args.atlas_redis_url, key)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--serve-upstream", type=int, metavar="PORT", help="only serve the canned upstream on PORT")
     ap.add_argument("--atlas-url", help="a running Atlas gateway, e.g. http://127.0.0.1:8080")
-    ap.add_argument("--upstream-port", type=int, help="Atlas's upstream here: its CPU per pair is printed apart")
+    ap.add_argument(
+        "--upstream-port",
+        type=int,
+        help="Atlas's upstream here (Headroom's Envoy uses it too); its CPU is printed apart",
+    )
+    ap.add_argument("--no-atlas", action="store_true", help="the two Headroom sides alone (a check of the bench)")
     ap.add_argument("--atlas-admin-key", help="Atlas's ADMIN_API_KEY: a fresh key with room is registered")
     ap.add_argument("--atlas-key", help="an Atlas API key that already has room (instead of --atlas-admin-key)")
     ap.add_argument("--atlas-pid", type=int, help="Atlas's server process (default: the one listening on its port)")
@@ -340,10 +369,12 @@ def main() -> int:
     args = ap.parse_args()
     if args.serve_upstream:
         return serve_upstream(args.serve_upstream)
-    if not args.atlas_url:
-        ap.error("give --atlas-url")
-    if not (args.atlas_admin_key or args.atlas_key):
+    if not args.atlas_url and not args.no_atlas:
+        ap.error("give --atlas-url (or --no-atlas)")
+    if args.atlas_url and not (args.atlas_admin_key or args.atlas_key):
         ap.error("give --atlas-admin-key or --atlas-key")
+    if not args.upstream_port:
+        ap.error("give --upstream-port: the upstream Atlas proxies to, which Headroom's Envoy proxies to as well")
     if args.rounds < 6:
         ap.error("--rounds must be ≥ 6")
     try:

@@ -15,8 +15,9 @@ each process (clients, Envoys, upstream, ext_procs; not the shared Redis nor the
 spent per request while that listener was served. Every answer must be a 200.
 
 Printed: the ratio against the ~1 ms upstream (the issue's figure: it decides the exit status), then
-against the 50 ms one, then the median time of one request sent alone on each fast listener (what the
-ext_proc adds to a request when the machine is not saturated by the bench itself).
+against the 50 ms one, then each fast listener's request time, p50 and p99, at 1 and at 2 clients sending
+one request at a time (`alone`: what the ext_proc adds to a request when the bench itself does not
+saturate the machine; issue 49's goal: +2 ms at p50, +10 ms at p99 over Envoy alone).
 
 `--ceiling` (issue 37's ceiling on this machine): instead of the above, per upstream (~1 ms, then each
 `--slow-ms`, e.g. 10 20 50 100) four listeners interleaved: Envoy alone; Envoy with a do-nothing C++
@@ -26,7 +27,7 @@ side skipped, saying why, without g++ and Debian's libgrpc++-dev); with a do-not
 ext_proc has its Envoy (one worker); the same processing mode (integrations/envoy/envoy.yaml). The
 C++ no-op's ratio is what any ext_proc can reach here; the exit status is 0 unless an answer failed.
 
-Run: .venv/bin/python bench/gateway_envoy.py [--clients 8] [--rounds 6] [--round-s 3] [--slow-ms 50] [--alone 200]
+Run: .venv/bin/python bench/gateway_envoy.py [--clients 8] [--rounds 6] [--round-s 3] [--slow-ms 50] [--alone-s 16] [--ext-procs N]
      .venv/bin/python bench/gateway_envoy.py --ceiling --slow-ms 10 20 50 100
 """
 
@@ -38,18 +39,19 @@ import http.client
 import json
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # not bench/: its admission.py would shadow the admission app
 
 import bench.admission as ab  # noqa: E402 - after the path fix; sets the bench portal's environment
+from bench import admission_modes  # noqa: E402
 from bench.rounds import BODY, HEADERS, cleanup, hammer, interleaved, load, verdicts  # noqa: E402 - the same load
 from integrations.envoy import config as envoy_config  # noqa: E402
 from tests.integrations import stack  # noqa: E402
@@ -167,39 +169,60 @@ def ceiling(args: argparse.Namespace, work: Path, stop: contextlib.ExitStack, li
                 return 1
             ratios[label] = verdicts(totals, args.rounds * args.round_s, GOAL)[1], load()
             if not ms:
-                alone(targets, args.alone)
+                alone(targets, args.alone_s)
     for label, (r, at) in ratios.items():
         print(f"  ceiling, {label}: " + ", ".join(f"{k} {v:.2f} ×" for k, v in r.items()) + f"   ({at})")
     return 0
 
 
-def latency_ms(port: int, n: int) -> float:
-    """Median time of one request sent alone (one keep-alive client, sequential), in ms."""
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    out = []
-    for _ in range(n):
-        t = time.perf_counter()
-        c.request("POST", "/v1/chat/completions", body=BODY, headers=HEADERS)
-        r = c.getresponse()
-        r.read()
-        if r.status != 200:
-            raise RuntimeError(f"answer {r.status}")
-        out.append((time.perf_counter() - t) * 1000)
-    c.close()
-    return statistics.median(out)
+def latencies_ms(port: int, clients: int, seconds: float) -> list[float]:
+    """`clients` keep-alive clients each sending one request at a time for `seconds`: every request's time, ms."""
+    out: list[float] = []
+
+    def client(k: int) -> Callable[[int], None]:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+
+        def call(i: int) -> None:
+            t = time.perf_counter()
+            c.request("POST", "/v1/chat/completions", body=BODY, headers=HEADERS)
+            r = c.getresponse()
+            r.read()
+            out.append((time.perf_counter() - t) * 1000)  # list.append: atomic under the GIL
+            if r.status != 200:
+                raise RuntimeError(f"answer {r.status}")
+
+        return call
+
+    admission_modes._pairs(client, clients, seconds)
+    return out
 
 
-def alone(targets: dict[str, int], n: int) -> None:
-    """One client, one request at a time: what an ext_proc adds to a request's time when the machine is
-    not saturated by the bench itself (interleaved in blocks, order reversed); the first is the baseline."""
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
+
+
+def alone(targets: dict[str, int], seconds: float, clients_list: tuple[int, ...] = (1, 2)) -> dict:
+    """Issue 49's latency figure: what a request takes through each listener, p50 and p99, and what the
+    ext_proc adds to it over Envoy alone (the first target), at 1 client (one request at a time: the
+    machine not saturated by the bench) and at 2 (one per core); listeners interleaved in rounds of
+    `seconds`/8 with the order reversed each round, the load printed per concurrency.
+    → {clients: {name: (p50, p99)}}."""
     names = list(targets)
-    lat: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(4):
-        for name in names if r % 2 == 0 else names[::-1]:
-            lat[name].append(latency_ms(targets[name], n // 4))
-    med = {name: statistics.median(v) for name, v in lat.items()}
-    print("  one request alone (median): " + ", ".join(f"{n}: {med[n]:.2f} ms" for n in names)
-          + ", i.e. " + ", ".join(f"{n} +{med[n] - med[names[0]]:.2f} ms" for n in names[1:]))  # fmt: skip
+    got = {}
+    for clients in clients_list:
+        lat: dict[str, list[float]] = {name: [] for name in names}
+        for r in range(8):
+            for name in names if r % 2 == 0 else names[::-1]:
+                lat[name] += latencies_ms(targets[name], clients, seconds / 8)
+        q = {name: (pct(v, 50), pct(v, 99)) for name, v in lat.items()}
+        base = q[names[0]]
+        print(f"  {clients} client(s), one request at a time each, {sum(map(len, lat.values())):,} requests: "
+              + ", ".join(f"{n} p50 {q[n][0]:.2f} / p99 {q[n][1]:.2f} ms" for n in names) + "; added: "
+              + ", ".join(f"{n} +{q[n][0] - base[0]:.2f} / +{q[n][1] - base[1]:.2f} ms" for n in names[1:])
+              + f" (goal +2 / +10)   ({load()})")  # fmt: skip
+        got[clients] = q
+    return got
 
 
 def warm(targets: dict[str, int], clients: int, bad: list[str]) -> bool:
@@ -227,7 +250,9 @@ def main() -> int:
     ap.add_argument("--ceiling", action="store_true",
                     help="Envoy alone vs C++ and Python no-op ext_procs vs Headroom's, per upstream (no HTTP mode)")  # fmt: skip
     ap.add_argument("--ext-procs", type=int, default=1, help="library-mode ext_proc processes (Envoy balances)")
-    ap.add_argument("--alone", type=int, default=200, help="requests sent alone per listener for the latency")
+    ap.add_argument(
+        "--alone-s", type=float, default=16.0, help="seconds of the latency part, per listener and concurrency"
+    )
     args = ap.parse_args()
     if len(args.slow_ms) > 1 and not args.ceiling:
         ap.error("several --slow-ms need --ceiling")
@@ -287,7 +312,7 @@ def main() -> int:
                 if totals is None:
                     return 1
                 ratios[label] = verdicts(totals, seconds, GOAL)
-            alone(fast, args.alone)
+            alone(fast, args.alone_s)
             lib = "Headroom, library mode"
             print("  library mode vs without: " + "; ".join(
                 f"{label} {ok_r[1][lib]:.2f} × ({'meets' if ok_r[0] else 'MISSES'} {GOAL} ×)"

@@ -10,13 +10,13 @@ empty CONTINUE at once: what grpcio alone costs per request, without Headroom's 
 from __future__ import annotations
 
 import argparse
-import asyncio
 from typing import Any
 
 import grpc
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 
 from integrations.envoy import ext_proc
+from integrations.envoy import server as headroom_server
 
 ANSWER = {
     "request_headers": ext_proc.CONTINUE_REQ_HEADERS,
@@ -35,12 +35,12 @@ class Noop(pb_grpc.ExternalProcessorServicer):
 
 
 async def serve(port: int, health_port: int) -> None:
-    server = grpc.aio.server(options=ext_proc.SERVER_OPTIONS)
+    server = grpc.aio.server(options=headroom_server.SERVER_OPTIONS)
     pb_grpc.add_ExternalProcessorServicer_to_server(Noop(), server)
     if server.add_insecure_port(f"127.0.0.1:{port}") == 0:
         raise SystemExit(f"cannot listen on 127.0.0.1:{port}")
     await server.start()
-    await ext_proc.health_server("127.0.0.1", health_port)
+    await headroom_server.health_server("127.0.0.1", health_port)
     await server.wait_for_termination()
 
 
@@ -49,7 +49,7 @@ def main() -> None:
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--health-port", type=int, required=True)
     a = ap.parse_args()
-    asyncio.run(serve(a.port, a.health_port))
+    headroom_server.run(serve(a.port, a.health_port))  # the same loop as Headroom's (uvloop when installed)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@ file): the model server, the ext_proc, the listener and the admin ports rewritte
 second listener, the same but without the ext_proc filter (a negative control, the bench's baseline).
 
     python -m integrations.envoy.config --upstream 127.0.0.1:8000 --ext-proc 127.0.0.1:50051 > envoy.yaml
+    python -m integrations.envoy.config --upstream 127.0.0.1:8000 --ext-proc 127.0.0.1:50051 --ext-procs 2 > envoy.yaml
+      (the ext_proc started with --processes 2: one endpoint per process, Envoy balances the streams)
 """
 
 from __future__ import annotations
@@ -69,11 +71,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--upstream", required=True, type=_hp)
     ap.add_argument("--ext-proc", default="127.0.0.1:50051", type=_hp)
+    ap.add_argument("--ext-procs", type=int, default=1,
+                    help="the ext_proc's --processes: N servers on the port and the N-1 after it")  # fmt: skip
     ap.add_argument("--listen", default="0.0.0.0:10000", type=_hp)
     ap.add_argument("--admin", default="127.0.0.1:9901", type=_hp)
     ap.add_argument("--without", type=_hp, help="also a listener without the ext_proc filter")
     a = ap.parse_args()
-    print(dump(render(upstream=a.upstream, ext_proc=a.ext_proc, listen=a.listen, admin=a.admin, without=a.without)))
+    host, port = a.ext_proc
+    procs = [(host, port + i) for i in range(max(1, a.ext_procs))]
+    print(dump(render(upstream=a.upstream, ext_proc=procs, listen=a.listen, admin=a.admin, without=a.without)))
 
 
 if __name__ == "__main__":

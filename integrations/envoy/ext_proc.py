@@ -41,19 +41,16 @@ mode are sent with source `envoy`. The config file (HEADROOM_EXT_PROC_CONFIG or 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import logging
 import math
 import os
-import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-import grpc
 from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
@@ -196,9 +193,12 @@ CONTINUE_RESP_TRAILERS = pb.ProcessingResponse(response_trailers=pb.TrailersResp
 class Exchange:
     """One HTTP request's state across its ext_proc stream."""
 
+    __slots__ = ("headers", "body", "metered", "reservation", "adm", "prompt_est", "quota", "started", "first_byte",
+                 "status", "sse", "resp", "usage", "chunks", "settled")  # fmt: skip
+
     def __init__(self) -> None:
         self.headers: dict[str, str] = {}
-        self.body = bytearray()
+        self.body = b""  # BUFFERED: the one message's bytes, taken as they are (no copy)
         self.metered = False
         self.reservation: str | None = None
         self.adm: Any = None
@@ -259,6 +259,13 @@ class Processor(pb_grpc.ExternalProcessorServicer):
         # always made in a worker thread, after the answer went on (settle).
         self.inline = bool(os.environ.get("HEADROOM_REDIS_URL"))
 
+    def close(self) -> None:
+        """After the server stopped: the settlements in flight finished, library mode's events flushed."""
+        adm = self.lazy._admission
+        self.pool.shutdown(wait=True)
+        if adm is not None and hasattr(adm, "close"):
+            adm.close()  # library mode: flush its events to the portal
+
     def warm(self) -> None:
         """Build the admission now (library mode reads the portal's snapshot); on failure the first
         request tries again (and meanwhile the fail mode answers)."""
@@ -284,8 +291,9 @@ class Processor(pb_grpc.ExternalProcessorServicer):
                     if not x.metered:
                         yield CONTINUE_REQ_BODY
                         continue
-                    x.body += req.request_body.body
-                    if not req.request_body.end_of_stream:  # BUFFERED sends one message; be safe with more
+                    rb = req.request_body
+                    x.body = x.body + rb.body if x.body else rb.body
+                    if not rb.end_of_stream:  # BUFFERED sends one message; be safe with more
                         yield CONTINUE_REQ_BODY
                         continue
                     if self.inline and self.lazy._admission is not None:
@@ -325,7 +333,7 @@ class Processor(pb_grpc.ExternalProcessorServicer):
 
     def on_request(self, x: Exchange) -> pb.ProcessingResponse:
         try:
-            body = json.loads(bytes(x.body))
+            body = json.loads(x.body)
         except ValueError:
             return refusal(400, "Headroom: the request body is not JSON", "invalid_request_error")
         if not isinstance(body, dict) or not isinstance(body.get("model"), str) or not body["model"]:
@@ -409,66 +417,7 @@ class Processor(pb_grpc.ExternalProcessorServicer):
             log.warning("Headroom: complete of %s failed; its TTL will settle it", reservation_id, exc_info=True)
 
 
-# One Envoy sends every request's stream over one HTTP/2 connection, small messages each: no
-# bandwidth-delay probing (a ping beside data frames), many streams at once, latency over throughput.
-# Measured against grpcio's defaults, interleaved A/B at 8 clients: 1.04, 1.24, 1.14 × requests/s.
-SERVER_OPTIONS = [("grpc.so_reuseport", 0), ("grpc.http2.bdp_probe", 0), ("grpc.max_concurrent_streams", 1000),
-                  ("grpc.optimization_target", "latency"), ("grpc.http2.max_pings_without_data", 0)]  # fmt: skip
+if __name__ == "__main__":  # the serving (uvloop, processes) is integrations.envoy.server's
+    from integrations.envoy.server import main
 
-
-async def health_server(host: str, port: int) -> asyncio.AbstractServer:
-    """`GET /health` → 200: a plain-HTTP probe beside the gRPC port (for orchestrators and tests)."""
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            await reader.readuntil(b"\r\n\r\n")
-            writer.write(
-                b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n"
-            )
-            await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    return await asyncio.start_server(handle, host, port)
-
-
-async def serve(host: str, port: int, config: Config, *, health_port: int | None = None) -> None:
-    processor = Processor(config)
-    server = grpc.aio.server(options=SERVER_OPTIONS)
-    pb_grpc.add_ExternalProcessorServicer_to_server(processor, server)
-    if server.add_insecure_port(f"{host}:{port}") == 0:
-        raise SystemExit(f"cannot listen on {host}:{port}")
-    await asyncio.get_running_loop().run_in_executor(None, processor.warm)
-    await server.start()
-    health = await health_server(host, health_port) if health_port else None
-    log.warning("Headroom ext_proc listening on %s:%s (%s mode)", host, port,
-                "library" if os.environ.get("HEADROOM_REDIS_URL") else "HTTP")  # fmt: skip
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    if health is not None:
-        health.close()
-    await server.stop(grace=5)
-    adm = processor.lazy._admission
-    processor.pool.shutdown(wait=True)  # the settlements in flight
-    if adm is not None and hasattr(adm, "close"):
-        adm.close()  # library mode: flush its events to the portal
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description="Headroom admission as an Envoy external processor (ext_proc)")
-    ap.add_argument("--host", default=os.environ.get("HEADROOM_EXT_PROC_HOST", "127.0.0.1"))
-    ap.add_argument("--port", type=int, default=int(os.environ.get("HEADROOM_EXT_PROC_PORT", "50051")))
-    ap.add_argument("--health-port", type=int, default=None)
-    ap.add_argument("--config", default=os.environ.get("HEADROOM_EXT_PROC_CONFIG"))
-    args = ap.parse_args()
-    logging.basicConfig(level=os.environ.get("HEADROOM_LOG_LEVEL", "WARNING"))
-    asyncio.run(serve(args.host, args.port, Config.load(args.config), health_port=args.health_port))
-
-
-if __name__ == "__main__":
     main()
