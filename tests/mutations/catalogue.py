@@ -444,7 +444,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "entitlements/models/grants.py",
         "elif not 0 < self.weight <= MAX_WEIGHT:",
         "elif not 0 < self.weight:",
-        (ADM + "test_lending.py::test_grant_with_a_bad_lending_limit_or_weight_is_a_400_naming_the_field",),
+        (ADM + "test_lending.py::test_the_service_refuses_a_bad_weight_naming_it_before_the_database_does",),
     ),
     Mutation(
         "H4",
@@ -511,5 +511,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    elif upload.size > settings.TRACE_MAX_BYTES:",
         "    elif False:",
         ("tests/sizing/test_trace_bound.py::test_the_page_refuses_a_file_one_byte_over_the_bound_and_takes_one_at_it",),
+    ),
+    Mutation(
+        "H12",
+        "webhook guard: every address a tenant's URL resolves to must be global, not only the first",
+        "alerts/webhooks.py",
+        "        for ip in ips:",
+        "        for ip in ips[:1]:",
+        ("tests/alerts/test_ssrf.py::test_every_resolved_address_must_be_global_not_only_the_first",),
     ),
 )
