@@ -1,11 +1,8 @@
-"""Plain helpers config/settings.py uses to read the OIDC settings (no Django settings here: they load first).
-A bad value stops the start with ImproperlyConfigured naming the variable."""
+"""Plain parsers config/settings.py reads the OIDC settings with (config.env.env_parsed; no Django settings
+here: they load first). A bad value raises ValueError, which stops the start naming the variable. Nothing
+here imports config: the project reads the environment, the app keeps its rules."""
 
 from __future__ import annotations
-
-from django.core.exceptions import ImproperlyConfigured
-
-from config.env import env_str
 
 TENANT_ROLES = ("viewer", "requester")
 PLATFORM_ROLES = ("approver", "operator")
@@ -13,20 +10,6 @@ PLATFORM_ROLES = ("approver", "operator")
 CLAIMABLE_ROLES = frozenset(TENANT_ROLES + PLATFORM_ROLES)
 OIDC_BACKEND = "accounts_oidc.backends.HeadroomOIDCBackend"
 PASSWORD_BACKEND = "django.contrib.auth.backends.ModelBackend"
-
-
-def env_map(name: str, *, values: frozenset[str] | None = None) -> dict[str, str]:
-    try:
-        return parse_map(env_str(name, ""), values=values)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name}: {exc}")
-
-
-def env_roles(name: str, default: str) -> frozenset[str]:
-    try:
-        return parse_roles(env_str(name, default))
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name}: {exc}")
 
 
 def parse_map(raw: str, *, values: frozenset[str] | None = None) -> dict[str, str]:
@@ -42,6 +25,11 @@ def parse_map(raw: str, *, values: frozenset[str] | None = None) -> dict[str, st
             raise ValueError(f"{value.strip()!r} is none of {', '.join(sorted(values))}")
         out[key.strip()] = value.strip()
     return out
+
+
+def parse_claimable_map(raw: str) -> dict[str, str]:
+    """OIDC_ROLE_MAP: a claim value to one of the roles a claim may grant."""
+    return parse_map(raw, values=CLAIMABLE_ROLES)
 
 
 def parse_roles(raw: str) -> frozenset[str]:

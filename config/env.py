@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
+from typing import TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
+
+T = TypeVar("T")
 
 TRUE = frozenset({"1", "true", "yes", "on"})
 FALSE = frozenset({"0", "false", "no", "off"})
@@ -35,6 +39,15 @@ def _within(name: str, v: float, minimum: float | None, maximum: float | None) -
 
 def env_str(name: str, default: str = "") -> str:
     return os.environ.get(name, default)
+
+
+def env_parsed(name: str, parse: Callable[[str], T], default: str = "") -> T:
+    """A variable read by an app's own parser (e.g. accounts_oidc.conf.parse_map): its ValueError stops the
+    start naming the variable. The app keeps the rule, config keeps the environment: no app imports config."""
+    try:
+        return parse(env_str(name, default))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}") from None
 
 
 def env_float(name: str, default: float, *, minimum: float | None = None, maximum: float | None = None) -> float:

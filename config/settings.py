@@ -14,7 +14,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import env_bool, env_float, env_int, env_str
+from config.env import env_bool, env_float, env_int, env_parsed, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # The product's own public data (operating points, specs, the demo trace): in the checkout, see data/README.md.
@@ -333,10 +333,10 @@ OIDC_VERIFY_SSL = env_bool("OIDC_VERIFY_SSL", True)
 OIDC_CLOCK_SKEW_S = env_int("OIDC_CLOCK_SKEW_S", 60)
 OIDC_USERNAME_CLAIM = env_str("OIDC_USERNAME_CLAIM", "preferred_username")
 OIDC_TENANT_CLAIM = env_str("OIDC_TENANT_CLAIM", "headroom_tenant")
-OIDC_TENANT_MAP = oidc_conf.env_map("OIDC_TENANT_MAP")
+OIDC_TENANT_MAP = env_parsed("OIDC_TENANT_MAP", oidc_conf.parse_map)
 OIDC_ROLES_CLAIM = env_str("OIDC_ROLES_CLAIM", "headroom_roles")
-OIDC_ROLE_MAP = oidc_conf.env_map("OIDC_ROLE_MAP", values=oidc_conf.CLAIMABLE_ROLES)
-OIDC_CLAIM_GRANTABLE_ROLES = oidc_conf.env_roles("OIDC_CLAIM_GRANTABLE_ROLES", "viewer,requester")
+OIDC_ROLE_MAP = env_parsed("OIDC_ROLE_MAP", oidc_conf.parse_claimable_map)
+OIDC_CLAIM_GRANTABLE_ROLES = env_parsed("OIDC_CLAIM_GRANTABLE_ROLES", oidc_conf.parse_roles, "viewer,requester")
 OIDC_DEFAULT_TENANT_ROLE = env_str("OIDC_DEFAULT_TENANT_ROLE", "viewer")
 OIDC_CREATE_USER = True
 OIDC_STORE_ID_TOKEN = False

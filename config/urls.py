@@ -3,8 +3,6 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from portal.views.favicon import favicon
-
 api = [
     path("", include("entitlements.api_urls")),
     path("", include("admission.api_urls")),
@@ -23,7 +21,6 @@ handler404 = "portal.views.errors.page_not_found"
 handler500 = "portal.views.errors.server_error"
 
 urlpatterns = [
-    path("favicon.ico", favicon, name="favicon"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -138,35 +138,85 @@ def entitlement_grant(
     overflow: str = Entitlement.Overflow.ALLOW,
     **limit_values: Any,
 ) -> Entitlement:
-    """`limit_values`: any of entitlements.limits.LIMIT_FIELDS (budgets, max_rps, burst)."""
+    """`limit_values`: any of entitlements.limits.LIMIT_FIELDS (budgets, max_rps, burst). The steps, each a
+    function below: the input alone (_checked_cu, _validate_window, _checked_class), the pools that may hold
+    it (_serving_pools), the pool it goes to with its headroom checked under the locks (_placed), then the
+    row with its sharing terms (_sharing_terms) and envelope (_sized_envelope), checked whole by full_clean."""
     unknown = set(limit_values) - set(limits.LIMIT_FIELDS)
     if unknown:
         raise ValidationError({sorted(unknown)[0]: "unknown field"})
+    cu_d = _checked_cu(cu)
+    _validate_window(starts_at, ends_at)
+    tc = _checked_class(traffic_class, overage, as_cu(borrowing_limit_cu))
+    serving = _serving_pools(model, region, pool)
+    scope = {"tenant": tenant, "project": project, "model": model, "region": region, "traffic_class": tc.slug}
+    chosen = _placed(scope, serving, pool, Window(starts_at, ends_at), cu_d, counts_as_sold=tc.counts_as_sold)
+    terms = _sharing_terms(
+        overage=overage,
+        borrowing_limit_cu=borrowing_limit_cu,
+        lending_limit_cu=lending_limit_cu,
+        weight=weight,
+        spillover_target=spillover_target,
+        spillover_budget_cu=spillover_budget_cu,
+        overflow=overflow,
+    )
+    ent = Entitlement(
+        **{**scope, "traffic_class": tc},
+        pool=chosen,
+        starts_at=starts_at,
+        ends_at=ends_at,
+        cu=cu_d,
+        **terms,
+        **_sized_envelope(envelope, chosen, cu_d).__dict__,
+        **limit_values,
+    )
+    _limit_defaults(ent, set(limit_values))
+    ent.full_clean()
+    with history_context(actor=actor, reason=reason):
+        ent.save()
+    return ent
+
+
+def _checked_cu(cu: Decimal | float | str) -> Decimal:
     cu_d = as_cu(cu)
     if cu_d <= 0:
         raise ValidationError({"cu": "must be greater than 0"})
-    _validate_window(starts_at, ends_at)
+    return cu_d
+
+
+def _checked_class(traffic_class: str, overage: str, borrowing_limit_cu: Decimal) -> TrafficClass:
+    """The grant's traffic class: one that exists, and its borrowing terms allowed (only best_effort borrows)."""
     tc = TrafficClass.objects.filter(slug=traffic_class).first()
     if tc is None:
         raise ValidationError({"traffic_class": f"unknown traffic class '{traffic_class}'"})
-    _validate_borrowing(tc.slug, overage, as_cu(borrowing_limit_cu))
+    _validate_borrowing(tc.slug, overage, borrowing_limit_cu)
+    return tc
+
+
+def _serving_pools(model: ServedModel, region: Region, pool: Pool | None) -> list[Pool]:
+    """The pools serving `model` in `region` (pk order); a named pool must be one of them."""
     serving = list(Pool.objects.filter(model=model, region=region).order_by("pk"))
     if pool is not None and pool.pk not in {p.pk for p in serving}:
         raise ValidationError({"pool": f"pool {pool.slug} does not serve {model.slug} in {region.slug}"})
     if not serving:
         raise ValidationError({"region": f"no pool serves {model.slug} in {region.slug}"})
-    # Every pool that could hold this scope is locked, so two first grants of one scope serialise
-    # and cannot place it in two pools.
+    return serving
+
+
+def _placed(
+    scope: dict[str, Any], serving: list[Pool], pool: Pool | None, window: Window, cu: Decimal, *, counts_as_sold: bool
+) -> Pool:
+    """The pool the grant goes to, its headroom checked, under the locks of every pool that could hold the scope
+    (so two first grants of one scope serialise and cannot place it in two pools). The one pool rule
+    (entitlements.pool_choice, issue 34.2): the home pool, else the most headroom after the grant; the launch
+    sizing panel and the approval's default call the same function."""
     locked = lock_pools({p.pk for p in serving})
-    home = scope_pool_id(tenant=tenant, project=project, model=model, region=region, traffic_class=tc.slug)
-    label = _scope_label(tenant, project, model, region, tc.slug)
+    home = scope_pool_id(**scope)
     if home is not None and pool is not None and pool.pk != home:
+        label = _scope_label(**scope)
         raise ScopePoolConflict(
             {"pool": f"{label} lives in pool {locked[home].slug}, not {pool.slug}: move the whole scope instead"}
         )
-    window = Window(starts_at, ends_at)
-    # The one pool rule (entitlements.pool_choice, issue 34.2): the home pool, else the most headroom
-    # after the grant; the launch sizing panel and the approval's default call the same function.
     # Only the pools the rule can pick are read (a scope with a home, or a named pool: that one pool), each once:
     # the check below reuses the peak read here under the same locks.
     if home is not None:
@@ -176,46 +226,50 @@ def entitlement_grant(
     else:
         candidates = [locked[p.pk] for p in serving]
     rows = headroom_rows(candidates, window)
-    choice = choose_pool(rows, cu=cu_d, home_pk=home, counts_as_sold=tc.counts_as_sold)
+    choice = choose_pool(rows, cu=cu, home_pk=home, counts_as_sold=counts_as_sold)
     assert choice is not None  # `serving` is not empty
     chosen = choice.pool
-    if tc.counts_as_sold:
+    if counts_as_sold:
         peak = next(chosen.deliverable_cu - headroom for p, headroom in rows if p.pk == chosen.pk)
         try:
-            _check_headroom(chosen, window, cu_d, peak=peak)
+            _check_headroom(chosen, window, cu, peak=peak)
         except OversellError as exc:
             if home is not None:
                 # The scope cannot go elsewhere: a conflict (409); the message names its pool and headroom.
                 raise ScopePoolConflict(exc.message_dict)
             raise
-    if envelope.max_concurrency == DERIVE:
-        cap = derive_max_concurrency(pool=chosen, cu=float(cu_d), envelope=envelope).value
-        envelope = dataclasses.replace(envelope, max_concurrency=cap)
-    ent = Entitlement(
-        tenant=tenant,
-        project=project,
-        model=model,
-        region=region,
-        pool=chosen,
-        traffic_class=tc,
-        starts_at=starts_at,
-        ends_at=ends_at,
-        cu=cu_d,
-        overage=overage,
-        borrowing_limit_cu=as_cu(borrowing_limit_cu),
-        lending_limit_cu=None if lending_limit_cu is None else as_cu(lending_limit_cu),
-        weight=None if weight is None else float(weight),
-        spillover_target=spillover_target,
-        spillover_budget_cu=None if spillover_budget_cu is None else as_cu(spillover_budget_cu),
-        overflow=overflow,
-        **envelope.__dict__,
-        **limit_values,
-    )
-    _limit_defaults(ent, set(limit_values))
-    ent.full_clean()
-    with history_context(actor=actor, reason=reason):
-        ent.save()
-    return ent
+    return chosen
+
+
+def _sharing_terms(
+    *,
+    overage: str,
+    borrowing_limit_cu: Decimal | float | str,
+    lending_limit_cu: Decimal | float | str | None,
+    weight: float | None,
+    spillover_target: Entitlement | None,
+    spillover_budget_cu: Decimal | float | str | None,
+    overflow: str,
+) -> dict[str, Any]:
+    """The borrowing, lending, fair-share and spillover terms as the row stores them (CU quantised, the weight a
+    float, unset ones None: the pool's or class's default applies); Entitlement.clean checks them together."""
+    return {
+        "overage": overage,
+        "borrowing_limit_cu": as_cu(borrowing_limit_cu),
+        "lending_limit_cu": None if lending_limit_cu is None else as_cu(lending_limit_cu),
+        "weight": None if weight is None else float(weight),
+        "spillover_target": spillover_target,
+        "spillover_budget_cu": None if spillover_budget_cu is None else as_cu(spillover_budget_cu),
+        "overflow": overflow,
+    }
+
+
+def _sized_envelope(envelope: Envelope, pool: Pool, cu: Decimal) -> Envelope:
+    """max_concurrency DERIVE: the cap the chosen pool gives this many CU (entitlements.concurrency)."""
+    if envelope.max_concurrency != DERIVE:
+        return envelope
+    cap = derive_max_concurrency(pool=pool, cu=float(cu), envelope=envelope).value
+    return dataclasses.replace(envelope, max_concurrency=cap)
 
 
 # The workload envelope's fields, in one place: the API, the snapshot and launch requests read this.

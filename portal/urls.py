@@ -6,13 +6,15 @@ URL names and paths are part of the contract (tests/portal walks them); change n
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from portal.views import home, intake, live, planning, sizing, statement, tokens
+from portal.views import favicon, home, intake, live, planning, sizing, statement, tokens
 
 urlpatterns = [
     # home (portal/views/home.py)
     path("", home.home, name="home"),
     path("login/", home.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # /favicon.ico (portal/views/favicon.py): the portal's icon, so config/urls.py names no view of an app
+    path("favicon.ico", favicon.favicon, name="favicon"),
     # launch intake (portal/views/intake.py)
     path("launch/", intake.request_list, name="intake-list"),
     path("launch/queue/", intake.queue, name="intake-queue"),

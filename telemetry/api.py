@@ -19,7 +19,8 @@ from rest_framework.views import APIView
 from entitlements.models import Tenant
 from entitlements.permissions import IsGateway, MemberReadOperatorWrite
 from http_plumbing.api_guards import BatchJSONParser
-from telemetry.selectors import RangeError, usage_series
+from telemetry.periods import PeriodError
+from telemetry.selectors import usage_series
 from telemetry.services import check_source, fleet_samples_ingest, ingest_events
 from telemetry.validation import FieldError, parse_ts
 
@@ -125,6 +126,6 @@ class UsageView(APIView):
             )
         except Tenant.DoesNotExist:
             raise Http404("no such tenant")
-        except RangeError as exc:
+        except PeriodError as exc:
             raise ValidationError({exc.field: [exc.message]})
         return Response(data)

@@ -345,7 +345,7 @@ class PrometheusSource(models.Model):
     atlas_map = models.TextField(
         blank=True,
         default="",
-        help_text="Atlas preset: CSV api_key,tenant,project,model,region, one key a line (CONTRACT §8)",
+        help_text="Atlas preset: which tenant, project, model and region each API key serves; CSV api_key,tenant,project,model,region, one key a line",
     )
     pool_label = models.CharField(max_length=64, default="pool", help_text="label whose value is the pool slug")
     step_s = models.PositiveIntegerField(default=15)

@@ -31,6 +31,7 @@ from telemetry.models import (
     PoolAlert,
     Trace,
 )
+from telemetry.periods import check_period
 
 
 def latest_pool_health(pool_id: int) -> tuple[int, int] | None:
@@ -49,13 +50,6 @@ ROLLUPS = usage.ROLLUPS
 # What a live series sums per bucket, decision and reason (bench/views.py's baseline reads the same).
 SERIES_FIELDS = ("n", "est", "act", "out", "slo", "slo_n", *ROLLUP_SOURCES)
 MAX_POINTS = 2000
-
-
-class RangeError(ValueError):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -84,10 +78,7 @@ def level_for(start: datetime, end: datetime) -> tuple[str, int]:
 
 
 def resolve_span(start: datetime, end: datetime, step_s: int | None = None) -> Span:
-    if end <= start:
-        raise RangeError("end", "must be after start")
-    if end - start > timedelta(days=400):
-        raise RangeError("start", "ranges are limited to 400 days")
+    check_period(start, end)
     level, grain = level_for(start, end)
     start = _floor(start, grain)
     step = max(grain, math.ceil((step_s or grain) / grain) * grain)

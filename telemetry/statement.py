@@ -41,17 +41,8 @@ from telemetry.models import (
     ROLLUP_SOURCES,
     TTFT_BINS,
 )
+from telemetry.periods import check_period
 from telemetry.usage import period_sums, ratio, scope, sums
-
-MAX_PERIOD = timedelta(days=400)
-
-
-class PeriodError(ValueError):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
-
 
 _FIELDS = ("n", "est", "act", "prompt", "out", "slo", "slo_n", *ROLLUP_OUTCOMES, *ROLLUP_SOURCES)
 _BINS = TTFT_BINS + E2E_BINS + PROMPT_BINS + OUTPUT_BINS
@@ -161,10 +152,7 @@ def resolve_period(start: datetime | None, end: datetime | None, now: datetime) 
     """Default: the last 30 days to now. Both are floored to the minute (the finest rollup)."""
     end = (end or now).astimezone(UTC).replace(second=0, microsecond=0)
     start = (start or end - timedelta(days=30)).astimezone(UTC).replace(second=0, microsecond=0)
-    if end <= start:
-        raise PeriodError("end", "must be at least a minute after start")
-    if end - start > MAX_PERIOD:
-        raise PeriodError("start", "a statement covers at most 400 days")
+    check_period(start, end)  # floored to the minute: "after" means at least a minute after
     return start, end
 
 

@@ -13,7 +13,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from telemetry.statement import PeriodError, statement, statement_entitlement
+from telemetry.periods import PeriodError
+from telemetry.statement import statement, statement_entitlement
 from telemetry.statement_period import period_from_query
 
 

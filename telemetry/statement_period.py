@@ -15,7 +15,8 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from telemetry.statement import PeriodError, resolve_period
+from telemetry.periods import PeriodError
+from telemetry.statement import resolve_period
 from telemetry.validation import FieldError, parse_ts
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")

@@ -1,10 +1,10 @@
-"""CONTRACT §5, only best_effort borrows: existing reserved and shared rows lose their borrowing
+"""Only best_effort borrows (the contract's rule for traffic classes): existing reserved and shared rows lose their borrowing
 (limit 0, overage throttle) before the check constraint in 0006 makes it a rule, and the shared
 class stops saying it may borrow. The history triggers record each change with the reason below."""
 
 from django.db import migrations
 
-REASON = "migration 0005: only best_effort borrows (CONTRACT §5)"
+REASON = "migration 0005: only best_effort borrows"
 
 
 def _set_reason(conn, reason):

@@ -15,7 +15,8 @@ from django.shortcuts import render
 from entitlements.reasons import REASONS
 from portal.charts.live import SOURCES
 from portal.csv_echo import csv_echo_writer
-from telemetry.statement import PeriodError, statement, statement_entitlement
+from telemetry.periods import PeriodError
+from telemetry.statement import statement, statement_entitlement
 from telemetry.statement_period import period_from_query
 
 

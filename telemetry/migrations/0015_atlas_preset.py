@@ -15,7 +15,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='prometheussource',
             name='atlas_map',
-            field=models.TextField(blank=True, default='', help_text='Atlas preset: CSV api_key,tenant,project,model,region, one key a line (CONTRACT §8)'),
+            field=models.TextField(blank=True, default='', help_text='Atlas preset: which tenant, project, model and region each API key serves; CSV api_key,tenant,project,model,region, one key a line'),
         ),
         migrations.AlterField(
             model_name='prometheussource',

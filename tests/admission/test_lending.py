@@ -12,6 +12,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -103,6 +104,22 @@ def test_the_database_refuses_what_the_services_refuse(fleet, change):
     e = _grant(fleet, "10")
     with pytest.raises(IntegrityError), transaction.atomic():
         Entitlement.objects.filter(pk=e.pk).update(**change)
+
+
+@pytest.mark.parametrize(
+    ("kw", "field", "words"),
+    [
+        ({"weight": 1000.5}, "weight", "at most 1000"),
+        ({"weight": 0.0}, "weight", "greater than 0"),
+    ],
+)
+def test_the_service_refuses_a_bad_weight_naming_it_before_the_database_does(fleet, kw, field, words):
+    # A caller in code (a launch approval, the demo) goes through entitlement_grant, not the API's serializer:
+    # the model's own check names the field (a 400), where the database's would be an IntegrityError (a 500).
+    with pytest.raises(ValidationError) as e:
+        _grant(fleet, "1", "best_effort", overage="borrow", borrowing_limit_cu="5", **kw)
+    assert words in e.value.message_dict[field][0]
+    assert not Entitlement.objects.filter(traffic_class="best_effort").exists()
 
 
 @pytest.mark.parametrize("change", [{"lending_limit_cu": Decimal(0)}, {"weight": 0.0}, {"weight": 1000.001}])

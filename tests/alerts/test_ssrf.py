@@ -5,6 +5,8 @@ tenant's delivery log says "refused"/"failed", never the connection's error text
 
 from __future__ import annotations
 
+import ipaddress
+
 import pytest
 
 from alerts import webhooks
@@ -46,6 +48,31 @@ def test_every_non_global_address_is_refused(host):
 
 def test_a_global_address_is_the_one_connected_to():
     assert webhooks._resolve("https://93.184.215.14/hook", public_only=True) == ("93.184.215.14", "")
+
+
+def _answers(monkeypatch, *addresses: str) -> None:
+    """The resolver answers a name with these addresses, in this order. A stand-in for DNS only: this
+    machine has no name server to hold a name whose second answer is private (a rebinding name's shape)."""
+    import socket
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        return [
+            (socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port)) for a in addresses
+        ]
+
+    monkeypatch.setattr(webhooks.socket, "getaddrinfo", getaddrinfo)
+
+
+@pytest.mark.parametrize("second", ["10.0.0.1", "169.254.169.254", "::ffff:127.0.0.1", "100.64.0.1"])
+def test_every_resolved_address_must_be_global_not_only_the_first(monkeypatch, second):
+    _answers(monkeypatch, "93.184.215.14", "93.184.215.15", second)
+    ip, why = webhooks._resolve("https://hooks.example.com/hook", public_only=True)
+    assert ip is None and why == f"hooks.example.com resolves to {ipaddress.ip_address(second)}, {webhooks.PRIVATE}"
+
+
+def test_a_name_whose_every_address_is_global_connects_to_the_first(monkeypatch):
+    _answers(monkeypatch, "93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c")
+    assert webhooks._resolve("https://hooks.example.com/hook", public_only=True) == ("93.184.215.14", "")
 
 
 @pytest.mark.postgres

@@ -75,6 +75,9 @@ def test_a_bound_is_enforced_naming_the_variable(monkeypatch):
         ("ADMISSION_REDIS_TIMEOUT_S", "0,3", "ADMISSION_REDIS_TIMEOUT_S='0,3' is not a number"),
         ("FORECAST_RUN_STALE_AFTER_S", "10m", "FORECAST_RUN_STALE_AFTER_S='10m' is not a whole number"),
         ("FORECAST_RUN_IN_BACKGROUND", "nope", "FORECAST_RUN_IN_BACKGROUND='nope' is not a boolean"),
+        # An app's own parser (accounts_oidc.conf), read through config.env.env_parsed: the variable is named.
+        ("OIDC_ROLE_MAP", "admins=root", "OIDC_ROLE_MAP: 'root' is none of approver, operator, requester, viewer"),
+        ("OIDC_CLAIM_GRANTABLE_ROLES", "viewer,gateway", "OIDC_CLAIM_GRANTABLE_ROLES: claims may grant only"),
     ],
 )
 def test_the_settings_refuse_a_bad_value_at_start_naming_it(name, raw, says):

@@ -11,8 +11,10 @@ import pytest
 from django.db import connection
 
 from entitlements.models import Entitlement
+from portal.intake_selectors import ref
 from portal.models import LaunchRequest
 from portal.services import intake
+from portal.services.intake import steps
 from tests.portal.intake.launch_fields import complete_fields
 
 TRIALS = 20
@@ -65,12 +67,12 @@ def _unlocked_after_both_read(monkeypatch):
     read = threading.Barrier(2)
 
     def unlocked(actor, request):
-        req = LaunchRequest.objects.get(uuid=intake._ref(request))
+        req = LaunchRequest.objects.get(uuid=ref(request))
         if threading.current_thread() is not threading.main_thread():  # the racers, not the setup
             read.wait(timeout=30)
         return req
 
-    monkeypatch.setattr(intake, "_lock", unlocked)
+    monkeypatch.setattr(steps, "lock", unlocked)  # every write locks through steps.lock
 
 
 @pytest.mark.postgres
