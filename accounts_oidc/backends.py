@@ -16,7 +16,7 @@ from django.utils import timezone
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from accounts_oidc import claims as claim_rules
-from accounts_oidc import discovery
+from accounts_oidc import discovery, lockout
 from accounts_oidc.models import OidcIdentity
 from entitlements import roles
 
@@ -90,6 +90,7 @@ class HeadroomOIDCBackend(OIDCAuthenticationBackend):
             setattr(request, REFUSAL_ATTR, refusal)
         except (requests.RequestException, ImproperlyConfigured, ValueError) as exc:  # the provider's side
             log.error("OIDC sign-in failed talking to the provider: %s", exc)
+            lockout.provider_failed(request)  # not the person's attempt: django-axes does not count it
             setattr(
                 request,
                 REFUSAL_ATTR,
@@ -105,6 +106,20 @@ class HeadroomOIDCBackend(OIDCAuthenticationBackend):
                 request, REFUSAL_ATTR, claim_rules.SignInRefused("The identity provider's answer did not check out.")
             )
         return None
+
+    def get_or_create_user(self, access_token: str, id_token: str, payload: dict[str, Any]) -> Any:
+        """The ID token checked out, so its subject is who this is: failures count under it from here on
+        (accounts_oidc.lockout), and an identity past the failure limit is refused before anything changes."""
+        request = getattr(self, "request", None)
+        if request is not None:
+            name = lockout.name_subject(request, str(payload["iss"]), str(payload["sub"]))
+            if lockout.is_locked(request, name):
+                raise claim_rules.SignInRefused(
+                    "Too many refused sign-ins for this identity; try again later.",
+                    title="Sign-in paused",
+                    status=429,
+                )
+        return super().get_or_create_user(access_token, id_token, payload)
 
     def get_user(self, user_id: Any) -> Any:
         """As Django's ModelBackend: a deactivated account's sessions end (the library's own skips is_active)."""

@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from mozilla_django_oidc import views as oidc_views
 
-from accounts_oidc import discovery
+from accounts_oidc import discovery, lockout
 from accounts_oidc.backends import REFUSAL_ATTR
 from accounts_oidc.claims import SignInRefused
 from portal.views import home
@@ -78,6 +78,10 @@ class CallbackView(oidc_views.OIDCAuthenticationCallbackView):
     @staticmethod
     def get_settings(attr: str, *args: Any) -> Any:
         return discovery.get_setting(attr, *args)
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        lockout.start_callback(request)  # django-axes counts this sign-in's failures by identity, not by name
+        return super().get(request)
 
     def login_failure(self) -> HttpResponse:
         refusal = getattr(self.request, REFUSAL_ATTR, None)

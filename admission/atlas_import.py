@@ -88,6 +88,17 @@ class KeyPlan:
     changes: list[str] = field(default_factory=list)
     entitlement: Entitlement | None = None
     carried: dict[str, float] = field(default_factory=dict)  # 'day'/'month' → what apply added
+    before: dict[str, Any] = field(default_factory=dict)  # each changed field's value now (the diff's "old")
+
+    @property
+    def lowers_cu(self) -> bool:
+        """An update that would give the scope less capacity than it has: never written silently."""
+        return "cu" in self.before and Decimal(str(self.before["cu"])) > self.cu
+
+    def change_words(self) -> list[str]:
+        """The diff: `field old → new` for the entitlement's fields, the usage lines as they are."""
+        want = self.wanted()
+        return [f"{f} {_shown(self.before[f])} → {_shown(want[f])}" if f in self.before else f for f in self.changes]
 
     @property
     def api_key(self) -> str:
@@ -111,6 +122,8 @@ class KeyPlan:
             out += [f"{mask(p.api_key)}: {n}" if len(self.parts) > 1 else n for n in p.lim.notes]
         if len(self.parts) > 1:
             out.append(f"{len(self.parts)} keys on one scope: limits and usage summed")
+        if self.lowers_cu:
+            out.append(f"lowers CU {_shown(self.before['cu'])} → {self.cu}: written only with --allow-lower")
         return out
 
     def wanted(self) -> dict[str, Any]:
@@ -215,18 +228,25 @@ def _plan_scope(target: Target, klass: str, parts: list[KeyPart], backend: Any) 
     if ent is not None:
         kp.entitlement = ent
         kp.changes = [f for f, v in kp.wanted().items() if _differs(getattr(ent, f), v)]
+        kp.before = {f: getattr(ent, f) for f in kp.changes}
         kp.changes += [f"usage {name}" for name, (bucket, _, total) in buckets(kp, ent.pool_id, backend).items()
                        if (atlas_carry.last_carried(bucket) or 0.0) != float(total)]  # fmt: skip
         kp.action = "update" if kp.changes else "unchanged"
     return kp
 
 
-def apply(p: ImportPlan, actor: Any, backend: Any) -> None:
+def apply(p: ImportPlan, actor: Any, backend: Any, *, allow_lower: bool = False) -> None:
     """Write the plan: grant or amend each scope's entitlement (audited as `actor`), then carry its
     usage (admission.atlas_carry). A scope the services refuse (oversold pool, envelope too long
-    for the model) becomes a problem naming the field; the other scopes still land."""
+    for the model) becomes a problem naming the field; the other scopes still land. An update that would
+    lower an entitlement's CU is a problem too, unless `allow_lower`: nothing of that scope is written."""
     for kp in list(p.keys):
         reason = f"import_atlas: Atlas key {kp.keys_shown}"
+        if kp.lowers_cu and not allow_lower:
+            msg = f"would lower {kp.scope} from {_shown(kp.before['cu'])} to {kp.cu} CU; --allow-lower to write it"
+            p.problems.append(AtlasInputError(f"key {kp.keys_shown}", "cu", msg))
+            p.keys.remove(kp)
+            continue
         try:
             if kp.action == "create":
                 t, proj, m, r = kp.target
@@ -301,6 +321,14 @@ def _differs(have: Any, want: Any) -> bool:
     if isinstance(want, float):
         return float(have) != want
     return bool(have != want)
+
+
+def _shown(v: Any) -> str:
+    if v is None:
+        return "none"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
 
 
 def _f(v: int | None) -> float | None:

@@ -278,6 +278,8 @@ def reserve(
         d = _admitted(req, sp, parts[2], source, parts[4], sign, plan.scope.ttl_s, settled=ans.settled,
                       pool_id=pool_id)  # fmt: skip
         d.body.update(served)
+        if served:  # said in a header too, for clients that read headers only (the gateways pass it on)
+            headers = {**headers, "x-headroom-served-from": served["served_from"]}
         return Decision(d.status, d.body, headers)
     reason, ra = parts[1], parts[2]
     # Which limit a QUOTA_EXCEEDED hit: the token rate, or the request rate ("rps", docs/contract.md §5).

@@ -1,4 +1,8 @@
-"""`make run`: the web app and the processes beside it, stopped together on Ctrl-C (or SIGTERM).
+"""`make run`: the web app and the processes beside it, supervised, stopped together on Ctrl-C (or SIGTERM).
+
+A child that exits is logged and started again after a back-off (1 s, doubling to 30 s; back to 1 s once
+it has run a minute): an events worker that fell over on a Redis blip comes back, and the rest keep
+running. Only Ctrl-C or SIGTERM stops the whole app.
 
 Two shapes, chosen from the environment the settings read:
 
@@ -26,9 +30,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 STOP_GRACE_S = 10.0  # SIGTERM, then SIGKILL for a group still alive after this long
+BACKOFF_S, BACKOFF_MAX_S, STABLE_S = 1.0, 30.0, 60.0  # restart delays; a child up this long is well again
 
 
 @dataclass(frozen=True)
@@ -113,6 +119,51 @@ def stop_all(children: list[subprocess.Popen]) -> None:
         p.wait()
 
 
+class Supervisor:
+    """Starts the processes and restarts any that exits, after a back-off that doubles while it keeps failing."""
+
+    def __init__(
+        self, procs: list[Proc], *, env: dict[str, str], backoff_s: float = BACKOFF_S,
+        backoff_max_s: float = BACKOFF_MAX_S, stable_s: float = STABLE_S, log: Any = None,
+    ) -> None:  # fmt: skip
+        self.procs, self.env = procs, env
+        self.backoff_s, self.backoff_max_s, self.stable_s = backoff_s, backoff_max_s, stable_s
+        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.children: dict[str, subprocess.Popen] = {}
+        self.started_at: dict[str, float] = {}
+        self.failures: dict[str, int] = {}  # exits in a row without a stable run
+        self.due: dict[str, float] = {}  # when an exited child is started again
+        self.restarts: dict[str, int] = {}
+
+    def start(self, p: Proc) -> None:
+        self.children[p.name] = subprocess.Popen(p.argv, cwd=ROOT, env={**self.env, **p.env}, start_new_session=True)
+        self.started_at[p.name] = time.monotonic()
+
+    def tick(self) -> None:
+        """Notice exits, schedule their restarts, and make the restarts that are due."""
+        now = time.monotonic()
+        for p in self.procs:
+            child = self.children.get(p.name)
+            if child is None:
+                continue
+            rc = child.poll()
+            if rc is not None and p.name not in self.due:
+                stable = now - self.started_at[p.name] >= self.stable_s
+                n = 0 if stable else self.failures.get(p.name, 0)
+                self.failures[p.name] = n + 1
+                delay = min(self.backoff_s * 2**n, self.backoff_max_s)
+                self.due[p.name] = now + delay
+                self.log(f"run_all: {p.name} exited with {rc}; starting it again in {delay:g} s")
+            if p.name in self.due and now >= self.due[p.name]:
+                del self.due[p.name]
+                self.restarts[p.name] = self.restarts.get(p.name, 0) + 1
+                self.start(p)
+                self.log(f"run_all: {p.name} started again (restart {self.restarts[p.name]})")
+
+    def stop(self) -> None:
+        stop_all(list(self.children.values()))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--host", default="127.0.0.1")
@@ -135,24 +186,22 @@ def main() -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     (ROOT / "var").mkdir(exist_ok=True)
-    children: list[subprocess.Popen] = []
+    sup = Supervisor(procs, env=dict(os.environ))
     try:
         for p in procs:
             if p.name == "simulator":  # it needs the web server answering first
-                while not stopping and not _answers(args.host, args.port) and children[0].poll() is None:
+                while not stopping and not _answers(args.host, args.port):
+                    sup.tick()
                     time.sleep(0.2)
             if stopping:
                 break
-            children.append(subprocess.Popen(p.argv, cwd=ROOT, env={**os.environ, **p.env}, start_new_session=True))
-        print(f"run_all: started {', '.join(p.name for p in procs[: len(children)])}", flush=True)
-        while not stopping and all(c.poll() is None for c in children):
+            sup.start(p)
+        print(f"run_all: started {', '.join(sup.children)}", flush=True)
+        while not stopping:
+            sup.tick()
             time.sleep(0.2)
-        failed = [p.name for p, c in zip(procs, children, strict=False) if c.poll() not in (None, 0)]
     finally:
-        stop_all(children)
-    if failed and not stopping:
-        print(f"run_all: {', '.join(failed)} exited; stopped the rest", file=sys.stderr)
-        return 1
+        sup.stop()
     return 0
 
 

@@ -293,7 +293,10 @@ AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contri
 NUM_PROXIES = env_int("HEADROOM_NUM_PROXIES", 0)
 AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_TIME", 0.25)
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one locks: per account and per address
+# Passwords: per account or per address. OIDC: per provider subject once the ID token names one, else
+# per address; never under an empty name shared by every refusal (accounts_oidc/lockout.py).
+AXES_LOCKOUT_PARAMETERS = "accounts_oidc.lockout.parameters"
+AXES_USERNAME_CALLABLE = "accounts_oidc.lockout.username"
 AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "http_plumbing.throttles.client_address"
 INVALID_TOKEN_RATE = env_str("INVALID_TOKEN_RATE", "20/min")

@@ -12,9 +12,13 @@ the Envoy external processor (integrations/envoy/).
 - `LazyAdmission`: builds it on first use (library mode reads the portal's snapshot when built, so a
   gateway starts even while the portal does); `reserve()` applies the HTTP client's fail mode
   (`reserved`/`shared` admitted, `best_effort` refused ADMISSION_UNAVAILABLE) while it cannot be built.
-- `throttle_message(d)` and `throttle_headers(d)`: the words and headers a client gets for a throttle:
-  `Retry-After` (when a retry can pass), `x-headroom-reason`, `x-headroom-responsible` and the
-  remaining-quota headers (`x-ratelimit-*`, `x-headroom-budget-*`) Headroom answered.
+- `throttle_message(d)`, `throttle_status(d)` and `throttle_headers(d)`: the words, status (429; 503 when
+  the refusal is the gateway's own: GATEWAY_TOKEN_REFUSED, GATEWAY_MISCONFIGURED) and headers a client
+  gets for a throttle: `Retry-After` (when a retry can pass), `x-headroom-reason`, `x-headroom-responsible`
+  and the remaining-quota headers (`x-ratelimit-*`, `x-headroom-budget-*`) Headroom answered.
+- `quota_headers(d)`: those headers for an admitted answer, with `x-headroom-served-from: <pool>` when the
+  request spilled over to another pool.
+- `EVENTS`: a count per event the HTTP client reports (`gateway_token_refused`), for the gateway's metrics.
 - `enabled()`: HEADROOM_ENABLED=0 turns a plug-in off (a kill switch).
 
 Standard library only; the admission package it loads is standard library and redis-py (no Django).
@@ -25,9 +29,16 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections import Counter
 from typing import Any
 
 log = logging.getLogger("headroom.gateway")
+EVENTS: Counter[str] = Counter()
+SERVED_FROM = "x-headroom-served-from"
+
+
+def count_event(event: dict[str, Any]) -> None:
+    EVENTS[str(event.get("event"))] += 1
 
 
 def enabled() -> bool:
@@ -50,14 +61,14 @@ def make_admission(source: str) -> Any:
         )  # fmt: skip
     from admission.client import AdmissionClient
 
-    return AdmissionClient(url, token, timeout_s=float(env.get("HEADROOM_TIMEOUT_S", "0.25")))
+    return AdmissionClient(url, token, timeout_s=float(env.get("HEADROOM_TIMEOUT_S", "0.25")), on_event=count_event)
 
 
 def fail_mode(traffic_class: str) -> dict[str, Any]:
     """The HTTP client's answer when Headroom cannot be reached (docs/contract.md §5's store-down rule)."""
-    from admission.client import AdmissionClient
+    from admission import client
 
-    return AdmissionClient._fail_mode(traffic_class)
+    return client.fail_mode(traffic_class)
 
 
 class LazyAdmission:
@@ -88,8 +99,14 @@ class LazyAdmission:
 
 
 def throttle_message(d: dict[str, Any]) -> str:
+    if d.get("message"):  # a refusal of the gateway itself (admission.client.refusal): its own words
+        return f"Headroom: {d['reason']}: {d['message']}"
     reason, responsible, wait = d.get("reason") or "THROTTLED", d.get("responsible") or "", d.get("retry_after_s")
     return f"Headroom: {reason} ({responsible})" + (f", retry after {wait} s" if wait is not None else "")
+
+
+def throttle_status(d: dict[str, Any]) -> int:
+    return int(d.get("gateway_status") or 429)
 
 
 def throttle_headers(d: dict[str, Any]) -> dict[str, str]:
@@ -105,5 +122,9 @@ def throttle_headers(d: dict[str, Any]) -> dict[str, str]:
 
 
 def quota_headers(d: dict[str, Any]) -> dict[str, str]:
-    """The remaining-quota headers (x-ratelimit-*, x-headroom-budget-*) of a reserve answer, admit or throttle."""
-    return {str(k).lower(): str(v) for k, v in (d.get("quota_headers") or {}).items()}
+    """The remaining-quota headers (x-ratelimit-*, x-headroom-budget-*) of a reserve answer, admit or throttle,
+    and where a spilled request is served (x-headroom-served-from)."""
+    out = {str(k).lower(): str(v) for k, v in (d.get("quota_headers") or {}).items()}
+    if d.get("served_from"):
+        out[SERVED_FROM] = str(d["served_from"])
+    return out

@@ -317,6 +317,12 @@ class SizingForm(forms.Form):
         ]
         # Which accelerators have a measured point for each model: the page hides the others (issue 22).
         self.accelerators_by_model = sizing_selectors.accelerators_by_model()
+        # The page's own help and error ids (portal/sizing/_field.html; the errors are swapped in by id):
+        # Django would point aria-describedby at an error list this page never draws.
+        for name, f in self.fields.items():
+            if name != "lengths":  # a radio group: its fieldset carries the description
+                help_id = [f"id_{name}_helptext"] if f.help_text else []
+                f.widget.attrs.setdefault("aria-describedby", " ".join([*help_id, f"err-{name}"]))
         self.traces = list(traces_visible_to(user))
         self.fields["trace"].choices = [("", "—")] + [  # type: ignore[attr-defined]
             (str(t.pk), f"{t.name} ({t.requests:,} requests{'' if t.tenant_id else ', platform'})") for t in self.traces

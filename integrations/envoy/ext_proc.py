@@ -179,7 +179,7 @@ def throttle(d: dict[str, Any]) -> pb.ProcessingResponse:
     for k in ("limit",):
         if k in d:
             body[k] = d[k]
-    return immediate(429, body, ha.throttle_headers(d))
+    return immediate(ha.throttle_status(d), body, ha.throttle_headers(d))  # 503: the gateway's token refused
 
 
 CONTINUE_REQ_HEADERS = pb.ProcessingResponse(request_headers=pb.HeadersResponse())

@@ -192,16 +192,16 @@ class HeadroomAdmission(CustomLogger):
             adm = await asyncio.to_thread(lambda: self.admission)
         except Exception as exc:  # library mode could not read the portal's snapshot: the client's fail mode
             log.warning("Headroom: admission unavailable (%s): applying the %s fail mode", exc, args["traffic_class"])
-            from admission.client import AdmissionClient
-
             adm = None
-            d = AdmissionClient._fail_mode(args["traffic_class"])
+            d = ha.fail_mode(args["traffic_class"])
         if adm is not None:
             try:
                 d = await asyncio.to_thread(adm.reserve, **args)
             except ValueError as exc:  # library mode's InvalidRequest: a field out of range
                 raise HTTPException(400, detail=f"Headroom: {exc}") from exc
         if d.get("decision") == "throttle":
+            if ha.throttle_status(d) != 429:  # Headroom refused the gateway itself (its token): not a rate limit
+                raise HTTPException(ha.throttle_status(d), detail=ha.throttle_message(d))
             raise rate_limit_error(d, group)
         if d.get("decision") != "admit":  # HTTP mode's 400: the field it names
             raise HTTPException(400, detail=f"Headroom refused the request: {d}")

@@ -241,11 +241,19 @@ def test_a_changed_limit_in_atlas_is_an_update_audited_by_the_importer(keyset, s
     url, key, path = keyset
     run(url, path, "--apply")
     _, _, put, _, _ = atlas
+    before = m.Entitlement.objects.get(traffic_class_id="reserved").cu
     put(key("crit"), {"rate_per_sec": 5}, day=999_950)  # halve the rate; today's use moves on in Atlas
     out = run(url, path)
     line = line_of(out, key("crit"))
-    assert "update (cu, max_rps, usage day)" in line and "= 9.0 CU" in line
-    run(url, path, "--apply")
+    # The dry run shows each change old → new, and that this one lowers the CU (issue 48).
+    assert f"update (cu {before} → 9.0, max_rps 10 → 5, usage day)" in line and "= 9.0 CU" in line, line
+    assert f"lowers CU {before} → 9.0: written only with --allow-lower" in out
+    # An apply without --allow-lower refuses that scope, naming it; nothing of it is written.
+    refused = run(url, path, "--apply", bad=4)
+    assert f"cu: would lower acme/- llama-test@us-test from {before} to 9.0 CU; --allow-lower to write it" in refused
+    crit = m.Entitlement.objects.get(traffic_class_id="reserved")
+    assert (crit.cu, crit.max_rps, crit.version) == (before, 10.0, 1)
+    run(url, path, "--apply", "--allow-lower")
     crit = m.Entitlement.objects.get(traffic_class_id="reserved")
     assert (crit.cu, crit.max_rps, crit.version) == (Decimal("9.0"), 5.0, 2)
     assert m.EntitlementHistory.objects.filter(entitlement_id=crit.pk).last().actor.username == "atlas-importer"

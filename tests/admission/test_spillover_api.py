@@ -194,9 +194,11 @@ def test_a_spilled_reserve_and_its_complete_over_http(fleet, targets, store, sin
     assert admit.status_code == 200, admit.json()
     body = admit.json()
     assert (body["source"], body["served_from"], body["reserved_wt"]) == ("spillover", "pool-b", 140.0)
+    assert admit["x-headroom-served-from"] == "pool-b"  # said in a header too (issue 48)
     assert gw.post("/api/v1/admission/reserve", req, format="json").json() == body  # the same answer
     denied = gw.post("/api/v1/admission/reserve", {**req, "request_id": "h-2", "overflow": "deny"}, format="json")
     assert (denied.status_code, denied.json()["reason"]) == (429, "QUOTA_EXCEEDED")
+    assert "x-headroom-served-from" not in denied
     bad = gw.post("/api/v1/admission/reserve", {**req, "request_id": "h-3", "overflow": "yes"}, format="json")
     assert bad.status_code == 400 and "overflow" in json.dumps(bad.json())
     done = gw.post("/api/v1/admission/complete", {"reservation_id": body["reservation_id"], "prompt_tokens": 100,

@@ -180,3 +180,27 @@ def test_runner_serves_with_debug_off_and_sigint_stops_every_process(tmp_path):
         out, _ = runner.communicate(timeout=120)  # a hang guard: the runner gives each group 10 s
     assert runner.returncode == 0, out
     assert [p for p in seen if _alive(p)] == []
+
+
+def test_a_child_that_exits_is_started_again_with_back_off_and_the_rest_keep_running(tmp_path):
+    starts = tmp_path / "starts"
+    flaky = run_all.Proc("events", [sys.executable, "-c", f"open({str(starts)!r}, 'a').write('x\\n'); exit(3)"])
+    steady = run_all.Proc("web", [sys.executable, "-c", "import time; time.sleep(600)"])
+    logged: list[str] = []
+    sup = run_all.Supervisor([steady, flaky], env=dict(os.environ), backoff_s=0.01, log=logged.append)
+    try:
+        sup.start(steady)
+        sup.start(flaky)
+        web = sup.children["web"]
+        deadline = time.monotonic() + 120  # a hang guard on a busy machine, not a timing assertion
+        while (not starts.exists() or len(starts.read_text().split()) < 4) and time.monotonic() < deadline:
+            sup.tick()
+            time.sleep(0.005)
+        assert len(starts.read_text().split()) >= 4  # started, and started again three times
+        assert sup.children["web"] is web and web.poll() is None  # the rest kept running
+        exits = [m for m in logged if "exited" in m]
+        assert exits[:3] == [f"run_all: events exited with 3; starting it again in {d:g} s" for d in (0.01, 0.02, 0.04)]
+        assert sup.restarts["events"] >= 3 and "web" not in sup.restarts
+    finally:
+        sup.stop()
+    assert web.poll() is not None and sup.children["events"].poll() is not None

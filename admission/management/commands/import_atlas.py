@@ -1,6 +1,7 @@
 """`manage.py import_atlas --redis-url URL --map FILE [--apply]`: bring Atlas's API keys over (issue 24.1).
 
-A dry run by default: prints the diff (one line per scope the map sends keys to) and writes nothing.
+A dry run by default: prints the diff (one line per scope the map sends keys to, each change old → new)
+and writes nothing. An apply never lowers an existing entitlement's CU unless `--allow-lower` is given.
 `--apply` writes the same diff through the entitlement services, audited with the importer as actor,
 and carries today's and this month's usage into the period buckets: on Redis directly, on the embedded
 default through the database to the web server's in-process store (admission.atlas_carry). The rules:
@@ -43,6 +44,8 @@ class Command(BaseCommand):
         parser.add_argument("--redis-url", required=True, help="the Atlas Redis (redis://host:port/db)")
         parser.add_argument("--map", required=True, help="CSV api_key,tenant,project,model,region")
         parser.add_argument("--apply", action="store_true", help="write (default: print the diff only)")
+        parser.add_argument("--allow-lower", action="store_true",
+                            help="let --apply lower an existing entitlement's CU (refused otherwise)")  # fmt: skip
         parser.add_argument("--actor", default=ACTOR, help=f"username the changes are audited as (default {ACTOR})")
         # Atlas's own defaults (admission.atlas_source.ATLAS_DEFAULTS, from its gateway/config.py); set
         # these only for an Atlas deployed with other DEFAULT_* settings.
@@ -84,7 +87,7 @@ class Command(BaseCommand):
         p = atlas_import.plan(rows, atlas, defaults, backend, problems, unmapped)
         p.undecodable = undecodable
         if o["apply"]:
-            atlas_import.apply(p, _actor(o["actor"]), backend)
+            atlas_import.apply(p, _actor(o["actor"]), backend, allow_lower=o["allow_lower"])
         self.stdout.write(render(p, applied=o["apply"], in_process=atlas_carry.in_process(backend)))
         if p.problems:
             raise CommandError(f"{len(p.problems)} row(s) not imported (listed above); the others were "
@@ -107,7 +110,7 @@ def rows_of(p: atlas_import.ImportPlan) -> list[tuple[str, ...]]:
     for k in p.keys:
         budgets = f"d {_n(k.daily_budget)} / m {_n(k.monthly_budget)}"
         rps = "-" if k.max_rps is None else f"{k.max_rps:g}/{k.burst}"
-        action = k.action + (f" ({', '.join(k.changes)})" if k.changes else "")
+        action = k.action + (f" ({', '.join(k.change_words())})" if k.changes else "")
         out.append((k.keys_shown, k.scope, k.traffic_class, str(k.cu), budgets, rps,
                     atlas_import.carried(k), action, k.derivation))  # fmt: skip
     return out
