@@ -237,9 +237,12 @@ def calibrate_lead(t: LeadBacktest, widen: float = 1.0) -> None:
     t.coverage = {k: round(float(np.mean(v)), 4) for k, v in hits.items()}
 
 
-def lead_bands(t: LeadBacktest | None, p50: np.ndarray, widen: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+def lead_bands(
+    t: LeadBacktest | None, p50: np.ndarray, widen: float = 1.0, extra: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
     """P90 and P99 of a forecast path: P50 + the calibrated widths × the week's level, growing as √weeks
-    past the longest scored horizon; without a backtest, 20 % and 50 % of the level, times `widen`."""
+    past the longest scored horizon; without a backtest, 20 % and 50 % of the level, times `widen`.
+    `extra` (a share of the level) is added to both while a detected level shift is young."""
     n_weeks = -(-len(p50) // WEEK)
     k = np.arange(1, n_weeks + 1)
     if t is None or t.plan is None:
@@ -253,6 +256,7 @@ def lead_bands(t: LeadBacktest | None, p50: np.ndarray, widen: float = 1.0) -> t
         q99 = np.concatenate([t.q99, np.full(max(n_weeks - last, 0), t.q99[-1])])[:n_weeks] * np.where(
             k > last, grow, 1.0
         )
+    q90, q99 = q90 + extra, q99 + extra
     level = np.repeat([float(np.mean(p50[w * WEEK : (w + 1) * WEEK])) for w in range(n_weeks)], WEEK)[: len(p50)]
     p90 = p50 + np.repeat(q90, WEEK)[: len(p50)] * level
     p99 = np.maximum(p50 + np.repeat(q99, WEEK)[: len(p50)] * level, p90)
