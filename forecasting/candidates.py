@@ -84,18 +84,27 @@ def recent_break(values: np.ndarray) -> int | None:
         return None
     from scipy import stats  # on use: the web process imports this module, and scipy is heavy
 
+    # Every split at once (one t.sf call: this runs at every backtest origin of every series).
+    splits = np.arange(2, k - 1)
+    csum, csq = np.cumsum(means), np.cumsum(means**2)
+    na, nb = splits.astype(float), (k - splits).astype(float)
+    ma, mb = csum[splits - 1] / na, (csum[-1] - csum[splits - 1]) / nb
+    var_a = np.maximum((csq[splits - 1] - na * ma**2) / (na - 1), 0.0)
+    var_b = np.maximum((csq[-1] - csq[splits - 1] - nb * mb**2) / np.maximum(nb - 1, 1), 0.0)
+    va, vb = var_a / na, var_b / nb
+    diff = np.abs(ma - mb)
+    se = va + vb
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dof = se**2 / (va**2 / (na - 1) + vb**2 / np.maximum(nb - 1, 1))
+        p = np.where(
+            se > 0, 2 * stats.t.sf(diff / np.sqrt(se), np.where(se > 0, dof, 1.0)), np.where(diff > 0, 0.0, 1.0)
+        )
+    ok = (p < BREAK_P) & (diff >= MIN_STEP * np.abs(ma))
     best: tuple[float, int] | None = None
-    for split in range(2, k - 1):
-        a, b = means[:split], means[split:]
-        va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-        diff = abs(float(a.mean() - b.mean()))
-        if va + vb == 0:
-            p = 0.0 if diff > 0 else 1.0
-        else:
-            dof = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-            p = float(2 * stats.t.sf(diff / np.sqrt(va + vb), dof))
-        if p < BREAK_P and diff >= MIN_STEP * abs(float(a.mean())) and (best is None or p < best[0]):
-            best = (p, k - split)
+    if ok.any():
+        # the most significant split; on a tie the earliest, as the loop it replaces chose
+        i = int(np.flatnonzero(ok)[np.argmin(p[ok])])
+        best = (float(p[i]), int(k - splits[i]))
     if best is None:
         return None
     # A steady trend also splits significantly: a step counts only where it fits the weekly means better
