@@ -122,10 +122,10 @@ def demand_series(*, start: datetime, end: datetime, keys: list[Key] | None = No
     out = []
     for key in sorted(by_key):
         idx_l, vals_l = by_key[key]
-        idx = np.asarray(idx_l, dtype=np.int64)
-        first = int(idx.min())
+        at = np.asarray(idx_l, dtype=np.int64)
+        first = int(at.min())
         values = np.zeros(end_h - first)
-        np.add.at(values, idx - first, np.asarray(vals_l) / 3600.0 / r[key[1]])
+        np.add.at(values, at - first, np.asarray(vals_l) / 3600.0 / r[key[1]])
         out.append(DemandSeries(key[0], key[1], key[2], datetime.fromtimestamp(first * 3600, tz=UTC), values))
     return out
 

@@ -99,9 +99,10 @@ def forecast_batch(
         note = (
             f"level shift {len(fit_on[i]) // WEEK} weeks ago: fitted after it" if len(fit_on[i]) < len(s.values) else ""
         )
-        if steps[i] is not None:
+        step = steps[i]
+        if step is not None:
             note = "; ".join(
-                filter(None, [note, f"{steps[i].describe()}: earlier history re-anchored to it, bands widened"])
+                filter(None, [note, f"{step.describe()}: earlier history re-anchored to it, bands widened"])
             )
         if passing:
             method = _simplest_tied(passing, ranked)
@@ -142,7 +143,7 @@ def forecast_batch(
                 p90=p90,
                 p99=p99,
                 history_tail=s.values[-WEEK:],
-                backtest=t,  # type: ignore[arg-type]  # the lead-time backtest: chunks reads what both share
+                backtest=t,
                 note=note or ("" if t is not None else "history too short to backtest: the recent level"),
             )
         )

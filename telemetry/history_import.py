@@ -188,7 +188,7 @@ def _stored(keys: set[Key]) -> tuple[set[Key], dict[Key, list[tuple]]]:
     live: set[Key] = set()
     imported: dict[Key, list[tuple]] = defaultdict(list)
     for row in qs.iterator(chunk_size=5000):
-        k: Key = (row[0].astimezone(UTC), *row[1:5])  # type: ignore[assignment]
+        k: Key = (row[0].astimezone(UTC), *row[1:5])
         if k not in keys:
             continue
         if row[-1]:
@@ -258,7 +258,7 @@ def import_history(rows: list[Any], *, now: datetime | None = None) -> HistoryRe
                 result.duplicates += 1
                 continue
             if k in imported:
-                replaced[k[1:]].append(k[0])  # type: ignore[index]
+                replaced[k[1:]].append(k[0])
             write += new
             result.accepted += 1
         for (tenant, model, region, cls), hours in replaced.items():
