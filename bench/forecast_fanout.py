@@ -112,7 +112,7 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     from forecast import write_rollups
 
-    from forecasting import demand
+    from forecasting import pipeline
     from forecasting.history import DemandSeries
     from forecasting.models import ForecastRun
     from forecasting.services import forecast_run_request
@@ -124,7 +124,9 @@ def main() -> None:
     write_rollups(args.series, args.days * 24)
     print(f"wrote {args.series} series × {args.days * 24} h of rollups in {time.perf_counter() - t0:.1f} s", flush=True)
     # Fill numba's disk cache here, so no worker's first chunk compiles.
-    demand.forecast_batch([DemandSeries("w", "m", "r", END, cycles_cu(args.days * 24, base=40, seed=0))], horizon_h=168)
+    pipeline.forecast_batch(
+        [DemandSeries("w", "m", "r", END, cycles_cu(args.days * 24, base=40, seed=0))], horizon_h=168
+    )
 
     def finished(run: ForecastRun) -> ForecastRun:
         while not ForecastRun.objects.get(pk=run.pk).is_done:

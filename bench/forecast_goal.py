@@ -22,6 +22,7 @@ def main() -> None:
     for var in ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL"):
         os.environ.pop(var, None)  # embedded default: SQLite, Celery inline
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
+    os.environ["FORECAST_RUN_IN_BACKGROUND"] = "0"  # the run inline: its series are read right after
     import django
 
     django.setup()

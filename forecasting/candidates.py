@@ -15,36 +15,7 @@ import numpy as np
 
 DAY = 24
 WEEK = 168
-NAIVE = ("naive_daily", "naive_weekly")
-ORDER = ("naive_daily", "naive_weekly", "ets_damped", "mstl", "theta")
-
-# Hours of training a candidate needs at the earliest backtest origin.
-MIN_TRAIN = {"naive_daily": DAY, "naive_weekly": WEEK, "ets_damped": 2 * DAY, "mstl": 2 * WEEK, "theta": 2 * DAY}
-
-
-def build(name: str) -> Any:
-    # Imported here, not at the top: the web process reads NAIVE and ORDER to render pages, and
-    # statsforecast brings pandas, scipy and pyarrow with it (only the forecast worker fits models).
-    from statsforecast.models import MSTL, AutoETS, AutoTheta, SeasonalNaive
-
-    if name == "naive_daily":
-        return SeasonalNaive(season_length=DAY, alias=name)
-    if name == "naive_weekly":
-        return SeasonalNaive(season_length=WEEK, alias=name)
-    if name == "ets_damped":
-        return AutoETS(season_length=DAY, model="AAA", damped=True, alias=name)
-    if name == "mstl":
-        return MSTL(season_length=[DAY, WEEK], trend_forecaster=AutoETS(model="AAN", damped=True), alias=name)
-    if name == "theta":
-        return AutoTheta(season_length=DAY, decomposition_type="additive", alias=name)
-    raise KeyError(name)
-
-
-def feasible(train_hours: int) -> tuple[str, ...]:
-    """Candidates that can be fitted on `train_hours` of history, in a fixed order."""
-    return tuple(n for n in ORDER if train_hours >= MIN_TRAIN[n])
-
-
+NAIVE = ("naive_daily", "naive_weekly")  # the baselines every model is scored beside
 # --- At the lead time (issue 32; docs/forecasting.md) -------------------------------------------------
 # Planning acts 1–26 weeks ahead on weekly levels and weekly peaks, so the trend models are fitted on
 # daily means (season 7: the weekly cycle) and the hour-by-hour shape comes from a robust profile of
@@ -113,18 +84,27 @@ def recent_break(values: np.ndarray) -> int | None:
         return None
     from scipy import stats  # on use: the web process imports this module, and scipy is heavy
 
+    # Every split at once (one t.sf call: this runs at every backtest origin of every series).
+    splits = np.arange(2, k - 1)
+    csum, csq = np.cumsum(means), np.cumsum(means**2)
+    na, nb = splits.astype(float), (k - splits).astype(float)
+    ma, mb = csum[splits - 1] / na, (csum[-1] - csum[splits - 1]) / nb
+    var_a = np.maximum((csq[splits - 1] - na * ma**2) / (na - 1), 0.0)
+    var_b = np.maximum((csq[-1] - csq[splits - 1] - nb * mb**2) / np.maximum(nb - 1, 1), 0.0)
+    va, vb = var_a / na, var_b / nb
+    diff = np.abs(ma - mb)
+    se = va + vb
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dof = se**2 / (va**2 / (na - 1) + vb**2 / np.maximum(nb - 1, 1))
+        p = np.where(
+            se > 0, 2 * stats.t.sf(diff / np.sqrt(se), np.where(se > 0, dof, 1.0)), np.where(diff > 0, 0.0, 1.0)
+        )
+    ok = (p < BREAK_P) & (diff >= MIN_STEP * np.abs(ma))
     best: tuple[float, int] | None = None
-    for split in range(2, k - 1):
-        a, b = means[:split], means[split:]
-        va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-        diff = abs(float(a.mean() - b.mean()))
-        if va + vb == 0:
-            p = 0.0 if diff > 0 else 1.0
-        else:
-            dof = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-            p = float(2 * stats.t.sf(diff / np.sqrt(va + vb), dof))
-        if p < BREAK_P and diff >= MIN_STEP * abs(float(a.mean())) and (best is None or p < best[0]):
-            best = (p, k - split)
+    if ok.any():
+        # the most significant split; on a tie the earliest, as the loop it replaces chose
+        i = int(np.flatnonzero(ok)[np.argmin(p[ok])])
+        best = (float(p[i]), int(k - splits[i]))
     if best is None:
         return None
     # A steady trend also splits significantly: a step counts only where it fits the weekly means better

@@ -171,7 +171,7 @@ def _series_row(
     tenant, model, region = f.key
     note = "; ".join(n for n in (f.note, "" if pools else placement.UNPLACED) if n)
     scen = {"expected": f.p50, "upside": f.p90}
-    t: selection.LeadBacktest | None = f.backtest  # type: ignore[assignment]  # the pipeline's lead-time backtest
+    t: selection.LeadBacktest | None = f.backtest
     return ForecastSeries(
         run_id=run_id,
         tenant_slug=tenant,

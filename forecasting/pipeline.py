@@ -16,12 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from forecasting import guard, selection
-from forecasting.candidates import FITTED, LEAD_ORDER, TRENDED, WEEK, since_break
+from forecasting import change_points, guard, selection
+from forecasting.candidates import FITTED, LEAD_ORDER, NAIVE, TRENDED, WEEK, since_break
 from forecasting.demand import SeriesForecast
 from forecasting.history import DemandSeries
 
 DEFAULT_LEAD_WEEKS = 12  # the catalogue's default accelerator lead time, for a series no pool serves yet
+TIE = 0.05  # candidates whose weighted error is within 5 % of the best passing one tie: the simplest wins
+NAIVE_MARGIN = 1.10  # a chosen model more than 10 % worse than the best naive on the holdout gives way to it
 
 
 @dataclass(frozen=True)
@@ -68,9 +70,15 @@ def forecast_batch(
 ) -> list[SeriesForecast]:
     leads = lead_weeks or [DEFAULT_LEAD_WEEKS] * len(batch)
     fbs = feedback or [Feedback()] * len(batch)
-    # After a recent level shift (three weeks or more back) a series is backtested, fitted and judged
-    # on what followed it: the weeks before the step say nothing about the level to plan for.
-    fit_on = [since_break(s.values) for s in batch]
+    # After a level shift three weeks or more back a series is backtested, fitted and judged on what
+    # followed it: the weeks before the step say nothing about the level to plan for. A younger step
+    # (3–20 days, forecasting.change_points) re-anchors the history before it to the level after it.
+    fit_on, steps = [], []
+    for s in batch:
+        v = since_break(s.values)
+        step = change_points.detect(v)
+        fit_on.append(change_points.reanchor(v, step) if step is not None else v)
+        steps.append(step)
     tests = selection.backtest_lead(fit_on, leads)
     days = -(-horizon_h // 24)
     final = selection.fitted_daily(fit_on, FITTED, days)
@@ -91,30 +99,40 @@ def forecast_batch(
         note = (
             f"level shift {len(fit_on[i]) // WEEK} weeks ago: fitted after it" if len(fit_on[i]) < len(s.values) else ""
         )
+        step = steps[i]
+        if step is not None:
+            note = "; ".join(
+                filter(None, [note, f"{step.describe()}: earlier history re-anchored to it, bands widened"])
+            )
         if passing:
-            method = passing[0]
+            method = _simplest_tied(passing, ranked)
         else:
             # Nothing passes (a history too short or too wild for any of them): the recent level, held
             # to the band week by week, and the series says so.
             method = "level_shift"
             paths[method] = _clamp(paths[method], allowed)
             note = "no candidate stayed in the band: the recent level, held to it"
-        if ranked[0][1] != method and passing:
+        if passing and refused[ranked[0][1]]:
             note = "; ".join(
                 filter(
                     None,
                     [note, f"{ranked[0][1]} refused by the guard ({refused[ranked[0][1]]}): forecast with {method}"],
                 )
             )
+        beaten = ""
+        if t is not None and passing:
+            method, beaten = _naive_check(t, method, refused)
+            if beaten:
+                note = "; ".join(filter(None, [note, beaten]))
         runner = next((n for n in passing if n != method), None)
         if t is not None:
             for r in t.candidates:
                 r["refused"] = refused.get(r["method"], "")
             t.method, t.runner_up, t.trend = method, runner, trend
             selection.calibrate_lead(t, fbs[i].widen)
-            t.why = _why(t, ranked, refused, fbs[i])
+            t.why = _why(t, ranked, refused, fbs[i], passing[0] if passing else method, beaten)
         p50 = paths[method][:horizon_h]
-        p90, p99 = selection.lead_bands(t, p50, fbs[i].widen)
+        p90, p99 = selection.lead_bands(t, p50, fbs[i].widen, extra=change_points.young_widening(steps[i]))
         out.append(
             SeriesForecast(
                 key=s.key,
@@ -125,11 +143,33 @@ def forecast_batch(
                 p90=p90,
                 p99=p99,
                 history_tail=s.values[-WEEK:],
-                backtest=t,  # type: ignore[arg-type]  # the lead-time backtest: chunks reads what both share
+                backtest=t,
                 note=note or ("" if t is not None else "history too short to backtest: the recent level"),
             )
         )
     return out
+
+
+def _simplest_tied(passing: list[str], ranked: list[tuple[float, str]]) -> str:
+    """The simplest (first in LEAD_ORDER) of the passing candidates whose weighted error is within TIE of the
+    best passing one's: a difference that small is noise between origins, and the simpler holds up."""
+    score = {n: s for s, n in ranked}
+    best = score[passing[0]]
+    tied = [n for n in passing if score[n] <= best * (1 + TIE) + 1e-9]
+    return min(tied, key=LEAD_ORDER.index)
+
+
+def _naive_check(t: selection.LeadBacktest, method: str, refused: dict[str, str]) -> tuple[str, str]:
+    """(method, note): the chosen model against the guard-passing naive baselines on the holdout, which no
+    choice saw. More than NAIVE_MARGIN worse than the best of them, it is replaced by that naive."""
+    naive = [n for n in NAIVE if not refused.get(n) and t.row(n)["holdout_error"] is not None]
+    if method in NAIVE or not naive or t.row(method)["holdout_error"] is None:
+        return method, ""
+    best = min(naive, key=lambda n: (t.row(n)["holdout_error"], NAIVE.index(n)))
+    mine, theirs = t.row(method)["holdout_error"], t.row(best)["holdout_error"]
+    if mine <= NAIVE_MARGIN * theirs + 1e-9:
+        return method, ""
+    return best, f"{method} lost to {best} on the holdout (MASE {mine:.2f} vs {theirs:.2f}): forecast with {best}"
 
 
 def _clamp(p: np.ndarray, allowed: dict[str, list[float]]) -> np.ndarray:
@@ -146,15 +186,30 @@ def _clamp(p: np.ndarray, allowed: dict[str, list[float]]) -> np.ndarray:
     return out
 
 
-def _why(t: selection.LeadBacktest, ranked: list[tuple[float, str]], refused: dict[str, str], fb: Feedback) -> str:
+def _why(
+    t: selection.LeadBacktest,
+    ranked: list[tuple[float, str]],
+    refused: dict[str, str],
+    fb: Feedback,
+    top: str,
+    beaten: str,
+) -> str:
+    """`top` is the best-ranked candidate the guard passed; the chosen one differs after a tie or when the naive
+    check (`beaten`, its note) replaced it."""
     assert t.plan is not None  # noqa: S101  # only called with a backtest
     lead_h = min(t.plan.horizons, key=lambda h: abs(h - t.lead_weeks))
     row = t.row(t.method)
-    parts = [
-        f"lowest error weighted toward the {t.lead_weeks}-week lead time among the candidates the guard passed "
+    scored = (
         f"(scored at {', '.join(str(h) for h in t.plan.horizons)} weeks; MASE {row['errors'][str(lead_h)]:.2f} "
         f"at {lead_h} weeks)"
-    ]
+    )
+    if t.method == top:
+        lead = f"lowest error weighted toward the {t.lead_weeks}-week lead time among the candidates the guard passed"
+    elif beaten:
+        lead = f"the best naive baseline on the holdout: {beaten}"
+    else:
+        lead = f"within {TIE:.0%} of {top}'s weighted error, and simpler"
+    parts = [f"{lead} {scored}"]
     if t.runner_up:
         parts.append(f"runner-up {t.runner_up} ({t.row(t.runner_up)['selection_error']:.2f} weighted)")
     for _, n in ranked:

@@ -1,167 +1,19 @@
-"""Honest model selection: rolling one-week backtest origins, chosen on the earlier, scored on the last.
-
-Every candidate is refitted at every origin (statsforecast's cross_validation). The winner is the
-lowest error over the selection origins; the last origin is the holdout, which no candidate saw
-when the choice was made, so the reported holdout error is what the chosen model does on new data.
-Bands are calibrated on the selection origins too (a model's own interval can be too narrow) and
-their coverage is measured on the holdout.
+"""Selection at the lead time (issue 32, issue 47; docs/forecasting.md): every candidate backtested from
+whole-week origins, scored on weekly levels, chosen on the earlier origins and scored on the last (the
+holdout, which no choice saw).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from forecasting.candidates import DAY, ORDER, WEEK, build, feasible
-from forecasting.history import DemandSeries
+from forecasting.candidates import DAY, WEEK
 
 if TYPE_CHECKING:
     import pandas as pd
-
-H = WEEK  # each origin forecasts one week ahead
-LEVELS = [80, 98]  # upper ends: the 90th and 99th percentiles
-ERROR_METRIC = "wape"  # Σ|actual − forecast| ÷ Σ actual: defined at zero-demand hours, unlike MAPE
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """One candidate's bands as its selection origins calibrated them, and their holdout coverage."""
-
-    coverage: dict[str, float]
-    resid_q90: float  # upward residual quantiles over the selection origins: band floors
-    resid_q99: float
-    weekly_miss: float  # largest miss of a week's mean demand over the selection origins
-
-
-@dataclass
-class Backtest:
-    method: str
-    candidates: list[dict[str, float | str | None]]
-    calibration: dict[str, Calibration] = field(default_factory=dict)
-
-    @property
-    def selection_errors(self) -> dict[str, float]:
-        return {
-            str(r["method"]): float(r["selection_error"]) for r in self.candidates if r["selection_error"] is not None
-        }
-
-    @property
-    def holdout_error(self) -> float | None:
-        return next((r["holdout_error"] for r in self.candidates if r["method"] == self.method), None)  # type: ignore[return-value]
-
-    @property
-    def chosen(self) -> Calibration | None:
-        return self.calibration.get(self.method)
-
-    def switch(self, method: str) -> Backtest:
-        """The same backtest reporting another method (a guard's fallback)."""
-        return replace(self, method=method)
-
-
-def plan(n_hours: int, allowed: tuple[str, ...] = ORDER) -> tuple[int, tuple[str, ...]] | None:
-    """(origins, candidates): three origins when MSTL still has two weeks to train at the first,
-    else two; None when not even one selection origin and a holdout fit."""
-    for windows, min_train in ((3, 2 * WEEK), (2, 2 * WEEK), (2, 2 * DAY)):
-        names = tuple(n for n in feasible(n_hours - windows * H) if n in allowed)
-        if n_hours - windows * H >= min_train and names:
-            return windows, names
-    return None
-
-
-def wape(actual: np.ndarray, predicted: np.ndarray) -> float | None:
-    total = float(np.abs(actual).sum())
-    if total <= 0:
-        return None
-    return float(np.abs(actual - predicted).sum() / total)
-
-
-def frame(batch: list[DemandSeries]) -> pd.DataFrame:
-    # Imported on use: the web process imports this module and must not load pandas/scipy/pyarrow.
-    import pandas as pd
-
-    parts = []
-    for i, s in enumerate(batch):
-        ds = pd.date_range(s.start.replace(tzinfo=None), periods=len(s.values), freq="h")
-        parts.append(pd.DataFrame({"unique_id": i, "ds": ds, "y": s.values}))
-    return pd.concat(parts, ignore_index=True)
-
-
-def bands(p50: np.ndarray, hi80: np.ndarray, hi98: np.ndarray, q90: float, q99: float) -> tuple[np.ndarray, ...]:
-    """P50 ≤ P90 ≤ P99, none below zero; the model's upper bands raised to the calibrated floors."""
-    p50 = np.clip(p50, 0.0, None)
-    p90 = np.maximum(np.clip(hi80, 0.0, None), p50 + max(q90, 0.0))
-    p99 = np.maximum(np.maximum(np.clip(hi98, 0.0, None), p50 + max(q99, 0.0)), p90)
-    return p50, p90, p99
-
-
-def cross_validate(
-    batch: list[DemandSeries], windows: int, names: tuple[str, ...], n_jobs: int = 1
-) -> dict[str, np.ndarray]:
-    """Arrays shaped (series, origins, H): actuals under "y", each candidate's P50 / hi-80 / hi-98."""
-    # Imported on use: the web process imports this module and must not load pandas/scipy/pyarrow.
-    from statsforecast import StatsForecast
-    from statsforecast.models import SeasonalNaive
-
-    sf = StatsForecast(
-        models=[build(n) for n in names], freq="h", n_jobs=n_jobs, fallback_model=SeasonalNaive(season_length=DAY)
-    )
-    cv = sf.cross_validation(h=H, df=frame(batch), n_windows=windows, step_size=H, level=LEVELS)
-    cv = cv.sort_values(["unique_id", "cutoff", "ds"])
-    shape = (len(batch), windows, H)
-    cols = ["y"] + [f"{n}{suffix}" for n in names for suffix in ("", "-hi-80", "-hi-98")]
-    return {c: cv[c].to_numpy(dtype=float).reshape(shape) for c in cols}
-
-
-def calibrate(arrays: dict[str, np.ndarray], j: int, name: str) -> Calibration:
-    """Candidate `name` on series j: band floors and weekly miss from the selection origins, and
-    the coverage those calibrated bands reach on the holdout."""
-    y = arrays["y"][j]
-    fitted = np.clip(arrays[name][j][:-1], 0.0, None)
-    resid = (y[:-1] - fitted).ravel()
-    q90, q99 = float(np.quantile(resid, 0.90)), float(np.quantile(resid, 0.99))
-    p50, p90, p99 = bands(arrays[name][j][-1], arrays[f"{name}-hi-80"][j][-1], arrays[f"{name}-hi-98"][j][-1], q90, q99)
-    hold = y[-1]
-    return Calibration(
-        coverage={k: round(float(np.mean(hold <= b)), 4) for k, b in (("p50", p50), ("p90", p90), ("p99", p99))},
-        resid_q90=q90,
-        resid_q99=q99,
-        weekly_miss=float(np.abs(y[:-1].mean(axis=1) - fitted.mean(axis=1)).max()),
-    )
-
-
-def choose(arrays: dict[str, np.ndarray], j: int, names: tuple[str, ...]) -> Backtest:
-    """Series j: select on origins [:-1]; score every candidate on origin [-1], which none saw."""
-    y = arrays["y"][j]
-    sel, hold = y[:-1].ravel(), y[-1]
-    rows = []
-    for n in names:
-        p = np.clip(arrays[n][j], 0.0, None)
-        rows.append({"method": n, "selection_error": wape(sel, p[:-1].ravel()), "holdout_error": wape(hold, p[-1])})
-    scored = [(r["selection_error"], names.index(str(r["method"])), str(r["method"])) for r in rows]
-    # Ties go to the earlier name in ORDER, so the simpler model wins a tie; no demand at all: naive.
-    ranked = sorted(t for t in scored if t[0] is not None)
-    method = ranked[0][2] if ranked else names[0]
-    return Backtest(method, rows, {n: calibrate(arrays, j, n) for n in names})
-
-
-def backtest_batch(
-    batch: list[DemandSeries], *, n_jobs: int = 1, candidates: tuple[str, ...] = ORDER
-) -> list[Backtest | None]:
-    """One cross_validation call per (origins, candidate set) group; None where history is too short."""
-    out: list[Backtest | None] = [None] * len(batch)
-    groups: dict[tuple[int, tuple[str, ...]], list[int]] = {}
-    for i, s in enumerate(batch):
-        p = plan(len(s.values), candidates)
-        if p is not None:
-            groups.setdefault(p, []).append(i)
-    for (windows, names), idx in groups.items():
-        arrays = cross_validate([batch[i] for i in idx], windows, names, n_jobs)
-        for j, i in enumerate(idx):
-            out[i] = choose(arrays, j, names)
-    return out
-
 
 # --- Selection at the lead time (issue 32; docs/forecasting.md) ----------------------------------------
 # Backtest origins are whole weeks back from the end; every candidate forecasts from each origin as far
@@ -289,8 +141,8 @@ class LeadBacktest:
         return self.row(self.method)["holdout_error"] if self.plan else None
 
     @property
-    def chosen(self) -> Backtest:  # the shape chunks and older readers expect: .coverage
-        return self  # type: ignore[return-value]
+    def chosen(self) -> LeadBacktest:  # what chunks reads: .coverage
+        return self
 
     def chart(self) -> dict[str, Any]:
         """Forecast made at the holdout origin vs what happened, week by week."""
@@ -372,7 +224,9 @@ def calibrate_lead(t: LeadBacktest, widen: float = 1.0) -> None:
     rel = (act - p50) / denom
 
     def widths(rows: np.ndarray, q: float) -> np.ndarray:
-        return np.array([np.quantile(rows[:, k], q) for k in range(weeks)]).clip(0.0) * widen
+        # per forecast week, the quantile over every origin's hours of that week: one vectorised call
+        per_week = rows.transpose(1, 0, 2).reshape(weeks, -1)
+        return np.quantile(per_week, q, axis=1).clip(0.0) * widen
 
     t.q90, t.q99 = widths(rel, 0.90), np.maximum(widths(rel, 0.99), widths(rel, 0.90))
     hits: dict[str, list[float]] = {"p50": [], "p90": [], "p99": []}
@@ -385,9 +239,12 @@ def calibrate_lead(t: LeadBacktest, widen: float = 1.0) -> None:
     t.coverage = {k: round(float(np.mean(v)), 4) for k, v in hits.items()}
 
 
-def lead_bands(t: LeadBacktest | None, p50: np.ndarray, widen: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+def lead_bands(
+    t: LeadBacktest | None, p50: np.ndarray, widen: float = 1.0, extra: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
     """P90 and P99 of a forecast path: P50 + the calibrated widths × the week's level, growing as √weeks
-    past the longest scored horizon; without a backtest, 20 % and 50 % of the level, times `widen`."""
+    past the longest scored horizon; without a backtest, 20 % and 50 % of the level, times `widen`.
+    `extra` (a share of the level) is added to both while a detected level shift is young."""
     n_weeks = -(-len(p50) // WEEK)
     k = np.arange(1, n_weeks + 1)
     if t is None or t.plan is None:
@@ -401,6 +258,7 @@ def lead_bands(t: LeadBacktest | None, p50: np.ndarray, widen: float = 1.0) -> t
         q99 = np.concatenate([t.q99, np.full(max(n_weeks - last, 0), t.q99[-1])])[:n_weeks] * np.where(
             k > last, grow, 1.0
         )
+    q90, q99 = q90 + extra, q99 + extra
     level = np.repeat([float(np.mean(p50[w * WEEK : (w + 1) * WEEK])) for w in range(n_weeks)], WEEK)[: len(p50)]
     p90 = p50 + np.repeat(q90, WEEK)[: len(p50)] * level
     p99 = np.maximum(p50 + np.repeat(q99, WEEK)[: len(p50)] * level, p90)

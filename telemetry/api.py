@@ -17,8 +17,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from entitlements.models import Tenant
-from entitlements.permissions import IsGateway, MemberReadOperatorWrite
+from entitlements.permissions import IsGateway, IsOperator, MemberReadOperatorWrite
 from http_plumbing.api_guards import BatchJSONParser
+from telemetry.history_import import CSVError, import_history, parse_csv
 from telemetry.periods import PeriodError
 from telemetry.selectors import usage_series
 from telemetry.services import check_source, fleet_samples_ingest, ingest_events
@@ -83,6 +84,35 @@ class FleetIngestView(APIView):
         """One sample `{pool, ts, replicas_healthy, …}`, a list of them, or `{source, samples: [...]}`."""
         source, samples = _items(request, "samples")
         return _result_response(fleet_samples_ingest(source=source, samples=samples))
+
+
+class HistoryResultSerializer(IngestResultSerializer):
+    live = serializers.IntegerField()
+
+
+class HistoryImportView(APIView):
+    """Hourly history from another gateway (issue 47, docs/migrating.md), operators only: a CSV body
+    (`Content-Type: text/csv`) or JSON `{rows: [...]}` / `[...]`."""
+
+    permission_classes = [IsOperator]
+    parser_classes = [BatchJSONParser]
+
+    @extend_schema(request=None, responses={200: HistoryResultSerializer, 400: HistoryResultSerializer})
+    def post(self, request: Request) -> Response:
+        """`→ {accepted, duplicates, live, errors: [{index, field, message}]}`; bad rows named, good rows kept."""
+        if (request.content_type or "").startswith("text/csv"):
+            try:
+                rows: Any = parse_csv(request.body)
+            except CSVError as exc:
+                raise ValidationError({"body": [str(exc)]}) from None
+        else:
+            data = request.data
+            rows = data.get("rows") if isinstance(data, dict) else data
+            if not isinstance(rows, list):
+                raise ValidationError({"rows": ["required, a list"]})
+        if len(rows) > _max_batch():
+            raise ValidationError({"rows": [f"at most {_max_batch()} per request"]})
+        return _result_response(import_history(rows))
 
 
 def _when(q: Any, name: str) -> Any:

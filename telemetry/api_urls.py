@@ -6,6 +6,7 @@ from telemetry import alertmanager, api, statement_api
 
 urlpatterns = [
     path("telemetry/events", api.EventsIngestView.as_view(), name="telemetry-events"),
+    path("telemetry/history", api.HistoryImportView.as_view(), name="telemetry-history"),
     path("telemetry/fleet", api.FleetIngestView.as_view(), name="telemetry-fleet"),
     path("telemetry/alertmanager", alertmanager.AlertmanagerWebhookView.as_view(), name="telemetry-alertmanager"),
     path("usage", api.UsageView.as_view(), name="usage"),

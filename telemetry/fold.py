@@ -88,14 +88,20 @@ def _replace(target: type[models.Model], source: type[models.Model], start: date
     sums = [qn(c) for c in ROLLUP_ADDITIVE + ROLLUP_MAX]
     folds = [f"SUM({c})" for c in sums[: len(ROLLUP_ADDITIVE)]] + [f"MAX({c})" for c in sums[len(ROLLUP_ADDITIVE) :]]
     bucket = qn("bucket")
-    cols = ", ".join([bucket, *keys, *sums])
+    # `imported` (issue 47, telemetry.history_import): an hour folded from minutes is live; a day is
+    # imported only when every hour of it for that key was.
+    imported = qn("imported")
+    whole = "BOOL_AND" if connection.vendor == "postgresql" else "MIN"
+    from_source = f"{whole}({imported})" if source is HourRollup else "FALSE"
+    cols = ", ".join([bucket, *keys, *sums, imported])
     prep = target._meta.get_field("bucket").get_db_prep_value  # type: ignore[union-attr]
     sql = (
         f"INSERT INTO {qn(target._meta.db_table)} ({cols}) "  # noqa: S608 - model metadata
-        f"SELECT %s, {', '.join(keys)}, {', '.join(folds)} "
+        f"SELECT %s, {', '.join(keys)}, {', '.join(folds)}, {from_source} "
         f"FROM {qn(source._meta.db_table)} WHERE {bucket} >= %s AND {bucket} < %s "
         f"GROUP BY {', '.join(keys)} ORDER BY {', '.join(keys)} "
-        f"ON CONFLICT ({bucket}, {', '.join(keys)}) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in sums)
+        f"ON CONFLICT ({bucket}, {', '.join(keys)}) DO UPDATE SET "
+        + ", ".join(f"{c} = excluded.{c}" for c in [*sums, imported])
     )
     with connection.cursor() as cur:
         cur.execute(sql, [prep(t, connection, prepared=False) for t in (start, start, end)])
@@ -104,6 +110,12 @@ def _replace(target: type[models.Model], source: type[models.Model], start: date
 def _replace_span(target: type[models.Model], start: datetime, span: timedelta) -> None:
     source = MinuteRollup if target is HourRollup else HourRollup
     _replace(target, source, start, start + span)  # OverflowError at the calendar's edge: quarantined
+
+
+def refold_days(days: Iterable[datetime]) -> None:
+    """Each day's rollups := the sums of its hours (after hours were written directly: an import)."""
+    for d in sorted(set(days)):
+        _replace_span(DayRollup, d, timedelta(days=1))
 
 
 def fold() -> int:

@@ -306,7 +306,12 @@ class MinuteRollup(RollupBase):
         indexes = _rollup_meta("minute")["indexes"]
 
 
+IMPORTED_HELP = "from a history import (telemetry.history_import), not measured here; a day: every hour of it"
+
+
 class HourRollup(RollupBase):
+    imported = models.BooleanField(default=False, db_default=False, help_text=IMPORTED_HELP)
+
     class Meta(RollupBase.Meta):
         abstract = False
         constraints = _rollup_meta("hour")["constraints"]
@@ -314,6 +319,8 @@ class HourRollup(RollupBase):
 
 
 class DayRollup(RollupBase):
+    imported = models.BooleanField(default=False, db_default=False, help_text=IMPORTED_HELP)
+
     class Meta(RollupBase.Meta):
         abstract = False
         constraints = _rollup_meta("day")["constraints"]

@@ -24,6 +24,8 @@ def _truths() -> dict[str, np.ndarray]:
     n = (HIST + AHEAD) * WEEK
     shift = cycles_cu(n, base=10, seed=1)
     shift[(HIST - 6) * WEEK :] *= 1.6  # a step up six weeks before the end, and it stays
+    young = cycles_cu(n, base=10, seed=5)
+    young[int((HIST - 1.6) * WEEK) :] *= 1.25  # a step up 1.6 weeks (11 days) before the end (issue 47)
     seasonal = cycles_cu(n, base=10, seed=2) * np.random.default_rng(0).lognormal(0, 0.25, n)
     bursty = cycles_cu(n, base=10, seed=3)
     rng = np.random.default_rng(9)
@@ -32,6 +34,7 @@ def _truths() -> dict[str, np.ndarray]:
     return {
         "trend": cycles_cu(n, base=10, trend_per_week=0.35 / 8, seed=0),
         "shift": shift,
+        "young": young,
         "seasonal": seasonal,
         "bursty": bursty,
         # Weekends at 40 %: the last day (a Sunday) is about half the weekly mean.
@@ -40,7 +43,7 @@ def _truths() -> dict[str, np.ndarray]:
 
 
 TRUTHS = _truths()
-HIDDEN = ("trend", "shift", "seasonal", "bursty")
+HIDDEN = ("trend", "shift", "young", "seasonal", "bursty", "sunday")
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +54,7 @@ def forecasts() -> dict[str, object]:
     batch += [
         DemandSeries(f"{k}-ranked-naive", "m", "r", START, TRUTHS[k][: HIST * WEEK]) for k in ("bursty", "sunday")
     ]
-    feedback = [pipeline.Feedback()] * 5 + [
+    feedback = [pipeline.Feedback()] * len(TRUTHS) + [
         pipeline.Feedback({"naive_weekly": 0.0}),
         pipeline.Feedback({"naive_daily": 0.0}),
     ]
@@ -191,3 +194,36 @@ def test_a_significant_slope_carries_only_when_a_trend_model_beats_every_flat_on
     assert pipeline._trend_carries(values, Scored(trended=0.5, flat=0.8))[0] is True
     carries, info = pipeline._trend_carries(values, Scored(trended=0.9, flat=0.8))
     assert (carries, info["significant"]) == (False, False)
+
+
+def test_a_young_level_shift_is_seen_and_the_level_re_anchored(forecasts):
+    # Issue 47: a step 1.6 weeks back was averaged away (−20 % for 26 weeks). Now it is seen on daily levels,
+    f = forecasts["young"]
+    assert "level shift 11 days ago (+2" in f.note
+    # the forecast starts at the level that followed it, and stays there to week 26
+    truth = _weeks(TRUTHS["young"][HIST * WEEK :])
+    assert np.all(np.abs(_weeks(f.p50) / truth - 1) <= 0.1)
+    # and the bands are wider than the same series' without the step would be, while the step is young
+    steady = pipeline.forecast_batch(
+        [
+            DemandSeries(
+                "steady",
+                "m",
+                "r",
+                START,
+                TRUTHS["young"][: HIST * WEEK]
+                / np.where(np.arange(HIST * WEEK) >= int((HIST - 1.6) * WEEK), 1.25, 1.0),
+            )
+        ],
+        horizon_h=AHEAD * WEEK,
+        lead_weeks=[26],
+    )[0]
+    assert np.mean(f.p90 / f.p50) > np.mean(steady.p90 / steady.p50) + 0.1
+
+
+def test_the_chosen_model_never_loses_to_the_best_guard_passing_naive_on_the_holdout(forecasts):
+    for name, f in forecasts.items():
+        t = f.backtest
+        naive = [t.row(n)["holdout_error"] for n in ("naive_daily", "naive_weekly") if not t.row(n)["refused"]]
+        if naive:
+            assert t.holdout_error <= 1.1 * min(naive) + 1e-9, (name, t.method, t.candidates)

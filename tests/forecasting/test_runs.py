@@ -130,7 +130,16 @@ def test_a_run_forecasts_every_series_and_maps_demand_to_pools(fleet, django_cap
         assert [c["method"] for c in s.candidates] == list(LEAD_ORDER)
         assert (s.selection["horizons"], s.selection["unscored"]) == ([1], [4, 13, 26])
         selection = {c["method"]: c["selection_error"] for c in s.candidates if not c["refused"]}
-        assert s.method == min(selection, key=selection.get)
+        best = min(selection, key=selection.get)
+        # the best passing one, or a simpler one within 5 % of it, or the naive that beat it on the holdout
+        assert (
+            s.method == best
+            or (
+                selection[s.method] <= selection[best] * 1.05 + 1e-9
+                and LEAD_ORDER.index(s.method) < LEAD_ORDER.index(best)
+            )
+            or "on the holdout" in s.note
+        ), (s.method, selection, s.note)
         assert s.holdout_error == next(c["holdout_error"] for c in s.candidates if c["method"] == s.method)
         assert set(s.coverage) == {"p50", "p90", "p99"}
     assert [len(s.weekly["expected_peak"]) for s in series] == [26, 26]
