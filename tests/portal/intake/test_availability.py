@@ -181,3 +181,73 @@ def test_queries_do_not_grow_with_pools_or_entitlements(fleet, eu_pool):
     for _ in range(5):
         sell(eu_pool, fleet.globex, 10)
     assert count() == few
+
+
+# --- the API ----------------------------------------------------------------------------------
+
+
+def test_api_rows_for_a_tenant_name_no_other_tenant(fleet, people, eu_pool):
+    from tests.clients import api_client
+
+    sell(fleet.pool_a, fleet.globex, 200)
+    until = (today() + timedelta(days=30)).isoformat()
+    r = api_client(people.requester).get(
+        "/api/v1/availability", {"model": "llama-test", "region": "eu-test", "cu": "100", "until": until}
+    )
+    assert r.status_code == 200, r.content
+    body = r.json()
+    assert [row["pool"] for row in body["rows"]] == ["pool-eu", "pool-a", "pool-b"]
+    a = next(row for row in body["rows"] if row["pool"] == "pool-a")
+    assert a["available_cu"] == "80.000" and a["replicas_to_add"] == 1 and a["region"] == "us-test"
+    assert set(a) == {
+        "pool",
+        "region",
+        "accelerator",
+        "available_cu",
+        "available_from",
+        "replicas_to_add",
+        "why",
+        "best",
+    }
+    assert b"globex" not in r.content
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ({"model": "nope", "cu": "1"}, "model"),
+        ({"cu": "1"}, "model"),
+        ({"model": "llama-test", "cu": "-1"}, "cu"),
+        ({"model": "llama-test", "cu": "0"}, "cu"),
+        ({"model": "llama-test", "cu": "1e30"}, "cu"),
+        ({"model": "llama-test", "cu": "lots"}, "cu"),
+        ({"model": "llama-test"}, "cu"),
+        ({"model": "llama-test", "cu": "1", "region": "mars"}, "region"),
+        ({"model": "llama-test", "cu": "1", "traffic_class": "gold"}, "traffic_class"),
+        ({"model": "llama-test", "cu": "1", "from": "2020-01-01"}, "from"),
+        ({"model": "llama-test", "cu": "1", "from": "soon"}, "from"),
+        ({"model": "llama-test", "cu": "1", "until": "2020-01-01"}, "until"),
+        ({"model": "llama-test", "cu": "1", "until": "+401"}, "until"),
+    ],
+)
+def test_api_bad_input_is_a_400_naming_the_field(fleet, people, query, field):
+    from tests.clients import api_client
+
+    if query.get("until") == "+401":
+        query = {**query, "until": (today() + timedelta(days=401)).isoformat()}
+    r = api_client(people.requester).get("/api/v1/availability", query)
+    assert r.status_code == 400, r.content
+    assert field in r.json()["error"]["fields"], r.json()
+
+
+def test_api_is_for_people_signed_in(fleet, people):
+    from rest_framework.test import APIClient
+
+    from tests.clients import api_client
+
+    q = {"model": "llama-test", "cu": "1"}
+    assert APIClient().get("/api/v1/availability", q).status_code in (401, 403)
+    assert api_client(people.gateway).get("/api/v1/availability", q).status_code == 403
+    assert api_client(people.approver).get("/api/v1/availability", q).status_code == 200
+    exactly_400 = (today() + timedelta(days=400)).isoformat()
+    assert api_client(people.viewer).get("/api/v1/availability", {**q, "until": exactly_400}).status_code == 200
