@@ -251,3 +251,50 @@ def test_api_is_for_people_signed_in(fleet, people):
     assert api_client(people.approver).get("/api/v1/availability", q).status_code == 200
     exactly_400 = (today() + timedelta(days=400)).isoformat()
     assert api_client(people.viewer).get("/api/v1/availability", {**q, "until": exactly_400}).status_code == 200
+
+
+# --- the launch form and the review ---------------------------------------------------------------
+
+
+def _form(fleet, **over):
+    from tests.portal.intake.launch_fields import complete_fields
+
+    data = complete_fields(fleet)
+    data = {k: v for k, v in data.items() if v is not None}
+    data["model"] = "llama-test"
+    data["regions"] = ["us-test"]
+    return {**data, **over}
+
+
+def test_launch_form_rows_follow_what_is_typed(fleet, people, eu_pool):
+    from tests.clients import web_client
+
+    sell(fleet.pool_a, fleet.globex, 270)
+    c = web_client(people.requester)
+    resp = c.post("/launch/availability", _form(fleet), HTTP_HX_REQUEST="true")
+    assert resp.status_code == 200
+    html = resp.content.decode()
+    # 26.000 CU committed (conftest): pool-a has 10 left, pool-b all 280, pool-eu in another region.
+    assert 'data-pool="pool-a"' in html and 'data-pool="pool-b"' in html and 'data-pool="pool-eu"' in html
+    assert html.index('data-pool="pool-b"') < html.index('data-pool="pool-eu"')
+    rows = {p: html.split(f'data-pool="{p}"')[1].split("</tr>")[0] for p in ("pool-a", "pool-b", "pool-eu")}
+    assert "best-mark" in rows["pool-b"] and "best-mark" not in rows["pool-a"] + rows["pool-eu"]
+    assert 'data-region="eu-test"' in html  # the alternative region can be asked for instead
+    assert "globex" not in html
+    # Nothing to place yet: says what is missing, no error.
+    resp = c.post("/launch/availability", {"title": "x"}, HTTP_HX_REQUEST="true")
+    assert resp.status_code == 200 and "Fill in the model" in resp.content.decode()
+
+
+def test_the_review_shows_the_rows_at_review_time(fleet, people, submitted):
+    from tests.clients import web_client
+
+    sell(fleet.pool_b, fleet.globex, 270)
+    html = web_client(people.approver).get(f"/launch/{submitted.uuid}/").content.decode()
+    assert 'id="availability-rows"' in html
+    row = html.split('data-pool="pool-b"')[1].split("</tr>")[0]
+    assert "10.000" in row and "16.000 CU short" in row
+    # The requester's own view of the request has the decision section, and the rows, only for approvers.
+    assert (
+        'id="availability-rows"' not in web_client(people.requester).get(f"/launch/{submitted.uuid}/").content.decode()
+    )
