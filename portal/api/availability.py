@@ -26,7 +26,9 @@ CU_MAX = Decimal(1_000_000)
 
 
 class AvailabilityQuery(serializers.Serializer):
-    model = serializers.SlugRelatedField(slug_field="slug", queryset=ServedModel.objects.filter(pools__isnull=False).distinct())
+    model = serializers.SlugRelatedField(
+        slug_field="slug", queryset=ServedModel.objects.filter(pools__isnull=False).distinct()
+    )
     region = serializers.SlugRelatedField(slug_field="slug", queryset=Region.objects.all(), required=False)
     cu = serializers.DecimalField(max_digits=14, decimal_places=3, min_value=Decimal("0.001"), max_value=CU_MAX)
     until = serializers.DateField(required=False)

@@ -53,5 +53,7 @@ document.addEventListener("click", function (e) {
     }
     launch.value = from;
   }
-  form.dispatchEvent(new Event("change", { bubbles: true }));
+  htmx.trigger(form, "change"); // re-size and re-read the rows
+  var save = document.getElementById("autosave");
+  if (save) htmx.trigger(save, "save-now");
 });
