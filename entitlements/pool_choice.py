@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from entitlements.models import Pool
-from entitlements.selectors import Window, pool_sold_peak
+from entitlements.selectors import Window, pools_sold_peaks
 
 
 @dataclass(frozen=True)
@@ -58,5 +58,9 @@ def choose_pool(
 
 
 def headroom_rows(pools: Iterable[Pool], window: Window) -> list[tuple[Pool, Decimal]]:
-    """(pool, deliverable − the most sold at any instant of the window), in the given order."""
-    return [(p, p.deliverable_cu - pool_sold_peak(p, window)) for p in pools]
+    """(pool, deliverable − the most sold at any instant of the window), in the given order: the
+    approval's own figure (entitlement_grant reads it), for the whole pool set in one query, which the
+    availability read (portal.availability, issue 52) shows as `available_cu`."""
+    pools = list(pools)
+    peaks = pools_sold_peaks([p.pk for p in pools], window)
+    return [(p, p.deliverable_cu - peaks[p.pk]) for p in pools]

@@ -111,22 +111,45 @@ def peak_sold_in_db(qs: QuerySet[Entitlement], window: Window) -> Decimal:
     (starts clipped to the window, +cu at each start, −cu at each end inside it, every event at one
     instant applied before the running sum is read), without moving the rows out of the database.
     At 10,000 entitlements on a pool, reading them into Python was most of an approval's time."""
-    rows_sql, rows_params = qs.order_by().values_list("starts_at", "ends_at", "cu").query.sql_with_params()
+    return peaks_sold_in_db(qs, window).get(None, Decimal(0))
+
+
+def pools_sold_peaks(pool_ids: Iterable[int], window: Window) -> dict[int, Decimal]:
+    """pool → its sold peak over the window (pool_sold_peak's figure), for a pool set in one query."""
+    ids = sorted(set(pool_ids))
+    qs = Entitlement.objects.filter(pool_id__in=ids, traffic_class__counts_as_sold=True)
+    qs = overlapping(qs, window.start, window.end)
+    got = peaks_sold_in_db(qs, window, key="pool_id")
+    return {pk: got.get(pk, Decimal(0)) for pk in ids}
+
+
+def sold_events_sql(qs: QuerySet[Entitlement], window: Window, key: str | None) -> tuple[str, list[Any]]:
+    """The sweep's events as SQL: `events(k, t, d)`, +cu at each start (clipped to the window), −cu at
+    each end inside it; `k` the row's `key` column (a pool id), or 0 for one group. Every read of sold(t)
+    in the database (the peak approval checks, the availability's days) is built on these events."""
+    cols = ("starts_at", "ends_at", "cu", *((key,) if key else ()))
+    rows_sql, rows_params = qs.order_by().values_list(*cols).query.sql_with_params()
     adapt = connection.ops.adapt_datetimefield_value
     start = adapt(window.start)
     end_clause, end_params = ("", []) if window.end is None else (" AND e < %s", [adapt(window.end)])
+    names, k = ("s, e, cu, k", "k") if key else ("s, e, cu", "0")
     sql = (
-        f"WITH sold_rows(s, e, cu) AS ({rows_sql}), "  # noqa: S608 - the ORM's own SQL and parameters
-        "events(t, d) AS (SELECT CASE WHEN s < %s THEN %s ELSE s END, cu FROM sold_rows "
-        f"UNION ALL SELECT e, -cu FROM sold_rows WHERE e IS NOT NULL{end_clause}), "
-        "steps(total) AS (SELECT SUM(SUM(d)) OVER (ORDER BY t) FROM events GROUP BY t) "
-        "SELECT MAX(total) FROM steps"
+        f"sold_rows({names}) AS ({rows_sql}), "  # noqa: S608 - the ORM's own SQL and parameters
+        f"events(k, t, d) AS (SELECT {k}, CASE WHEN s < %s THEN %s ELSE s END, cu FROM sold_rows "
+        f"UNION ALL SELECT {k}, e, -cu FROM sold_rows WHERE e IS NOT NULL{end_clause}), "
+        "steps(k, t, total) AS (SELECT k, t, SUM(SUM(d)) OVER (PARTITION BY k ORDER BY t) FROM events GROUP BY k, t)"
     )
+    return sql, [*rows_params, start, start, *end_params]
+
+
+def peaks_sold_in_db(qs: QuerySet[Entitlement], window: Window, *, key: str | None = None) -> dict[int | None, Decimal]:
+    """The sold peak over the window per `key` (None: all rows as one group, keyed None)."""
+    events, params = sold_events_sql(qs, window, key)
     with connection.cursor() as cur:
-        cur.execute(sql, [*rows_params, start, start, *end_params])
-        peak = cur.fetchone()[0]
+        cur.execute(f"WITH {events} SELECT k, MAX(total) FROM steps GROUP BY k", params)  # noqa: S608
+        rows = cur.fetchall()
     # SQLite sums decimals as floats: CU are stored to 3 decimals, so rounding there restores them.
-    return max(Decimal(0), as_cu(peak or 0))
+    return {(k if key else None): max(Decimal(0), as_cu(peak or 0)) for k, peak in rows}
 
 
 def pool_sold_now(pool: Pool, at: datetime | None = None) -> Decimal:

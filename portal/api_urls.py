@@ -2,10 +2,12 @@
 
 from django.urls import path
 
+from portal.api import availability
 from portal.api import views as v
 from portal.services import intake
 
 urlpatterns = [
+    path("availability", availability.Availability.as_view(), name="api-availability"),
     path("launch-requests", v.LaunchRequestList.as_view(), name="api-launch-requests"),
     path("launch-requests/<uuid:uuid>", v.LaunchRequestDetail.as_view(), name="api-launch-request"),
     path("launch-requests/<uuid:uuid>/submit", v.step(intake.launch_request_submit, with_comment=False).as_view()),

@@ -19,6 +19,7 @@ urlpatterns = [
     path("launch/", intake.request_list, name="intake-list"),
     path("launch/queue/", intake.queue, name="intake-queue"),
     path("launch/new", intake.request_create, name="intake-new"),
+    path("launch/availability", intake.availability_rows, name="intake-availability"),
     path("launch/<uuid:uuid>/", intake.detail, name="intake-detail"),
     path("launch/<uuid:uuid>/edit", intake.edit, name="intake-edit"),
     path("launch/<uuid:uuid>/autosave", intake.autosave, name="intake-autosave"),

@@ -17,12 +17,14 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from entitlements import roles
-from entitlements.models import Region
+from entitlements.models import Region, TrafficClass
 from http_plumbing.form_errors import add_validation_errors
 from portal import access
+from portal.availability import Ask, availability
 from portal.charts import intake as charts_intake
 from portal.forms import CommentForm, LaunchRequestFilter, LaunchRequestForm
 from portal.models import LaunchRequest, State
@@ -227,6 +229,43 @@ def sizing(request: HttpRequest, uuid: Any) -> HttpResponse:
     return render(request, f"{EDIT}#sizing", {"req": req, "sizing": result})
 
 
+def availability_of(req: LaunchRequest, regions: list[Region], committed: Decimal | None) -> dict[str, Any]:
+    """The availability rows (portal.availability) for a request's committed CU, regions and window, as the
+    edit page's live section and the review show them; `missing` says what the rows still wait for."""
+    today = timezone.now().date()
+    if req.model is None or req.launch_date is None or not committed:
+        return {"missing": "Fill in the model, the launch date and a committed rate to see where capacity is."}
+    start = max(req.launch_date, today)
+    if req.end_date is not None and req.end_date <= start:
+        return {"missing": "The end date has passed: nothing is left of the window to place."}
+    ask = Ask(
+        model=req.model,
+        regions=regions,
+        cu=committed,
+        start=start,
+        until=req.end_date,
+        traffic_class=TrafficClass.objects.get(slug=req.traffic_class),
+        tenant=req.tenant,
+    )
+    return {"ask": ask, "rows": availability(ask, today=today)}
+
+
+@require_POST
+@person_required
+def availability_rows(request: HttpRequest) -> HttpResponse:
+    """The edit page's live availability: what is on screen (saved or not), like the live sizing."""
+    _filer_guard(request)
+    preview = LaunchRequest(tenant=roles.tenant_of(request.user), created_by=request.user)
+    form = LaunchRequestForm(request.POST)
+    changes = form.valid_changes()
+    regions = list(changes.pop("regions", None) or [])
+    for name, value in changes.items():
+        setattr(preview, name, value)
+    committed = size_request(preview, []).cu.get("committed")
+    ctx = {"availability": availability_of(preview, regions, committed), "live": True}
+    return render(request, "portal/intake/_availability.html", ctx)
+
+
 @require_POST
 @person_required
 def submit(request: HttpRequest, uuid: Any) -> HttpResponse:
@@ -330,6 +369,8 @@ def _detail_context(request: HttpRequest, req: LaunchRequest, **extra: Any) -> d
     }
     if ctx["can_decide"]:
         ctx["placement"] = _placement_rows(req, result)
+        # Where the committed CU could go, at the time of review: the requester's rows, read again now.
+        ctx["availability"] = availability_of(req, _regions_of(req), result.cu.get("committed"))
     ctx.update(extra)
     return ctx
 

@@ -30,3 +30,30 @@
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
 })();
+
+// "Ask in <region> instead" (templates/portal/intake/_availability.html): the request moves to the
+// alternative's region, and to the first date it fits there when that is later than the launch date;
+// the change autosaves and re-sizes like any edit.
+document.addEventListener("click", function (e) {
+  var btn = e.target.closest ? e.target.closest("button.alt-region") : null;
+  if (!btn) return;
+  var form = document.getElementById("lr-form");
+  if (!form) return;
+  form.querySelectorAll("input[name=regions]").forEach(function (box) {
+    box.checked = box.value === btn.dataset.region;
+  });
+  var launch = document.getElementById("id_launch_date");
+  var from = btn.dataset.from;
+  if (launch && from && (!launch.value || launch.value < from)) {
+    var end = document.getElementById("id_end_date");
+    if (end && end.value && launch.value) {
+      // Keep the window's length: the end moves with the start.
+      var days = (Date.parse(end.value) - Date.parse(launch.value)) / 86400000;
+      end.value = new Date(Date.parse(from) + days * 86400000).toISOString().slice(0, 10);
+    }
+    launch.value = from;
+  }
+  htmx.trigger(form, "change"); // re-size and re-read the rows
+  var save = document.getElementById("autosave");
+  if (save) htmx.trigger(save, "save-now");
+});

@@ -1,0 +1,301 @@
+"""Where asked capacity could be granted, before anyone asks an approver (issue 52, docs/contract.md §11).
+
+One row per pool serving the model, the asked regions first:
+
+- `available_cu`: the approval's own figure. `entitlements.pool_choice.headroom_rows` (what
+  `entitlement_grant` checks: deliverable − the most sold at any instant of the window) for the whole pool
+  set in one query, and 0 where the one-scope-one-pool rule would refuse the grant (the asker's scope in
+  that region already lives in another pool). Approving exactly that much succeeds; 0.001 CU more is refused.
+- `available_from`: the first date a window as long as the asked one fits the asked CU, counting the
+  commitments that end and the supply orders placed (planned or ordered) from their arrival date.
+- `replicas_to_add`: the fewest replicas whose deliverable covers the rest (capacity.deliverable over the
+  catalogue's CU per replica, capacity.units), 0 when it fits.
+- `why`, in words; it names pools and the asker's own scope, never another tenant.
+
+Forecast-aware: where the ask fits today but the newest forecast's expected demand on the pool, over the
+weeks from today to the window's end, leaves less than the ask, the row says so and is not marked best.
+
+Bounded work: a fixed number of queries whatever the number of pools or entitlements (pools, peaks, days,
+orders, scope homes, forecast).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import date, timedelta
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+
+from capacity.deliverable import PoolSupply, deliverable
+from capacity.planning_orders import add_replicas
+from entitlements.models import Entitlement, Pool, Region, ServedModel, TrafficClass
+from entitlements.models.supply import as_cu
+from entitlements.pool_choice import headroom_rows
+from entitlements.sold_days import daily_sold_peaks
+from forecasting.models import PoolDemand, SupplyOrder
+from forecasting.selectors import latest_run
+from portal.selectors import day_start, window_of
+
+SEARCH_DAYS = 400  # how far past the asked start available_from looks (and the longest window asked)
+WEEK_H = 168
+
+
+@dataclass(frozen=True)
+class Ask:
+    model: ServedModel
+    regions: Sequence[Region]  # the asked regions, listed first in this order
+    cu: Decimal
+    start: date
+    until: date | None
+    traffic_class: TrafficClass
+    tenant: Any = None  # the asker's tenant (its scope's home pools); None for platform people
+
+
+@dataclass
+class Row:
+    pool: Pool
+    available_cu: Decimal
+    available_from: date | None
+    replicas_to_add: int | None
+    why: str
+    fits: bool
+    asked_region: bool
+    forecast_left_cu: Decimal | None = None  # set where the forecast leaves less than the ask
+    best: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pool": self.pool.slug,
+            "region": self.pool.region.slug,
+            "accelerator": self.pool.accelerator.slug,
+            "available_cu": str(self.available_cu),
+            "available_from": self.available_from.isoformat() if self.available_from else None,
+            "replicas_to_add": self.replicas_to_add,
+            "why": self.why,
+            "best": self.best,
+        }
+
+
+def _deliverable(supply: PoolSupply, extra: int) -> Decimal:
+    if extra:
+        supply = replace(supply, replicas_per_zone=add_replicas(supply.replicas_per_zone, extra))
+    return as_cu(deliverable(supply).deliverable)
+
+
+def replicas_for_rest(supply: PoolSupply, peak: Decimal, cu: Decimal, cap: int = 100_000) -> int | None:
+    """The fewest replicas (placed as planning places orders) after which deliverable − peak ≥ cu;
+    None when no number up to `cap` does (a replica adds nothing once the deductions take it all)."""
+
+    def ok(k: int) -> bool:
+        return _deliverable(supply, k) - peak >= cu
+
+    if ok(0):
+        return 0
+    hi = 1
+    while not ok(hi):
+        if hi >= cap:
+            return None
+        hi = min(cap, hi * 2)
+    lo = hi // 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
+
+
+def _homes(ask: Ask) -> dict[int, int]:
+    """region → the pool the asker's scope lives in there (entitlements.services.scope_pool_id's rule, the
+    first live entitlement of the scope, for every region in one query)."""
+    if ask.tenant is None:
+        return {}
+    qs = Entitlement.objects.filter(
+        tenant=ask.tenant,
+        project__isnull=True,
+        model=ask.model,
+        traffic_class_id=ask.traffic_class.slug,  # type: ignore[misc]  # keyed by slug (to_field)
+        revoked_at__isnull=True,
+    ).order_by("pk")
+    homes: dict[int, int] = {}
+    for region_id, pool_id in qs.values_list("region_id", "pool_id"):
+        homes.setdefault(region_id, pool_id)
+    return homes
+
+
+def _window_max(days: list[Decimal], d: int, length: int | None) -> Decimal:
+    """The most sold over [day d, day d + length) (None: from day d on; the list's last value lasts)."""
+    if length is None:
+        return max(days[min(d, len(days) - 1) :])
+    return max(days[d : d + length])
+
+
+class _Supply:
+    """A pool's deliverable on each day, with the pending orders counted from their arrival date."""
+
+    def __init__(self, pool: Pool, orders: list[SupplyOrder], today: date) -> None:
+        self.base = pool.supply()
+        self.orders = sorted(orders, key=lambda o: o.arrival_date)
+        self.today = today
+        self._cache: dict[int, Decimal] = {}
+
+    def arrived(self, day: date) -> int:
+        return sum(o.replicas for o in self.orders if o.arrival_date <= day)
+
+    def on(self, day: date) -> Decimal:
+        n = self.arrived(day)
+        if n not in self._cache:
+            self._cache[n] = _deliverable(self.base, n)
+        return self._cache[n]
+
+
+def _milli(values: list[Decimal]) -> np.ndarray:
+    return np.fromiter((int(v * 1000) for v in values), dtype=np.int64, count=len(values))
+
+
+def _first_fit(
+    ask: Ask, days: list[Decimal], supply: _Supply, offset: int, length: int | None
+) -> tuple[date | None, bool]:
+    """(the first start date ≥ the asked one whose window fits, whether an order made it fit), in
+    milli-CU integers: exact, as the approval compares at 0.001 CU."""
+    sold = _milli(days)
+    n = SEARCH_DAYS + 1
+    if length is None:  # from day d on: the suffix maximum; the last value lasts for every later day
+        tail = np.maximum.accumulate(sold[::-1])[::-1]
+        idx = np.minimum(np.arange(offset, offset + n), len(tail) - 1)
+        most = tail[idx]
+    else:
+        most = np.lib.stride_tricks.sliding_window_view(sold[offset : offset + n + length - 1], length).max(axis=1)
+    starts = [supply.today + timedelta(days=offset + i) for i in range(n)]
+    room = _milli([supply.on(day) for day in starts])
+    fit = np.flatnonzero(most + int(ask.cu * 1000) <= room)
+    if not len(fit):
+        return None, False
+    i = int(fit[0])
+    return starts[i], room[i] > int(supply.on(supply.today) * 1000)
+
+
+def _forecast_left(
+    pd: PoolDemand | None, days: list[Decimal], supply: _Supply, until: date | None
+) -> tuple[Decimal, date] | None:
+    """The tightest week from today to the window's end (or the horizon): deliverable − the larger of the
+    expected demand's peak hour and the most sold that week, and the week's start."""
+    if pd is None:
+        return None
+    expected = pd.hourly.get("expected") or []
+    worst: tuple[Decimal, date] | None = None
+    for w in range(len(expected) // WEEK_H):
+        ws = (pd.start + timedelta(weeks=w)).date()
+        we = ws + timedelta(weeks=1)
+        if we <= supply.today:
+            continue
+        if until is not None and ws >= until:
+            break
+        lo = max(0, (ws - supply.today).days)
+        hi = (we - supply.today).days
+        sold = _window_max(days, lo, hi - lo) if lo < len(days) else days[-1]
+        demand = max(as_cu(max(expected[w * WEEK_H : (w + 1) * WEEK_H])), sold)
+        left = supply.on(max(ws, supply.today)) - demand
+        if worst is None or left < worst[0]:
+            worst = (left, ws)
+    return worst
+
+
+def availability(ask: Ask, *, today: date) -> list[Row]:
+    pools = list(
+        Pool.objects.filter(model=ask.model)
+        .select_related("region", "accelerator", "operating_point__model")
+        .prefetch_related("zones")
+    )
+    order = {r.pk: i for i, r in enumerate(ask.regions)}
+    pools.sort(key=lambda p: (order.get(p.region_id, len(order)), p.region.slug, p.pk))
+    if not pools:
+        return []
+    window = window_of(ask.start, ask.until)
+    headroom = {p.pk: h for p, h in headroom_rows(pools, window)}
+    homes = _homes(ask)
+    offset = (ask.start - today).days
+    length = None if ask.until is None else (ask.until - ask.start).days
+    span = None if length is None else offset + SEARCH_DAYS + length + 1
+    days = daily_sold_peaks([p.pk for p in pools], day_start(today), span)
+    orders: dict[int, list[SupplyOrder]] = {}
+    for o in SupplyOrder.objects.filter(pool__in=pools, status__in=SupplyOrder.PENDING):
+        orders.setdefault(o.pool_id, []).append(o)
+    run = latest_run()
+    demand = {pd.pool_id: pd for pd in PoolDemand.objects.filter(run=run, pool__in=pools)} if run else {}
+    rows = [
+        _row(ask, p, headroom[p.pk], homes, days[p.pk], _Supply(p, orders.get(p.pk, []), today), demand, offset, length)
+        for p in pools
+    ]
+    _mark_best(rows)
+    return rows
+
+
+def _row(
+    ask: Ask,
+    pool: Pool,
+    headroom: Decimal,
+    homes: dict[int, int],
+    days: list[Decimal],
+    supply: _Supply,
+    demand: dict[int, PoolDemand],
+    offset: int,
+    length: int | None,
+) -> Row:
+    asked = any(r.pk == pool.region_id for r in ask.regions)
+    home = homes.get(pool.region_id)
+    scope = f"your {ask.traffic_class.slug} scope for {ask.model.slug} in {pool.region.slug}"
+    if home is not None and home != pool.pk:
+        why = f"{scope} already lives in another pool: grants there go to it (one scope, one pool), not to this one"
+        return Row(pool, Decimal(0), None, None, why, False, asked)
+    available = max(Decimal(0), headroom)
+    if not ask.traffic_class.counts_as_sold:
+        why = f"{ask.traffic_class.slug} takes no headroom: any CU is granted, none guaranteed ({available} CU unsold)"
+        return Row(pool, available, ask.start, 0, why, True, asked)
+    lived = f"; {scope} already lives here" if home == pool.pk else ""
+    if available >= ask.cu:
+        row = Row(pool, available, ask.start, 0, f"fits: {available} CU free over the window, {ask.cu} asked{lived}",
+                  True, asked)  # fmt: skip
+        left = _forecast_left(demand.get(pool.pk), days, supply, ask.until)
+        if left is not None and left[0] < ask.cu:
+            row.forecast_left_cu = max(Decimal(0), left[0])
+            row.why = (
+                f"fits today; expected demand leaves {row.forecast_left_cu} CU by {left[1]:%B %Y} "
+                f"({ask.cu} asked, the forecast's expected scenario){lived}"
+            )
+        return row
+    short = ask.cu - available
+    replicas = replicas_for_rest(pool.supply(), pool.deliverable_cu - headroom, ask.cu)
+    need = (
+        f"{replicas} more replicas of {pool.cu_per_replica:.2f} CU each would cover it"
+        if replicas is not None
+        else "no number of replicas covers it"
+    )
+    when, by_order = _first_fit(ask, days, supply, offset, length)
+    if when is None:
+        later = f"no start within {SEARCH_DAYS} days fits, counting the orders placed"
+    elif by_order:
+        later = f"fits from {when.isoformat()} once the {supply.arrived(when)} replicas ordered have arrived"
+    else:
+        later = f"fits from {when.isoformat()}, as commitments end"
+    why = f"{available} CU free over the window, {ask.cu} asked: {short} CU short; {need}; {later}{lived}"
+    return Row(pool, available, when, replicas, why, False, asked)
+
+
+def _mark_best(rows: list[Row]) -> None:
+    """The best row: one that fits today and stays fitting by the forecast, in an asked region, with the most
+    left after the ask (ties to the lowest pk, the pool rule's tie-break); failing that the earliest
+    available_from."""
+    fitting = [r for r in rows if r.fits]
+    if fitting:
+        best = min(
+            fitting, key=lambda r: (r.forecast_left_cu is not None, not r.asked_region, -r.available_cu, r.pool.pk)
+        )
+    else:
+        later = [r for r in rows if r.available_from is not None]
+        if not later:
+            return
+        best = min(later, key=lambda r: (r.available_from, not r.asked_region, r.pool.pk))
+    best.best = True
