@@ -130,7 +130,6 @@ def per_draw(n: int) -> int:
     return max(1_000, TOTAL_REQUESTS // max(n, 1))
 
 
-
 def envelope_answer(
     *,
     rate_rps: float,

@@ -143,9 +143,9 @@ def validate(inp: SizingInput) -> FailurePolicy:
         "realisation_quantile",
     ):
         in_range(name, getattr(inp, name))
-    if not isinstance(inp.realisations, int) or isinstance(inp.realisations, bool):
-        if not (isinstance(inp.realisations, float) and inp.realisations.is_integer()):
-            raise SizingInputError("realisations", f"must be a whole number (got {inp.realisations!r})")
+    whole = isinstance(inp.realisations, int) or (isinstance(inp.realisations, float) and inp.realisations.is_integer())
+    if isinstance(inp.realisations, bool) or not whole:
+        raise SizingInputError("realisations", f"must be a whole number (got {inp.realisations!r})")
     in_range("realisations", inp.realisations)
     validate_length(inp.prompt_tokens, "prompt_tokens")
     validate_length(inp.output_tokens, "output_tokens")

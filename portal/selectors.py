@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 
 from capacity.envelope import EnvelopeShape
-from capacity.planning import PlanningAnswer, percent, plan
+from capacity.planning import PlanningAnswer, percent
 from capacity.realisations import envelope_answer
 from capacity.units import TokenWeights
 from entitlements import roles

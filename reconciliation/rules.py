@@ -95,9 +95,11 @@ def grow(f: Figures) -> Proposal | None:
     if got is None or not got[0].holds:
         return None  # advice whose own check fails is not shown
     answer, now = got
-    # Throttled over the class's target on its own recorded traffic at the CU bought: too little, even
-    # where the throttles stay under the threshold (0.5 % throttled against a 0.1 % target is a grow).
-    over_target = now.throttled_share > answer.target_throttled_share
+    # Throttled over the class's target on its own recorded requests (raw events: the replay gives back
+    # what admission did) at the CU bought: too little, even where the throttles stay under the threshold
+    # (0.5 % throttled against a 0.1 % target is a grow). Rollups spread evenly cannot say so.
+    recorded = f.history is not None and f.history.recorded_throttled_share is not None
+    over_target = recorded and now.throttled_share > answer.target_throttled_share
     if share <= settings.RECONCILE_TENANT_THROTTLE_SHARE and not borrowing and not over_target:
         return None
     need = Decimal(str(answer.cu_to_buy))
