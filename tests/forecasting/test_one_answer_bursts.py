@@ -144,9 +144,9 @@ def test_one_bursty_trace_one_answer_everywhere(make, fleet, people, django_capt
         assert abs(cu - calc) <= 0.1 + 1e-9, (finding.kind, cu, calc)
         assert independent_share(t, cost, cu) <= 0.001  # holds on the real trace
         e = finding.evidence
-        assert e["check_holds"] is True and "raw admission events" in e["planning_basis"]
         # The replay at the CU bought gives back what the scope recorded.
         assert e["replay_at_current"]["throttled_share"] == pytest.approx(recorded[ent.pk], abs=0.001)
+        assert e["check_holds"] is True and "raw admission events" in e["planning_basis"]
         assert e["recorded_throttled_share"] == pytest.approx(recorded[ent.pk], abs=1e-12)
     assert recorded[small.pk] > 0.001  # the small scope was throttled over its target
 
