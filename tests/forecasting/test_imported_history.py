@@ -74,9 +74,11 @@ def test_ninety_days_of_imported_history_give_a_new_tenant_a_forecast_with_no_ev
 def test_usage_reads_imported_hours_like_any_rollup(fleet):
     TenantFactory(slug="migrant")
     cu = cycles_cu(48, base=30, seed=7)
-    import_history(_rows("migrant", cu), now=END + timedelta(minutes=5))
+    rows = _rows("migrant", cu)
+    import_history(rows, now=END + timedelta(minutes=5))
     stored = sum(HourRollup.objects.filter(decision="complete").values_list("requests", flat=True))
-    assert stored > 0
+    # every served request of every row is one completion, no more and no less
+    assert stored == sum(r["requests"] - r["throttled"] for r in rows)
     # hour and day rollups alike (a statement reads days for whole days, hours at the edges)
     for level in ("hour", "day"):
         (got,) = sums(
