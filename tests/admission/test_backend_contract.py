@@ -407,6 +407,9 @@ def test_two_borrowers_share_contended_lendable_room_by_weight(store):
             got = twin.reserve(borrower(m, weight=1.0 if m == "w1" else 3.0, lend=lend))
             replayed.append((m, t, _decision(got)))
         assert replayed == calls
+        # the refusals counted above are exactly the twin's, member by member
+        twin_refused = {m: sum(1 for who, _, d in replayed if who == m and d[0] != "A") for m in refused}
+        assert refused == twin_refused
     # Exact on both stores: the lend bucket gave out its depth, less what it holds now, plus what it refilled
     # between its first charge and its last (it never filled up again: both borrowers drained it every step).
     assert first == (lend[1] - 100.0, first[1])
