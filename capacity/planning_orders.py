@@ -54,14 +54,9 @@ def _covers(supply: PoolSupply, policy: FailurePolicy, demand: float, as_cu: Cal
     )
 
 
-def _least(
-    supply: PoolSupply, policy: FailurePolicy, demand: float, as_cu: Callable[[float], float], cap: int
-) -> int | None:
-    def ok(k: int) -> bool:
-        return _covers(
-            replace(supply, replicas_per_zone=add_replicas(supply.replicas_per_zone, k)), policy, demand, as_cu
-        )
-
+def least_whole(ok: Callable[[int], bool], cap: int) -> int | None:
+    """The least k in 0..cap with ok(k), for an ok that stays true once true (more replicas never cover
+    less): doubling, then bisection. None when not even cap does."""
     if ok(0):
         return 0
     hi = 1
@@ -77,6 +72,17 @@ def _least(
         else:
             lo = mid
     return hi
+
+
+def _least(
+    supply: PoolSupply, policy: FailurePolicy, demand: float, as_cu: Callable[[float], float], cap: int
+) -> int | None:
+    def ok(k: int) -> bool:
+        return _covers(
+            replace(supply, replicas_per_zone=add_replicas(supply.replicas_per_zone, k)), policy, demand, as_cu
+        )
+
+    return least_whole(ok, cap)
 
 
 def order_to_close(

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from capacity.deliverable import PoolSupply, deliverable
-from capacity.planning_orders import add_replicas
+from capacity.planning_orders import add_replicas, least_whole
 from entitlements.models import Entitlement, Pool, Region, ServedModel, TrafficClass
 from entitlements.models.supply import as_cu
 from entitlements.pool_choice import headroom_rows
@@ -93,18 +93,7 @@ def replicas_for_rest(supply: PoolSupply, peak: Decimal, cu: Decimal, cap: int =
     def ok(k: int) -> bool:
         return _deliverable(supply, k) - peak >= cu
 
-    if ok(0):
-        return 0
-    hi = 1
-    while not ok(hi):
-        if hi >= cap:
-            return None
-        hi = min(cap, hi * 2)
-    lo = hi // 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
-    return hi
+    return least_whole(ok, cap)
 
 
 def _homes(ask: Ask) -> dict[int, int]:
