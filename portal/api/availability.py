@@ -21,6 +21,8 @@ from entitlements.models import Region, ServedModel, TrafficClass
 from entitlements.permissions import IsPerson
 from portal.availability import SEARCH_DAYS, Ask, availability
 
+MAX_AHEAD_DAYS = 3 * 366  # the longest commitment a price list sells (3 years)
+
 # Far above any pool (the demo's largest delivers a few hundred CU), far below the CU column's 14 digits.
 CU_MAX = Decimal(1_000_000)
 
@@ -44,6 +46,8 @@ class AvailabilityQuery(serializers.Serializer):
         start = data.get("from") or today
         if start < today:
             raise serializers.ValidationError({"from": "cannot be in the past"})
+        if (start - today).days > MAX_AHEAD_DAYS:  # year 9999 would overflow the date arithmetic below
+            raise serializers.ValidationError({"from": f"at most {MAX_AHEAD_DAYS} days from today"})
         until = data.get("until")
         if until is not None and until <= start:
             raise serializers.ValidationError({"until": "must be after from"})

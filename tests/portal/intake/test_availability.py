@@ -226,6 +226,7 @@ def test_api_rows_for_a_tenant_name_no_other_tenant(fleet, people, eu_pool):
         ({"model": "llama-test", "cu": "1", "traffic_class": "gold"}, "traffic_class"),
         ({"model": "llama-test", "cu": "1", "from": "2020-01-01"}, "from"),
         ({"model": "llama-test", "cu": "1", "from": "soon"}, "from"),
+        ({"model": "llama-test", "cu": "1", "from": "9999-01-01", "until": "9999-02-01"}, "from"),
         ({"model": "llama-test", "cu": "1", "until": "2020-01-01"}, "until"),
         ({"model": "llama-test", "cu": "1", "until": "+401"}, "until"),
     ],
