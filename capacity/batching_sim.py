@@ -8,15 +8,15 @@ The rule, pinned so anyone can re-implement it (docs/latency.md, "The simulation
    that much more than the average).
 2. Iteration-level scheduling on that replica. At each step boundary, waiting requests that have
    arrived are admitted first come first served while the batch holds fewer than `max_batch`
-   sequences and their KV (prompt + output) fits the replica's KV budget (the head of the line blocks
-   the rest; a request larger than the whole budget runs alone). A step takes
-   `a + k_prefill × prefill work of the requests admitted at it + k × w_out × sequences decoding`
-   seconds (capacity.latency_fleet.Fleet.step_law: prefill at no more than the replica's compute
-   bound, decode with what the measured throughput leaves): prefill interrupts decoding, so TPOT
-   rises with the prompt load.
-   An admitted request's first token ends its admission step; it then decodes one token per step and
-   leaves after `output − 1` more, freeing its KV.
-3. TTFT = the curve's floor `p` + (end of the admission step − arrival); TPOT = (last token − first) ÷
+   sequences (decoding and prefilling) and their KV (prompt + output) fits the replica's KV budget (the
+   head of the line blocks the rest; a request larger than the whole budget runs alone). Admitted
+   requests prefill in arrival order, at most `chunk` prefill work a step (chunked prefill). A step
+   takes `a + k_prefill × prefill work done in it + k × w_out × sequences decoding` seconds
+   (capacity.latency_fleet.Fleet.step_law: prefill at no more than the replica's compute bound,
+   decode with what the measured points leave): prefill interrupts decoding, so TPOT rises with the
+   prompt load. A request's first token ends the step that finishes its prefill; it then decodes one
+   token per step and leaves after `output − 1` more, freeing its KV.
+3. TTFT = the law's floor + (end of the step that finishes its prefill − arrival); TPOT = (last token − first) ÷
    (output − 1), 0 for a one-token answer. The first `WARMUP_SHARE` of the replica's requests warm an
    empty replica up and are not counted.
 
@@ -24,14 +24,15 @@ Bounded work: at most `MAX_SIM_REQUESTS` requests of the simulated replica; past
 that many consecutive requests with the shortest span (the densest stretch) is simulated and `sampled`
 says so. The window depends only on the order of the arrivals, not on their scale, so the same requests
 are simulated at every rate (common random numbers: a faster rate only squeezes the same arrivals).
-Steps between events (an arrival, a completion) are identical and are advanced together, so the
-work is O(requests × log batch), not O(steps).
+Steps between events (an arrival, a completion, a prefill finishing) are identical and are advanced
+together, so the work is O(requests × log batch), not O(steps).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,6 +57,8 @@ class StepLaw:
     ttft_floor_s: float
     w_out: float
     k_prefill_s: float | None = None
+    # Prefill work per step (chunked prefill); None: a step prefills everything admitted at it.
+    chunk: float | None = None
 
     @property
     def prefill_s_per_wt(self) -> float:
@@ -154,37 +157,62 @@ def _run(
     pre, outs, kvs = prefill.tolist(), [max(1, int(o)) for o in out.tolist()], kv.tolist()
     first = [0.0] * n
     last = [0.0] * n
-    running: list[tuple[int, int]] = []  # (finish step, request)
+    running: list[tuple[int, int]] = []  # (finish step, request): decoding
+    queue: deque[int] = deque()  # admitted, prefilling in arrival order
+    left = 0.0  # prefill work left of the queue's head
     t, g, nxt, kv_used = 0.0, 0, 0, 0.0
     decode_cost = law.k_s * law.w_out
     prefill_cost = law.prefill_s_per_wt
-    while nxt < n or running:
-        if not running and nxt < n and arrivals[nxt] > t:
+    chunk = law.chunk if law.chunk else math.inf
+    cap, budget, a = law.max_batch, law.kv_budget, law.a_s
+    while nxt < n or running or queue:
+        if not running and not queue and arrivals[nxt] > t:
             t = arrivals[nxt]
-        admitted: list[int] = []
-        work = 0.0
-        while nxt < n and arrivals[nxt] <= t and len(running) + len(admitted) < law.max_batch:
+        while nxt < n and arrivals[nxt] <= t and len(running) + len(queue) < cap:
             need = kvs[nxt]
-            if kv_used + need > law.kv_budget and (running or admitted):
+            if kv_used + need > budget and (running or queue):
                 break
             kv_used += need
-            work += pre[nxt]
-            admitted.append(nxt)
+            if not queue:
+                left = pre[nxt]
+            queue.append(nxt)
             nxt += 1
-        if admitted:
-            # The admission step: the new requests' prefill rides with everyone else's decode.
-            t += law.a_s + prefill_cost * work + decode_cost * len(running)
+        if queue:
+            if left > chunk:
+                # Steps that spend the whole chunk on the head are alike: advance them together, up to
+                # the next decode completion (admissions between them only queue behind the head).
+                steps = math.ceil(left / chunk) - 1
+                if running:
+                    steps = min(steps, running[0][0] - g)
+                if steps >= 1:
+                    t += steps * (a + prefill_cost * chunk + decode_cost * len(running))
+                    g += steps
+                    left -= steps * chunk
+                    kv_used = _finish(running, g, t, last, kvs, kv_used)
+                    continue
+            # One step: the chunk goes to the prefilling requests in arrival order; those it completes
+            # get their first token at its end and decode from the next step.
+            room, work, done = chunk, 0.0, []
+            while queue and left <= room:
+                room -= left
+                work += left
+                done.append(queue.popleft())
+                left = pre[queue[0]] if queue else 0.0
+            if queue:
+                left -= room
+                work += room
+            t += a + prefill_cost * work + decode_cost * len(running)
             g += 1
-            for r in admitted:
+            for r in done:
                 first[r] = t
                 heapq.heappush(running, (g + outs[r] - 1, r))
             kv_used = _finish(running, g, t, last, kvs, kv_used)
             continue
         if not running:
             continue
-        s = law.a_s + decode_cost * len(running)
+        s = a + decode_cost * len(running)
         steps = running[0][0] - g
-        if nxt < n and len(running) < law.max_batch:
+        if nxt < n and len(running) < cap:
             steps = min(steps, max(1, math.ceil((arrivals[nxt] - t) / s)))
         t += steps * s
         g += steps

@@ -155,7 +155,7 @@ class CurveError(ValueError):
     """The points cannot make a curve (no latency point and nothing to borrow)."""
 
 
-def _linfit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+def linear_fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
     """(intercept, slope) of least squares; a single x gives slope 0."""
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     sxx = sum((x - mx) ** 2 for x in xs)
@@ -213,7 +213,7 @@ def _names(donors: Sequence[Shape]) -> str:
 def _fit_tpot(lat: Sequence[MeasuredPoint]) -> tuple[float, float]:
     xs = [p.out_tps for p in lat]
     inv = [1.0 / p.tpot_p99_s for p in lat]  # type: ignore[operator]
-    alpha, slope = _linfit(xs, inv)
+    alpha, slope = linear_fit(xs, inv)
     if alpha <= 0 or slope >= 0:
         # TPOT not rising with load in the data: flat at the worst measured.
         return max(p.tpot_p99_s for p in lat), math.inf  # type: ignore[type-var,return-value]
@@ -223,7 +223,7 @@ def _fit_tpot(lat: Sequence[MeasuredPoint]) -> tuple[float, float]:
 def _fit_ttft(lat: Sequence[MeasuredPoint], x_sat: float) -> tuple[float, float]:
     rs = [(p.out_tps / x_sat) / (1 - p.out_tps / x_sat) for p in lat]
     ts = [float(p.ttft_p99_s) for p in lat]  # type: ignore[arg-type]
-    p, w = _linfit(rs, ts)
+    p, w = linear_fit(rs, ts)
     if w <= 0:
         return max(ts), 0.0
     if p < 0:

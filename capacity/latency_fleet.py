@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from capacity.batching_sim import MAX_SIM_REQUESTS, FloatArray, SimResult, StepLaw, simulate
-from capacity.latency_curve import LatencyCurve
+from capacity.latency_curve import LatencyCurve, linear_fit
 from capacity.lengths import LengthSamples, LengthSpec, draw_lengths, stratified_uniform
 from capacity.operating_points import Slo
 
@@ -24,20 +24,26 @@ MAX_FLEET_ARRIVALS = 200_000
 SEED = 31
 
 
-# Decode keeps at least this share of the work of one reference output token when the prefill bound
-# would take all of it (the measured throughput and the bound disagree: said in `physics`).
+# Where the prefill bound leaves a measured point less decode time than this share of its TPOT, the
+# point is held at it (the bound and the measured throughput disagree: said in `physics`).
 MIN_DECODE_SHARE = 0.1
+# Prompt tokens prefilled per step (chunked prefill): vLLM's default token budget of an online server
+# (max_num_batched_tokens); a longer prompt prefills over several steps while the batch decodes.
+PREFILL_CHUNK = 2048
 
 
 @dataclass(frozen=True)
 class StepPhysics:
-    """How the simulation splits one replica's time: seconds per prefill weighted token (no faster than
-    the compute bound), seconds per decoding sequence per step, and what was taken from where."""
+    """How the simulation splits one replica's time: the step floor, seconds per prefill weighted
+    token (no faster than the compute bound), seconds per decoding sequence per step, the batch that
+    carries the saturation throughput, and what was taken from where."""
 
+    a_s: float
     k_prefill_s: float
     k_decode_s: float
     ttft_floor_s: float
     prefill_tps: float
+    max_batch: int
     source: str
 
 
@@ -75,47 +81,70 @@ class Fleet:
         return n
 
     def physics(self, w_out: float) -> StepPhysics:
-        """Split the curve's work per reference output token (1 / x_inf) into prefill and decode.
+        """Split each measured point's step (its TPOT) into prefill and decode, and fit decode's law.
 
         The curve's points all carry one mix, so they cannot separate prefill from decode: prefill
-        takes the replica's compute bound (never faster), decode what the measured throughput leaves.
+        takes the replica's compute bound (never faster). At a point carrying x output tokens/s the
+        prompts take the share `s = x × prompt per output × k_prefill` of the replica's time, the batch
+        is `B = x × TPOT` (Little), and the rest of the step, `TPOT × (1 − s)`, is decode:
+        `a + k_decode × B`, fitted through the points (the curve at its latency points; exact through
+        two). Where the bound leaves the curve's own split positive this is that split; where it
+        would leave a point less than MIN_DECODE_SHARE of its step, the point is held there and said.
         Without a bound, prefill is charged like any weighted token (the curve's own split)."""
         c = self.curve
         k = 1.0 / (c.x_inf * self.wt_per_out_ref)
         prompt_per_out = max(self.wt_per_out_ref - w_out, 0.0)
-        if not self.prefill_bound_tps:
-            return StepPhysics(
-                k,
-                k * w_out,
-                c.p_s,
-                1.0 / k,
-                "no prefill bound (the catalogue lacks FLOP/s or parameters): prefill at the curve's weighted-token rate",
+        bound = self.prefill_bound_tps
+        k_p = max(k, 1.0 / bound) if bound else k
+        xs = sorted({p.out_tps for p in c.points if p.has_latency and p.out_tps < c.x_sat})
+        if len(xs) < 2:
+            top = xs[-1] if xs else 0.5 * c.x_sat
+            xs = [0.5 * top, top]
+        held = False
+        rows = []
+        for x in xs:
+            tpot = c.tpot_p99(x)
+            share = x * prompt_per_out * k_p
+            held = held or share > 1.0 - MIN_DECODE_SHARE
+            rows.append((x * tpot, tpot * max(1.0 - share, MIN_DECODE_SHARE)))
+        a, b = linear_fit([bt for bt, _ in rows], [d for _, d in rows])
+        if b < 0 or a <= 0:  # decode not rising with the batch: flat at the points' mean
+            a, b = max(sum(d for _, d in rows) / len(rows), 1e-6), 0.0
+        # The batch that carries x_sat: B = x_sat × step, the step (a + b B) ÷ (1 − prefill share).
+        free = 1.0 - c.x_sat * prompt_per_out * k_p - c.x_sat * b
+        s_sat = c.a_s / (1.0 - c.x_sat / c.x_inf)
+        max_batch = max(1, round(c.x_sat * a / free if free > 0 else c.x_sat * s_sat))
+        if bound:
+            source = (
+                f"prefill at the compute bound {bound:,.0f} prompt tokens/s per replica, in chunks of "
+                f"{PREFILL_CHUNK:,} tokens a step (the points, all one mix, cannot separate prefill from decode); "
+                f"decode takes the rest of each measured point's step"
             )
-        k_p = max(k, 1.0 / self.prefill_bound_tps)
-        decode = 1.0 / c.x_inf - k_p * prompt_per_out
-        source = (
-            f"prefill at the compute bound {self.prefill_bound_tps:,.0f} prompt tokens/s per replica (the points, all "
-            f"one mix, cannot separate prefill from decode); decode takes what the measured throughput leaves"
-        )
-        if decode < MIN_DECODE_SHARE / c.x_inf:
-            decode = MIN_DECODE_SHARE / c.x_inf
-            source += f" (the bound leaves decode under {MIN_DECODE_SHARE:.0%} of a token's work: held there)"
-        # The curve's TTFT floor already holds one prefill of the reference prompt at no load.
-        floor = max(0.0, c.p_s - c.a_s - k_p * self.ref_prompt_tokens)
-        return StepPhysics(k_p, decode, floor, 1.0 / k_p, source)
+            if held:
+                source += (
+                    f" (the bound leaves a measured point under {MIN_DECODE_SHARE:.0%} of its step for decode: "
+                    f"it serves prompts faster than the bound allows, held there)"
+                )
+        else:
+            source = (
+                "no prefill bound (the catalogue lacks FLOP/s or parameters): prefill at the curve's weighted-token "
+                f"rate, in chunks of {PREFILL_CHUNK:,} tokens a step"
+            )
+        # The curve's TTFT floor already holds one prefill of the reference prompt and a step at no load.
+        floor = max(0.0, c.p_s - a - k_p * self.ref_prompt_tokens)
+        return StepPhysics(a, k_p, b, floor, 1.0 / k_p, max_batch, source)
 
     def step_law(self, kv_budget: float, w_out: float) -> StepLaw:
-        c = self.curve
-        s_sat = c.a_s / (1.0 - c.x_sat / c.x_inf)
         ph = self.physics(w_out)
         return StepLaw(
-            a_s=c.a_s,
+            a_s=ph.a_s,
             k_s=ph.k_decode_s / w_out if w_out > 0 else ph.k_decode_s,
-            max_batch=max(1, round(c.x_sat * s_sat)),
+            max_batch=ph.max_batch,
             kv_budget=kv_budget,
             ttft_floor_s=ph.ttft_floor_s,
             w_out=w_out if w_out > 0 else 1.0,
             k_prefill_s=ph.k_prefill_s,
+            chunk=PREFILL_CHUNK,
         )
 
 

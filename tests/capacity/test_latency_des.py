@@ -12,11 +12,16 @@ prefill share (throughput × prompt ÷ output ÷ bound) is `a + b × batch`. Adm
 memory or at the batch the Offline point's throughput implies. Its breaking rate is a bisection on
 the rate (the same requests, squeezed) for the p99s against the SLO.
 
-Measured (docs/latency.md): 8 of 15 cases within 20 % — all three workloads on B200 70B and H200 8B,
-two of three on H200 70B (1.17–1.22×); MI300X 70B 2.5–2.7× more optimistic (its Server and Interactive
-points fit the curve's TPOT law worst, 25 % and 33 % leave-one-out), 405B 0.60–0.63× (its 9,400-token
-prompts prefill in one step in the product, in 512-token chunks here). The issue's goal, 80 %, is not
-met; this test holds what is (at least half within 20 %, every case within 3×) so it cannot slip back.
+The reference must carry the points it is built from: on MI300X, the one pair whose measured prompt
+load fits under the prefill bound (65 % of it at Server), its TTFT p99 at the Server point's rate is
+within 1.5× of the measured. With 512-token chunks it was 28 s against 1.9 s measured (a step of at
+least 27 ms prefills at most ~19,000 tokens/s, under the point's 24,600): that throttle, not the
+product, made MI300X look 2.5× optimistic. CHUNK is 2,048, vLLM's default token budget for an online
+server (the MI300X points are vLLM's).
+
+Measured (docs/latency.md): 14 of 15 cases within 20 % (0.79–1.02×); the outlier is 405B on B200 on
+the short envelope, where the product's TPOT breaks first at 0.79× (its decode step is fitted through
+the points' p99 TPOT with prefill taken out at the bound; the reference clips that remainder at 5 %).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from capacity.traces import parse_trace
 from capacity.units import ReferenceMix
 
 ROOT = Path(__file__).resolve().parents[2]
-CHUNK = 512  # prompt tokens prefilled per step (a typical chunked-prefill budget)
+CHUNK = 2048  # prompt tokens prefilled per step (vLLM's online default max_num_batched_tokens)
 REQUESTS = 2_000  # per simulated replica
 MFU = 0.5
 
@@ -77,8 +82,8 @@ def _workloads():
         yield name, None, p, o
 
 
-def _reference_breaking(times, prompt, output, replicas, rate, spec, pts, slo):
-    """The reference simulation's breaking rate (req/s) for `replicas` at the given requests."""
+def _reference_law(spec, pts):
+    """(a, b, bound, max_batch, kv_budget) of the reference's step, from the pair's three points."""
     params, weights, kv_bytes, _, (mp, mo), mem, tflops, _ = spec
     bound = 8 * tflops * 1e12 * MFU / (2 * params * 1e9)
     server, inter, offline = pts["Server"], pts["Interactive"], pts["Offline"]
@@ -94,6 +99,12 @@ def _reference_breaking(times, prompt, output, replicas, rate, spec, pts, slo):
     denom = free - offline.out_tps * b
     max_batch = int(offline.out_tps * a / denom) if denom > 0 else 4096
     kv_budget = (8 * mem - weights) * 1e9 / kv_bytes
+    return {"a": a, "b": b, "bound": bound, "max_batch": max(max_batch, 1), "kv_budget": kv_budget}
+
+
+def _reference_breaking(times, prompt, output, replicas, rate, spec, pts, slo):
+    """The reference simulation's breaking rate (req/s) for `replicas` at the given requests."""
+    law = _reference_law(spec, pts)
     mine = np.arange(0, len(prompt), replicas)[:REQUESTS]
     base_t = times[mine] if times is not None else None
     p, o = prompt[mine], output[mine]
@@ -104,7 +115,7 @@ def _reference_breaking(times, prompt, output, replicas, rate, spec, pts, slo):
             arr = np.cumsum(gaps)
         else:
             arr = base_t / factor
-        return _des(arr, p, o, a=a, b=b, bound=bound, max_batch=max(max_batch, 1), kv_budget=kv_budget)
+        return _des(arr, p, o, **law)
 
     def ok(f):
         ttft, tpot = p99s(f)
@@ -208,5 +219,22 @@ def test_the_breaking_rate_agrees_with_an_independent_simulation_on_most_cases()
                 assert s["meets_slo"] or s["rate_rps"] > got
     within = [r for r in rows if r[4] > 0 and abs(r[3] / r[4] - 1) <= 0.2]
     table = "\n".join(f"{p} / {w}: N={n} product {g:.2f} reference {r:.2f} req/s" for p, w, n, g, r in rows)
-    assert len(within) >= 0.5 * len(rows), table  # the issue's goal is 0.8: not met, see the docstring
-    assert all(r[4] > 0 and 1 / 3 <= r[3] / r[4] <= 3 for r in rows), table
+    assert len(within) >= 0.8 * len(rows), table
+    assert all(r[4] > 0 and 2 / 3 <= r[3] / r[4] <= 1.5 for r in rows), table
+
+
+def test_the_reference_carries_the_points_it_is_built_from():
+    """On the pair whose measured prompt load fits under the prefill bound (MI300X 70B), the reference
+    at the Server point's rate, on the reference mix (300 in / 300 out, lognormal), meets the measured
+    TTFT p99 within 1.5× and stays under the measured TPOT p99 (a p99, the sum of its worst steps)."""
+    spec = PAIRS["llama2-70b-99 on 8× AMD Instinct MI300X 192GB"]
+    _, pts = _points("llama2-70b-99 on 8× AMD Instinct MI300X 192GB")
+    law = _reference_law(spec, pts)
+    server = pts["Server"]
+    rng = np.random.default_rng(3)
+    p = np.maximum(1, np.round(rng.lognormal(np.log(300) - 0.125, 0.5, REQUESTS)))
+    o = np.maximum(2, np.round(rng.lognormal(np.log(300) - 0.125, 0.5, REQUESTS)))
+    arrivals = np.cumsum(rng.exponential(300 / server.out_tps, REQUESTS))
+    ttft, tpot = _des(arrivals, p, o, **law)
+    assert server.ttft_p99_s / 1.5 <= ttft <= 1.5 * server.ttft_p99_s, (ttft, server.ttft_p99_s)
+    assert tpot <= server.tpot_p99_s, (tpot, server.tpot_p99_s)

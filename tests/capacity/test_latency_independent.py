@@ -27,7 +27,23 @@ HIDDEN = settings(max_examples=60, deadline=None, suppress_health_check=[HealthC
 
 
 def independent_simulation(
-    arrival, prefill, output, kv, *, replicas, lb, a, k, w_out, max_batch, kv_budget, floor, ttft_slo, tpot_slo
+    arrival,
+    prefill,
+    output,
+    kv,
+    *,
+    replicas,
+    lb,
+    a,
+    k,
+    k_prefill,
+    chunk,
+    w_out,
+    max_batch,
+    kv_budget,
+    floor,
+    ttft_slo,
+    tpot_slo,
 ):
     """docs/latency.md "The simulation", step by step."""
     order = sorted(range(len(arrival)), key=lambda i: (arrival[i], i))  # stable: ties keep their order
@@ -38,21 +54,32 @@ def independent_simulation(
     need = [kv[i] for i in mine]
     n = len(mine)
     first, last, made = [0.0] * n, [0.0] * n, [0] * n
-    batch: list[int] = []
+    batch: list[int] = []  # decoding
+    filling: list[list] = []  # admitted, prefilling in arrival order: [request, prefill work left]
+    room_per_step = math.inf if chunk is None else chunk
     t, nxt, used = 0.0, 0, 0.0
-    while nxt < n or batch:
-        if not batch and arr[nxt] > t:
+    while nxt < n or batch or filling:
+        if not batch and not filling and arr[nxt] > t:
             t = arr[nxt]  # an idle replica waits for the next arrival
-        new: list[int] = []
-        while nxt < n and arr[nxt] <= t and len(batch) + len(new) < max_batch:
-            if used + need[nxt] > kv_budget and (batch or new):
+        while nxt < n and arr[nxt] <= t and len(batch) + len(filling) < max_batch:
+            if used + need[nxt] > kv_budget and (batch or filling):
                 break  # the head of the line blocks the rest; alone, it runs whatever its size
             used += need[nxt]
-            new.append(nxt)
+            filling.append([nxt, pre[nxt]])
             nxt += 1
-        if not batch and not new:
+        if not batch and not filling:
             continue
-        t += a + k * (sum(pre[r] for r in new) + w_out * len(batch))
+        room, work, new = room_per_step, 0.0, []
+        for item in filling:  # the step's prefill chunk, in arrival order
+            take = min(item[1], room)
+            item[1] -= take
+            room -= take
+            work += take
+            if item[1] > 0:
+                break
+            new.append(item[0])
+        filling = filling[len(new) :]
+        t += a + k_prefill * work + k * w_out * len(batch)
         for r in batch:
             made[r] += 1
         for r in new:
@@ -94,7 +121,9 @@ def hidden_workloads(draw: st.DrawFn) -> dict:
         "replicas": replicas,
         "lb": draw(st.sampled_from([1.0, 1.1, 1.5])),
         "a": draw(st.floats(0.005, 0.05)),
-        "k": draw(st.floats(1e-6, 1e-4)),
+        "k": (k := draw(st.floats(1e-6, 1e-4))),
+        "k_prefill": k * draw(st.sampled_from([1.0, 1.0, 3.0])),
+        "chunk": draw(st.sampled_from([None, 256.0, 2048.0])),
         "w_out": draw(st.sampled_from([1.0, 4.0])),
         "max_batch": draw(st.integers(1, 64)),
         "kv_budget": draw(st.sampled_from([2_000.0, 20_000.0, 1e9])),
@@ -114,7 +143,7 @@ def test_attainment_and_percentiles_equal_an_independent_simulation_within_5_per
         kv_tokens=w["kv"],
         replicas=w["replicas"],
         lb_unevenness=w["lb"],
-        law=StepLaw(w["a"], w["k"], w["max_batch"], w["kv_budget"], w["floor"], w["w_out"]),
+        law=StepLaw(w["a"], w["k"], w["max_batch"], w["kv_budget"], w["floor"], w["w_out"], w["k_prefill"], w["chunk"]),
         ttft_slo_s=w["ttft_slo"],
         tpot_slo_s=w["tpot_slo"],
     )
