@@ -40,7 +40,7 @@ import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 
-MAX_SIM_REQUESTS = 4_000
+MAX_SIM_REQUESTS = 2_000
 WARMUP_SHARE = 0.1
 
 
@@ -154,10 +154,13 @@ def _run(
 ) -> tuple[FloatArray, FloatArray]:
     n = len(t_arr)
     arrivals = t_arr.tolist()
-    pre, outs, kvs = prefill.tolist(), [max(1, int(o)) for o in out.tolist()], kv.tolist()
+    arrivals.append(math.inf)  # a sentinel: no arrival after the last
+    pre, kvs = prefill.tolist(), kv.tolist()
+    outs = np.maximum(out, 1).astype(np.int64).tolist()
     first = [0.0] * n
     last = [0.0] * n
-    running: list[tuple[int, int]] = []  # (finish step, request): decoding
+    # Decoding requests as one int each, finish step × n + request: a heap of ints, no tuples.
+    running: list[int] = []
     queue: deque[int] = deque()  # admitted, prefilling in arrival order
     left = 0.0  # prefill work left of the queue's head
     t, g, nxt, kv_used = 0.0, 0, 0, 0.0
@@ -165,10 +168,11 @@ def _run(
     prefill_cost = law.prefill_s_per_wt
     chunk = law.chunk if law.chunk else math.inf
     cap, budget, a = law.max_batch, law.kv_budget, law.a_s
+    push, pop, ceil = heapq.heappush, heapq.heappop, math.ceil
     while nxt < n or running or queue:
         if not running and not queue and arrivals[nxt] > t:
             t = arrivals[nxt]
-        while nxt < n and arrivals[nxt] <= t and len(running) + len(queue) < cap:
+        while arrivals[nxt] <= t and len(running) + len(queue) < cap:
             need = kvs[nxt]
             if kv_used + need > budget and (running or queue):
                 break
@@ -178,56 +182,50 @@ def _run(
             queue.append(nxt)
             nxt += 1
         if queue:
+            steps = 1
             if left > chunk:
                 # Steps that spend the whole chunk on the head are alike: advance them together, up to
                 # the next decode completion (admissions between them only queue behind the head).
-                steps = math.ceil(left / chunk) - 1
+                steps = ceil(left / chunk) - 1
                 if running:
-                    steps = min(steps, running[0][0] - g)
-                if steps >= 1:
-                    t += steps * (a + prefill_cost * chunk + decode_cost * len(running))
-                    g += steps
-                    left -= steps * chunk
-                    kv_used = _finish(running, g, t, last, kvs, kv_used)
-                    continue
-            # One step: the chunk goes to the prefilling requests in arrival order; those it completes
-            # get their first token at its end and decode from the next step.
-            room, work, done = chunk, 0.0, []
-            while queue and left <= room:
-                room -= left
-                work += left
-                done.append(queue.popleft())
-                left = pre[queue[0]] if queue else 0.0
-            if queue:
-                left -= room
-                work += room
-            t += a + prefill_cost * work + decode_cost * len(running)
-            g += 1
-            for r in done:
-                first[r] = t
-                heapq.heappush(running, (g + outs[r] - 1, r))
-            kv_used = _finish(running, g, t, last, kvs, kv_used)
+                    steps = min(steps, running[0] // n - g)
+                t += steps * (a + prefill_cost * chunk + decode_cost * len(running))
+                g += steps
+                left -= steps * chunk
+            else:
+                # One step: the chunk goes to the prefilling requests in arrival order; those it
+                # completes get their first token at its end and decode from the next step.
+                room, work = chunk, 0.0
+                done = []
+                while queue and left <= room:
+                    room -= left
+                    work += left
+                    done.append(queue.popleft())
+                    left = pre[queue[0]] if queue else 0.0
+                if queue:
+                    left -= room
+                    work += room
+                t += a + prefill_cost * work + decode_cost * len(running)
+                g += 1
+                for r in done:
+                    first[r] = t
+                    push(running, (g + outs[r] - 1) * n + r)
+        elif running:
+            s = a + decode_cost * len(running)
+            steps = running[0] // n - g
+            if nxt < n and len(running) < cap:
+                steps = min(steps, max(1, ceil((arrivals[nxt] - t) / s)))
+            t += steps * s
+            g += steps
+        else:
             continue
-        if not running:
-            continue
-        s = a + decode_cost * len(running)
-        steps = running[0][0] - g
-        if nxt < n and len(running) < cap:
-            steps = min(steps, max(1, math.ceil((arrivals[nxt] - t) / s)))
-        t += steps * s
-        g += steps
-        kv_used = _finish(running, g, t, last, kvs, kv_used)
+        # Completions at this step boundary free their KV.
+        end = (g + 1) * n
+        while running and running[0] < end:
+            r = pop(running) % n
+            last[r] = t
+            kv_used -= kvs[r]
     ttft = np.asarray(first) - t_arr + law.ttft_floor_s
     o = np.asarray(outs, dtype=np.float64)
     tpot = np.where(o > 1, (np.asarray(last) - np.asarray(first)) / np.maximum(o - 1, 1), 0.0)
     return ttft, tpot
-
-
-def _finish(
-    running: list[tuple[int, int]], g: int, t: float, last: list[float], kvs: list[float], kv_used: float
-) -> float:
-    while running and running[0][0] <= g:
-        _, r = heapq.heappop(running)
-        last[r] = t
-        kv_used -= kvs[r]
-    return kv_used

@@ -80,6 +80,19 @@ class Fleet:
             n += 1
         return n
 
+    def breaking_guess(self, work: Workload, replicas: int, slo: Slo, kv_budget: float, w_out: float) -> float:
+        """A first guess at the simulation's breaking rate (req/s) from its step law and the workload's
+        means, where the replica runs out of time (prefill and decode of the mean request at the
+        largest batch) or the mean TPOT reaches its limit: only where the search starts."""
+        law = self.step_law(kv_budget, w_out)
+        pre, out = float(np.mean(work.prefill_wt)), float(np.mean(work.output_tokens))
+        batch = max(1.0, min(law.max_batch, kv_budget / max(float(np.mean(work.kv_tokens)), 1.0)))
+        b = law.k_s * law.w_out
+        per_request = pre * law.prefill_s_per_wt
+        capacity = 1.0 / (per_request + out * (law.a_s / batch + b))
+        tpot = (1.0 - law.a_s / slo.tpot_p99_s) / (per_request + b * out) if slo.tpot_p99_s > law.a_s else 0.0
+        return max(min(0.9 * capacity, tpot), 0.0) * replicas / self.lb_unevenness
+
     def physics(self, w_out: float) -> StepPhysics:
         """Split each measured point's step (its TPOT) into prefill and decode, and fit decode's law.
 

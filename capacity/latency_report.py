@@ -20,7 +20,7 @@ from capacity.sizing_point import accelerator_for
 from capacity.sizing_result import SizingResult
 
 CHART_POINTS = 41
-SIM_FACTORS = (0.5, 1.0)  # of the planning rate: simulated for the chart besides the breaking-rate search
+SIM_FACTORS = (1.0,)  # of the planning rate: simulated for the chart besides the breaking-rate search
 
 
 def _finite(x: float) -> float | None:
@@ -80,7 +80,7 @@ def latency_report(
     mine = probe_for(n)
     for f in SIM_FACTORS:
         mine.run(f)
-    brk = breaking(mine, fleet.breaking_rate(slo, n) / lam)  # the fitted curve's breaking rate: a start
+    brk = breaking(mine, fleet.breaking_guess(work, n, slo, kv, w_out) / lam)  # a start, not the rule
     at_plan = mine.at(1.0)
     rate = brk.factor * lam
     neighbours = _neighbours(probe_for, n, at_plan)

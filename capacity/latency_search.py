@@ -19,9 +19,10 @@ from capacity.batching_sim import SimResult
 from capacity.latency_fleet import Fleet, Workload, simulate_fleet
 from capacity.operating_points import Slo
 
-GROW = 1.25  # bracket the breaking rate by this factor from the start (the fitted curve's breaking rate)
+STEP = 1.028  # the breaking rate is within 2.8 % of the first simulated miss
+GROW = 1.25  # going up from rates that all meet the SLO, at least this factor a time (at most 4×)
 MAX_FACTOR = 64.0  # past 64 × the planning rate (or under 1/64) the search stops and says so
-BISECT = 3  # geometric bisection steps inside the bracket: within 1.25^(1/8) ≈ 2.8 %
+MAX_RUNS = 24  # simulations one search may add (regula falsi on log p99 ÷ limit against log rate)
 LATENCIES = ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s")
 
 
@@ -97,38 +98,91 @@ class Breaking:
     over: float | None  # that p99 ÷ its limit
 
 
-def breaking(probe: Probe, start: float = 1.0) -> Breaking:
-    """Bracket from `start` × the planning rate (a guess: any start gives the same rule), then bisect."""
-    lo: float | None
-    hi: float | None
-    start = min(max(start, 1.0 / MAX_FACTOR), MAX_FACTOR)
-    if probe.holds_to(start):
-        lo, hi = start, None
-        while hi is None and lo < MAX_FACTOR:
-            g = lo * GROW
-            lo, hi = (g, None) if probe.holds_to(g) else (lo, g)
-    else:
-        lo, hi = None, start
-        while lo is None and hi > 1.0 / MAX_FACTOR:
-            g = hi / GROW
-            lo, hi = (g, hi) if probe.holds_to(g) else (None, g)
-    if lo is not None and hi is not None:
-        for _ in range(BISECT):
-            m = math.sqrt(lo * hi)
-            lo, hi = (m, hi) if probe.holds_to(m) else (lo, m)
-    # From everything simulated (the chart's rates included): the last rate before the first miss.
-    ok, miss = 0.0, None
+def over(r: SimResult, slo: Slo) -> float:
+    """How far the worse p99 is from its limit: ≤ 1 meets the SLO."""
+    return max(r.ttft_p99_s / slo.ttft_p99_s, r.tpot_p99_s / slo.tpot_p99_s)
+
+
+def _bracket(probe: Probe) -> tuple[float | None, float | None]:
+    """From everything simulated: the last factor before the first miss, and that miss."""
+    ok, miss = None, None
     for f in sorted(probe.runs):
         if not meets(probe.runs[f], probe.slo):
             miss = f
             break
         ok = f
+    return ok, miss
+
+
+def _log_over(probe: Probe, f: float) -> float:
+    return math.log(max(over(probe.runs[f], probe.slo), 1e-9))
+
+
+def _upward(probe: Probe, start: float) -> float:
+    """Everything simulated meets the SLO: the start if it lies above, else an extrapolation of log
+    over against log rate from the two highest rates (×1.25 to ×4)."""
+    known = sorted(probe.runs)
+    top = known[-1]
+    if start > top * GROW:
+        return start
+    if len(known) < 2:
+        return top * 4.0
+    below = known[-2]
+    slope = (_log_over(probe, top) - _log_over(probe, below)) / math.log(top / below)
+    jump = math.exp(-_log_over(probe, top) / max(slope, 0.25)) * STEP
+    return top * min(max(jump, GROW), 4.0)
+
+
+def _between(probe: Probe, ok: float, miss: float, kept: tuple[str, int]) -> float:
+    """Regula falsi on log(p99 ÷ limit) against log(rate) between a met and a missed rate, Illinois-
+    style (an end kept k times in a row counts 2^-k), never nearer an end than a fifth of a STEP."""
+    g_lo, g_hi = _log_over(probe, ok), _log_over(probe, miss)
+    if kept[0] == "miss":
+        g_hi /= 2 ** kept[1]
+    elif kept[0] == "ok":
+        g_lo /= 2 ** kept[1]
+    t = g_lo / (g_lo - g_hi) if g_hi > g_lo else 0.5
+    span = math.log(miss / ok)
+    edge = min(0.45, math.log(STEP) / 5 / span)
+    return ok * math.exp(min(max(t, edge), 1 - edge) * span)
+
+
+def breaking(probe: Probe, start: float = 1.0) -> Breaking:
+    """The highest simulated factor with the SLO met there and at every lower one, within STEP of the
+    first simulated miss. `start` is a guess (the fitted curve's breaking rate): it changes how many
+    simulations the search takes, not the rule."""
+    start = min(max(start, 1.0 / MAX_FACTOR), MAX_FACTOR)
+    if not probe.runs:
+        probe.run(start)
+    kept: tuple[str, int] = ("", 0)  # the bracket's end that stayed put, and how many times in a row
+    for _ in range(MAX_RUNS):
+        ok, miss = _bracket(probe)
+        if ok is not None and miss is not None:
+            if miss / ok <= STEP:
+                break
+            f = _between(probe, ok, miss, kept)
+        elif miss is None:
+            if ok is None or ok >= MAX_FACTOR:
+                break
+            f = _upward(probe, start)
+        else:
+            if miss <= 1.0 / MAX_FACTOR:
+                break
+            f = miss / 4.0
+        f = min(max(f, 1.0 / MAX_FACTOR), MAX_FACTOR)
+        if f in probe.runs:
+            break
+        probe.run(f)
+        if ok is not None and miss is not None:
+            stayed = "miss" if meets(probe.runs[f], probe.slo) else "ok"
+            kept = (stayed, kept[1] + 1 if kept[0] == stayed else 1)
+    ok, miss = _bracket(probe)
     if miss is None:
-        return Breaking(ok, None, None, None)
+        return Breaking(ok or 0.0, None, None, None)
     r = probe.runs[miss]
     ttft_over, tpot_over = r.ttft_p99_s / probe.slo.ttft_p99_s, r.tpot_p99_s / probe.slo.tpot_p99_s
     half = "TTFT" if ttft_over >= tpot_over else "TPOT"
-    return Breaking(ok, miss, half, max(ttft_over, tpot_over))
+    return Breaking(ok or 0.0, miss, half, max(ttft_over, tpot_over))
 
 
 def slo_fleet_replicas(
