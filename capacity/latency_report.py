@@ -85,6 +85,7 @@ def latency_report(
     rate = brk.factor * lam
     neighbours = _neighbours(probe_for, n, at_plan)
     ph = fleet.physics(w_out)
+    step = mine.runs[brk.first_miss].tpot_p50_s if brk.first_miss is not None else 0.0
     return {
         "latency_curve": {**curve.to_dict(), "physics": _physics_dict(ph)},
         "latency_at_planning_rate": {k: at_plan[k] for k in LATENCIES},
@@ -100,7 +101,7 @@ def latency_report(
             "simulation": at_plan["note"],
             "workload": work.source,
             "neighbours": neighbours,
-            "breaks": _breaks(brk, fleet, ph, inp, result, lam, n),
+            "breaks": _breaks(brk, fleet, ph, inp, result, lam, n, step),
             "slo_fleet": _slo_fleet(probe_for, result, brk.factor),
             "series": _series(fleet, n, lam, rate, mine),
             "load_per_replica": fleet.load(lam, n),
@@ -135,7 +136,14 @@ def _neighbours(probe_for: Any, n: int, at_plan: dict[str, Any]) -> list[dict[st
 
 
 def _breaks(
-    brk: Breaking, fleet: Fleet, ph: StepPhysics, inp: SizingInput, result: SizingResult, lam: float, n: int
+    brk: Breaking,
+    fleet: Fleet,
+    ph: StepPhysics,
+    inp: SizingInput,
+    result: SizingResult,
+    lam: float,
+    n: int,
+    step_s: float,
 ) -> dict[str, Any]:
     """Which half breaks first and why, in words: prefill-bound when the prompts take most of a
     replica's working time at the breaking rate (charged at the compute bound), else decode-bound."""
@@ -152,12 +160,14 @@ def _breaks(
     )
     out_tokens = result.output_tokens_per_s / lam
     prefill_s = per_replica * prefill_wt * ph.k_prefill_s
-    decode_s = per_replica * out_tokens * ph.k_decode_s
+    # Decode: each sequence's share of a step, and the step's floor once per step (a typical step lasts
+    # the simulated TPOT p50 at the first miss).
+    decode_s = per_replica * out_tokens * ph.k_decode_s + (ph.a_s / step_s if step_s > 0 else 0.0)
     share = prefill_s / (prefill_s + decode_s) if prefill_s + decode_s > 0 else 0.0
     bound = "prefill-bound" if share >= 0.5 else "decode-bound"
     pace = "no faster than the compute bound" if fleet.prefill_bound_tps else "no compute bound known"
     why = (
-        f"prompts take {share:.0%} of each replica's working time there, charged at {ph.prefill_tps:,.0f} prompt "
+        f"prompts take {share:.0%} of each replica's working time there (decode and the steps' floor the rest), charged at {ph.prefill_tps:,.0f} prompt "
         f"tokens/s ({pace})"
     )
     return {
