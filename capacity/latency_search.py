@@ -22,6 +22,7 @@ from capacity.operating_points import Slo
 STEP = 1.028  # the breaking rate is within 2.8 % of the first simulated miss
 GROW = 1.25  # going up from rates that all meet the SLO, at least this factor a time (at most 4×)
 MAX_FACTOR = 64.0  # past 64 × the planning rate (or under 1/64) the search stops and says so
+LOG_CAP = math.log(3.0)
 MAX_RUNS = 24  # simulations one search may add (regula falsi on log p99 ÷ limit against log rate)
 LATENCIES = ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s")
 
@@ -136,7 +137,8 @@ def _upward(probe: Probe, start: float) -> float:
 def _between(probe: Probe, ok: float, miss: float, kept: tuple[str, int]) -> float:
     """Regula falsi on log(p99 ÷ limit) against log(rate) between a met and a missed rate, Illinois-
     style (an end kept k times in a row counts 2^-k), never nearer an end than a fifth of a STEP."""
-    g_lo, g_hi = _log_over(probe, ok), _log_over(probe, miss)
+    # Past saturation a p99 grows with the simulated span, not the rate: count at most 3× over.
+    g_lo, g_hi = max(_log_over(probe, ok), -LOG_CAP), min(_log_over(probe, miss), LOG_CAP)
     if kept[0] == "miss":
         g_hi /= 2 ** kept[1]
     elif kept[0] == "ok":

@@ -19,9 +19,9 @@ least 27 ms prefills at most ~19,000 tokens/s, under the point's 24,600): that t
 product, made MI300X look 2.5× optimistic. CHUNK is 2,048, vLLM's default token budget for an online
 server (the MI300X points are vLLM's).
 
-Measured (docs/latency.md): 14 of 15 cases within 20 % (0.79–1.02×); the outlier is 405B on B200 on
-the short envelope, where the product's TPOT breaks first at 0.79× (its decode step is fitted through
-the points' p99 TPOT with prefill taken out at the bound; the reference clips that remainder at 5 %).
+Measured (docs/latency.md): 15 of 15 cases within 20 % (0.81–1.02×); the lowest are 405B on B200
+(0.81–0.92×; TPOT breaks first on two of the three): the product's decode step is fitted through the points'
+p99 TPOT with prefill taken out at the bound, the reference clips that remainder at 5 %.
 """
 
 from __future__ import annotations
