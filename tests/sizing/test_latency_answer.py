@@ -145,6 +145,14 @@ def test_the_calculator_shows_the_chart_the_breaking_rate_and_the_advice(measure
         "TPOT p50 (simulated)",
     ]
     assert len(fig["layout"]["shapes"]) == 4  # two SLO lines, planning and breaking rate
+    # The chart says where it breaks: the planning rate, the breaking rate with the half that breaks
+    # first and its bound, and the simulation's own points on both panels.
+    notes = [a["text"] for a in fig["layout"]["annotations"]]
+    assert notes[0] == "planning rate"
+    assert notes[1].startswith("SLO breaks ") and " first, " in notes[1] and notes[1].endswith("-bound")
+    sims = [t for t in fig["data"] if t["name"].endswith("(simulated)")]
+    assert all(len(t["x"]) >= 4 and None not in t["y"] for t in sims)
+    assert "prompts take " in html and "the planning rate" in html
     assert "SLO holds up to" in html and "today's peak" in html
     assert 'id="slo-fleet-replicas"' in html and 'id="slo-fleet-check"' in html
     assert "Where it breaks:" in html and " p99 breaks first" in html and "-bound" in html
