@@ -1,7 +1,8 @@
 """A private redis-server: started, stopped, killed and restarted on one port.
 
 `aof=True` runs it as production does (docs/contract.md §5: `--appendonly yes --appendfsync everysec`),
-with its files in the test's own directory, so a restart finds what the last run wrote.
+with its files in the test's own directory, so a restart finds what the last run wrote; `fsync="always"`
+makes every write durable before Redis answers it (a kill then loses nothing Redis acknowledged).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ def redis_server_binary() -> str:
 
 
 class RedisServer:
-    def __init__(self, workdir: Path, *, aof: bool = False) -> None:
-        self.dir = workdir
+    def __init__(self, workdir: Path, *, aof: bool = False, fsync: str = "everysec") -> None:
+        self.dir, self.fsync = workdir, fsync
         self.binary = redis_server_binary()
         self.port = free_port()
         self.aof = aof
@@ -42,7 +43,7 @@ class RedisServer:
         return redis.Redis(port=self.port, socket_timeout=5)
 
     def start(self) -> None:
-        durability = ["--appendonly", "yes", "--appendfsync", "everysec"] if self.aof else ["--appendonly", "no"]
+        durability = ["--appendonly", "yes", "--appendfsync", self.fsync] if self.aof else ["--appendonly", "no"]
         self.proc = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", *durability,
              "--dir", str(self.dir)],
