@@ -1,0 +1,65 @@
+"""`/api/v1/usd-budgets` (issue 51.3): each $ budget with what the month has charged and holds, read
+from the admission store (what admission enforces, not a lagging rollup); operators set them.
+
+GET: operators and approvers see every budget; a tenant member their own tenant's. PUT (operators):
+`{tenant, project?, budget_usd (null removes it), reason}`; bad input is a 400 naming the field."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from admission import usd
+from admission.backends import get_backend
+from admission.backends.base import StoreUnavailable
+from entitlements import roles
+from entitlements.models import Project, Tenant
+from entitlements.permissions import MemberReadOperatorWrite
+from entitlements.usd_budget_services import UsdBudgetError, set_usd_budget
+
+
+def _row(tenant: str, project: str, limit: float, month: str) -> dict[str, Any]:
+    backend = get_backend()
+    got: tuple[float, float] | None
+    try:
+        got = backend.usd_spent(usd.account_key(backend.prefix, tenant, project, month))
+    except StoreUnavailable:
+        got = None
+    spent, held = got or (0.0, 0.0)
+    return {
+        "tenant": tenant, "project": project or None, "budget_usd": limit, "month": month,
+        "charged_usd": round(spent, 6), "held_usd": round(held, 6),
+        "remaining_usd": round(max(0.0, limit - spent - held), 6), "used_pct": round(100 * (spent + held) / limit, 2)
+        if limit else 100.0,
+    }  # fmt: skip
+
+
+class UsdBudgetsView(APIView):
+    permission_classes = [MemberReadOperatorWrite]
+
+    def get(self, request: Request) -> Response:
+        month = usd.month_id(time.time())
+        mine = roles.tenant_of(request.user)
+        ts = Tenant.objects.filter(budget_usd__isnull=False)
+        ps = Project.objects.filter(budget_usd__isnull=False).select_related("tenant")
+        if mine is not None:
+            ts, ps = ts.filter(pk=mine.pk), ps.filter(tenant=mine)
+        rows = [_row(t.slug, "", float(t.budget_usd or 0), month) for t in ts]
+        rows += [_row(p.tenant.slug, p.slug, float(p.budget_usd or 0), month) for p in ps]
+        return Response({"month": month, "results": rows})
+
+    def put(self, request: Request) -> Response:
+        data = request.data if isinstance(request.data, dict) else {}
+        if "budget_usd" not in data:
+            return Response({"budget_usd": ["required: dollars per month, or null to remove the budget"]}, status=400)
+        try:
+            ch = set_usd_budget(actor=request.user, tenant=data.get("tenant"), project=data.get("project") or None,
+                                budget_usd=data.get("budget_usd"), reason=data.get("reason"))  # fmt: skip
+        except UsdBudgetError as exc:
+            return Response({exc.field: [exc.message]}, status=400)
+        return Response({"tenant": ch.tenant.slug, "project": ch.project.slug if ch.project else None,
+                         "budget_usd": ch.new_usd, "previous_usd": ch.old_usd, "reason": ch.reason})  # fmt: skip
