@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from entitlements.cu_hour_rate import pool_cu_hour_rate
+from entitlements.cu_hour_rate import usd_per_wt
 from entitlements.models import Pool, Project, Tenant
 
 log = logging.getLogger(__name__)
@@ -22,15 +22,6 @@ def read_limits() -> dict[tuple[str, str], float]:
     for tenant, project, b in rows:
         out[(tenant, project)] = float(b or 0.0)
     return out
-
-
-def usd_per_wt(pool: Pool) -> float | None:
-    """$ per weighted token served from `pool` (None: the pool cannot be priced)."""
-    rate = pool_cu_hour_rate(pool)
-    r = pool.model.r_wt_per_s
-    if rate.usd_per_cu_hour is None or r <= 0:
-        return None
-    return rate.usd_per_cu_hour / (r * 3600.0)
 
 
 def read_prices() -> dict[int, float]:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from admission import events, params, usd
-from admission.usd_params import usd_per_wt
+from entitlements.cu_hour_rate import usd_per_wt
 from entitlements.models import Project, UsdBudgetChange
 from tests.admission.world import body, build_world, client_for
 
