@@ -234,7 +234,8 @@ def _refresh(snap: Snapshot | None, now: float, *, own: bool = True) -> Snapshot
         if "entitlements" in parts or local or _held.scopes.table is None:
             pending = _held.scopes.read(connection, log_last, local, t, full=full)
             _held.spill = spill_params.read(t)
-            _held.usd_limits = usd_params.read_limits()
+            if pending.keys is None:  # a whole read: tenant and project rows (their $ budgets) log `everything`
+                _held.usd_limits = usd_params.read_limits()
             # usage an import_atlas in another process handed to this process's store (atlas_carry)
             atlas_carry.apply_pending(get_backend())
         if "supply" in parts:

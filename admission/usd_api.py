@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -38,9 +40,37 @@ def _row(tenant: str, project: str, limit: float, month: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
+_ROW = inline_serializer(
+    "UsdBudgetRow",
+    {
+        "tenant": serializers.CharField(), "project": serializers.CharField(allow_null=True),
+        "budget_usd": serializers.FloatField(), "month": serializers.CharField(),
+        "charged_usd": serializers.FloatField(), "held_usd": serializers.FloatField(),
+        "remaining_usd": serializers.FloatField(), "used_pct": serializers.FloatField(),
+    },
+)  # fmt: skip
+_LIST = inline_serializer("UsdBudgets", {"month": serializers.CharField(), "results": _ROW.__class__(many=True)})
+_SET = inline_serializer(
+    "UsdBudgetSet",
+    {
+        "tenant": serializers.CharField(), "project": serializers.CharField(required=False, allow_null=True),
+        "budget_usd": serializers.FloatField(allow_null=True), "reason": serializers.CharField(),
+    },
+)  # fmt: skip
+_SET_ANSWER = inline_serializer(
+    "UsdBudgetSetAnswer",
+    {
+        "tenant": serializers.CharField(), "project": serializers.CharField(allow_null=True),
+        "budget_usd": serializers.FloatField(allow_null=True), "previous_usd": serializers.FloatField(allow_null=True),
+        "reason": serializers.CharField(),
+    },
+)  # fmt: skip
+
+
 class UsdBudgetsView(APIView):
     permission_classes = [MemberReadOperatorWrite]
 
+    @extend_schema(responses=_LIST)
     def get(self, request: Request) -> Response:
         month = usd.month_id(time.time())
         mine = roles.tenant_of(request.user)
@@ -52,6 +82,7 @@ class UsdBudgetsView(APIView):
         rows += [_row(p.tenant.slug, p.slug, float(p.budget_usd or 0), month) for p in ps]
         return Response({"month": month, "results": rows})
 
+    @extend_schema(request=_SET, responses=_SET_ANSWER)
     def put(self, request: Request) -> Response:
         data = request.data if isinstance(request.data, dict) else {}
         if "budget_usd" not in data:

@@ -189,5 +189,8 @@ WRITE_PROBES: dict[tuple[str, str], dict[str, int]] = {
     ('api/v1/pools/<dotslug:slug>', 'DELETE'):                  row(401, 403, 403, 403, 405, 403, 403),
     ('api/v1/pools/<dotslug:slug>', 'PATCH'):                   row(401, 403, 403, 403, 200, 403, 403),
     ('api/v1/pools/<dotslug:slug>', 'PUT'):                     row(401, 403, 403, 403, 405, 403, 403),
+    ('api/v1/usd-budgets', 'DELETE'):                        row(401, 403, 403, 403, 405, 403, 403),
+    ('api/v1/usd-budgets', 'PATCH'):                         row(401, 403, 403, 403, 405, 403, 403),
+    ('api/v1/usd-budgets', 'PUT'):                           row(401, 403, 403, 403, 200, 403, 403),
 }
 # fmt: on
