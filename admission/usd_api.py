@@ -11,6 +11,7 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -86,11 +87,11 @@ class UsdBudgetsView(APIView):
     def put(self, request: Request) -> Response:
         data = request.data if isinstance(request.data, dict) else {}
         if "budget_usd" not in data:
-            return Response({"budget_usd": ["required: dollars per month, or null to remove the budget"]}, status=400)
+            raise ValidationError({"budget_usd": ["required: dollars per month, or null to remove the budget"]})
         try:
             ch = set_usd_budget(actor=request.user, tenant=data.get("tenant"), project=data.get("project") or None,
                                 budget_usd=data.get("budget_usd"), reason=data.get("reason"))  # fmt: skip
         except UsdBudgetError as exc:
-            return Response({exc.field: [exc.message]}, status=400)
+            raise ValidationError({exc.field: [exc.message]}) from exc
         return Response({"tenant": ch.tenant.slug, "project": ch.project.slug if ch.project else None,
                          "budget_usd": ch.new_usd, "previous_usd": ch.old_usd, "reason": ch.reason})  # fmt: skip

@@ -23,7 +23,10 @@ def check_amount(v: Any) -> float | None:
         return None
     if isinstance(v, bool) or not isinstance(v, int | float):
         raise UsdBudgetError("budget_usd", "must be a number of dollars per month, or null to remove the budget")
-    f = float(v)
+    try:
+        f = float(v)
+    except OverflowError:  # an integer past any float (10**400)
+        f = math.inf
     if not math.isfinite(f) or not 0 <= f <= MAX_BUDGET_USD:
         raise UsdBudgetError(
             "budget_usd", f"must be at least 0 (0 refuses every request) and at most {MAX_BUDGET_USD:,.0f}"
@@ -39,6 +42,8 @@ def set_usd_budget(*, actor: Any, tenant: Any, project: Any, budget_usd: Any, re
     if t is None:
         raise UsdBudgetError("tenant", f"no tenant {tenant!r}")
     p = None
+    if project is not None and not isinstance(project, str):
+        raise UsdBudgetError("project", "must be a project's slug, or absent for the tenant's own budget")
     if project:
         p = Project.objects.filter(tenant=t, slug=project).first()
         if p is None:

@@ -118,6 +118,8 @@ def test_a_zero_budget_refuses_every_request(w, op):
     [
         ({"tenant": "acme", "budget_usd": 1e308, "reason": "x"}, "budget_usd"),
         ({"tenant": "acme", "budget_usd": -1, "reason": "x"}, "budget_usd"),
+        ({"tenant": "acme", "budget_usd": 10**400, "reason": "x"}, "budget_usd"),
+        ({"tenant": "acme", "project": ["web"], "budget_usd": 5, "reason": "x"}, "project"),
         ({"tenant": "acme", "budget_usd": "lots", "reason": "x"}, "budget_usd"),
         ({"tenant": "acme", "reason": "x"}, "budget_usd"),
         ({"tenant": "nobody", "budget_usd": 5, "reason": "x"}, "tenant"),
@@ -128,7 +130,7 @@ def test_a_zero_budget_refuses_every_request(w, op):
 def test_bad_input_is_a_400_naming_the_field_and_keeps_the_budget(w, op, payload, field):
     op.put(BUDGETS, {"tenant": "acme", "budget_usd": 7.5, "reason": "first"}, format="json")
     r = op.put(BUDGETS, payload, format="json")
-    assert r.status_code == 400 and list(r.json()) == [field], r.content
+    assert r.status_code == 400 and list(r.json()["error"]["fields"]) == [field], r.content
     assert op.get(BUDGETS).json()["results"][0]["budget_usd"] == 7.5
 
 
