@@ -41,7 +41,7 @@ _THROTTLE = inline_serializer(
         "responsible": serializers.CharField(),
         "retry_after_s": serializers.IntegerField(allow_null=True),
         # QUOTA_EXCEEDED only: which limit was hit, the token rate or the request rate (issue 23)
-        "limit": serializers.ChoiceField(choices=["rate", "rps"], required=False),
+        "limit": serializers.ChoiceField(choices=["rate", "rps", "lending", "fair_share", "usd"], required=False),
     },
 )
 

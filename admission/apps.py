@@ -14,11 +14,11 @@ class AdmissionConfig(AppConfig):
 
         from admission import events, params, sinks, snapshot_triggers, tasks
         from admission.models import CarriedUsage, PoolHealthOverride
-        from entitlements.models import Entitlement, Pool, PoolZone
+        from entitlements.models import Entitlement, Pool, PoolZone, Project, Tenant
 
         # Saves in this process refresh its snapshot's part at once; every other write (and every
         # other process) is seen through the trigger-kept counters within ADMISSION_SNAPSHOT_CHECK_S.
-        for model in (Entitlement, Pool, PoolZone, PoolHealthOverride, CarriedUsage):
+        for model in (Entitlement, Pool, PoolZone, PoolHealthOverride, CarriedUsage, Tenant, Project):
             post_save.connect(params.changed, sender=model, dispatch_uid=f"admission-snap-{model.__name__}")
             post_delete.connect(params.changed, sender=model, dispatch_uid=f"admission-snapdel-{model.__name__}")
         post_migrate.connect(snapshot_triggers.reinstall_after_migrate, sender=self, dispatch_uid="admission-snap-trg")

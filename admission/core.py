@@ -9,6 +9,7 @@ the backend, how to sign and verify ids, how to build a scope's plan, where even
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii as _json_str
 from typing import Any
 
-from admission import budgets, keys
+from admission import budgets, keys, usd
 from admission.backends.base import (
     BEST_EFFORT,
     RETRY_DEFAULTS,
@@ -250,7 +251,15 @@ def reserve(
     rid = record_name(rid_key, req.tenant, req.request_id)
     spill = plan.scope.spill
     overflow = spill is not None and (req.overflow == "allow" or req.overflow is None and spill.allow)
+    hold = None
+    if snap.usd.limits:  # issue 51.3: a $ budget is held first (admission.usd); none: no extra call
+        hold = usd.hold_for(snap.usd, backend.prefix, req.tenant, req.project, sp.pool_id, cost, rid,
+                            backend.period_now(), plan.scope.ttl_s)  # fmt: skip
     try:
+        if hold is not None:
+            got = backend.usd_hold(hold)
+            if not got.admitted:
+                return _usd_refused(req, cost, plan, got.remaining, backend.period_now(), emit, quota)
         units = budgets.units_of(plan.scope.limits, cost, req.prompt_tokens, out_est)
         ans = backend.reserve(ReserveOp(plan.scope, rid, cost, meta, units, epoch, quota, overflow))
         for m in ans.expired_metas:
@@ -266,6 +275,11 @@ def reserve(
     except StoreUnavailable:
         return fail_mode(req, cost, sp, plan.scope.ttl_s, sign, emit)
     parts = ans.raw.split("|")
+    if hold is not None:
+        if parts[0] != "A" or ans.settled:  # refused, or a replay of one already settled: nothing to hold
+            _usd_release(backend, hold)
+        elif quota:
+            headers = {**headers, USD_HEADER: usd.remaining_header(got.remaining)}
     if parts[0] == "A":
         source = parts[3]
         served = {"served_from": spill.slug} if source == SPILLOVER and spill is not None else {}
@@ -294,6 +308,27 @@ def reserve(
     if limit:
         out.body["limit"] = limit
     return Decision(out.status, out.body, headers)
+
+
+USD_HEADER = "x-headroom-budget-remaining-usd"
+
+
+def _usd_refused(
+    req: ReserveRequest, cost: float, plan: Plan, left: float, now: float, emit: Emit, quota: bool
+) -> Decision:
+    """A $ budget would go over its month's limit (issue 51.3): BUDGET_EXHAUSTED, `limit: "usd"`,
+    retry at the month's end (UTC), when the account starts again."""
+    emit(reserve_event(req, "throttle", cost, plan.event_head, reason=reasons.BUDGET_EXHAUSTED, limit="usd"))
+    out = throttle(reasons.BUDGET_EXHAUSTED, max(1, math.ceil(usd.month_end(now) - now)))
+    out.body["limit"] = "usd"
+    return Decision(out.status, out.body, {USD_HEADER: usd.remaining_header(left)} if quota else {})
+
+
+def _usd_release(backend: Any, hold: usd.UsdHold) -> None:
+    """Give back a hold whose reserve was refused; the store being away leaves it to expire (then it
+    is charged at its estimate: a refused request may cost its estimate while the store is down)."""
+    with contextlib.suppress(StoreUnavailable):
+        backend.usd_settle(hold.keys, hold.rid, 0.0)
 
 
 def _admitted(
@@ -495,6 +530,8 @@ def complete(
             return 200, {"reservation_id": req.reservation_id, "status": req.status, "source": "fail_open"}
         r = reasons.REASONS[reasons.ADMISSION_UNAVAILABLE]
         return 503, {"error": {"code": reasons.ADMISSION_UNAVAILABLE, "message": r.when}}
+    if settled is not None and snap.usd.limits:
+        _usd_settle(claims, snap, backend, rid_key, settled.result)
     if settled is None:
         # Signed by us, yet the store has no record to settle and no scope to settle it against (a
         # restart without data after the entitlement went): a complete always produces its event
@@ -517,6 +554,19 @@ def complete(
     if claims.fail_open:
         result["source"] = "fail_open"
     return 200, result
+
+
+def _usd_settle(claims: Claims, snap: Snapshot, backend: Any, rid_key: bytes, result: dict[str, Any]) -> None:
+    """Charge the reservation's $ hold (issue 51.3) at its actual weighted tokens × the price of the
+    pool that served it; an expired one at its estimate. No hold (none made, or settled already): nothing."""
+    tenant, project = claims.tenant, claims.scope[1]
+    now = backend.period_now()
+    ks = usd.settle_keys(snap.usd, backend.prefix, tenant, project, now)
+    if not ks:
+        return
+    charge = None if result["status"] == "expired" else result["actual_wt"] * snap.usd.per_wt.get(claims.pool_id, 0.0)
+    with contextlib.suppress(StoreUnavailable):  # the hold stays: charged at its estimate when it expires
+        backend.usd_settle(ks, record_name(rid_key, tenant, claims.request_id), charge)
 
 
 def sweep(backend: Any, emit: Emit, limit: int = 1000) -> int:

@@ -37,6 +37,7 @@ from admission.client import QUOTA_KEY
 from admission.core import CompleteRequest, ReserveRequest
 from admission.events import EventBuffer
 from admission.snapshot_types import PoolParams, ScopeParams, Snapshot, SpillSpec
+from admission.usd import EMPTY, UsdBook
 from capacity.input_errors import FieldError
 
 log = logging.getLogger(__name__)
@@ -169,7 +170,10 @@ def view_from(block: dict[str, Any], version: int, etag: str) -> View:
         if fields.get("spillover"):
             fields["spillover"] = SpillSpec(**fields["spillover"])
         scopes[tuple(s["scope"])] = ScopeParams(**fields)
-    snap = Snapshot(scopes, pools, frozenset((m, r) for m, r in block["placements"]), float("inf"), version)
+    u = block.get("usd") or {}
+    book = UsdBook({(t, p): float(v) for t, p, v in u.get("limits", [])}, {int(k): float(v) for k, v in
+                   u.get("per_wt", {}).items()}) if u.get("limits") else EMPTY  # fmt: skip
+    snap = Snapshot(scopes, pools, frozenset((m, r) for m, r in block["placements"]), float("inf"), version, usd=book)
     return View(snap, float(block["bucket_depth_s"]), float(block["ttl_s"]), int(block["idem_ttl_s"]), etag)
 
 

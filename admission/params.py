@@ -35,13 +35,23 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from admission import atlas_carry, budgets, scope_sums, snapshot_delta, snapshot_reads, snapshot_triggers, spill_params
+from admission import (
+    atlas_carry,
+    budgets,
+    scope_sums,
+    snapshot_delta,
+    snapshot_reads,
+    snapshot_triggers,
+    spill_params,
+    usd_params,
+)
 from admission import snapshot_reads as rd
 from admission.backends import get_backend
 from admission.budgets import LimitSpec
 from admission.scope_table import derive as derive_table
 from admission.snapshot_reads import EntRow, PoolBase
 from admission.snapshot_types import PoolParams, ScopeParams, Snapshot
+from admission.usd import EMPTY, UsdBook
 
 LIMIT_NAMES = rd.ENT_FIELDS[rd.LIMITS]
 log = logging.getLogger(__name__)
@@ -175,6 +185,8 @@ class _Held:
     bases: list[PoolBase] = field(default_factory=list)
     health: dict[int, tuple[int, int] | None] = field(default_factory=dict)
     spill: list[Any] = field(default_factory=list)  # spillover rows (admission.spill_params)
+    usd_limits: dict[tuple[str, str], float] = field(default_factory=dict)  # $ budgets (admission.usd_params)
+    usd_prices: dict[int, float] | None = None  # $ per wt per pool, read while some $ budget exists
     full_at: float = 0.0  # time.monotonic() of the next safety-net full rebuild
 
 
@@ -222,12 +234,18 @@ def _refresh(snap: Snapshot | None, now: float, *, own: bool = True) -> Snapshot
         if "entitlements" in parts or local or _held.scopes.table is None:
             pending = _held.scopes.read(connection, log_last, local, t, full=full)
             _held.spill = spill_params.read(t)
+            if pending.keys is None:  # a whole read: tenant and project rows (their $ budgets) log `everything`
+                _held.usd_limits = usd_params.read_limits()
             # usage an import_atlas in another process handed to this process's store (atlas_carry)
             atlas_carry.apply_pending(get_backend())
         if "supply" in parts:
             _held.bases = snapshot_reads.pool_rows()
         if "supply" in parts or "health" in parts:
             _held.health = snapshot_reads.health_rows([b.pool_id for b in _held.bases])
+        if "supply" in parts:
+            _held.usd_prices = None
+        if _held.usd_limits and _held.usd_prices is None:
+            _held.usd_prices = usd_params.read_prices()
     except DatabaseError:
         _held.full_at = full_at  # a full rebuild that failed is still due
         if own:
@@ -258,7 +276,7 @@ def _refresh(snap: Snapshot | None, now: float, *, own: bool = True) -> Snapshot
     pools = derive_pools(_held.bases, _held.health, d)
     plans = {} if snap is None or not snap.plans else snapshot_delta.kept_plans(snap, d.scopes, pools)
     _version += 1
-    _current = Snapshot(d.scopes, pools, placements, until, _version, plans)
+    _current = Snapshot(d.scopes, pools, placements, until, _version, plans, usd=_usd_book())
     if own:
         _kick.set()  # the refresher waits for the old snapshot's boundary: this one's may come sooner
     return _current
@@ -405,13 +423,21 @@ def _with_spill(d: _Derived, rows: list[Any], t: datetime) -> _Derived:
     return d
 
 
+def _usd_book() -> UsdBook:
+    if not _held.usd_limits:
+        return EMPTY
+    return UsdBook(dict(_held.usd_limits), dict(_held.usd_prices or {}))
+
+
 def build(now: datetime | None = None, version: int = 0) -> Snapshot:
     """A whole snapshot read afresh, outside the process's cache (bench/scale.py times this)."""
     t = now or timezone.now()
     bases = snapshot_reads.pool_rows()
     d = _with_spill(_Derived(*derive_table(scope_sums.read(t), t.timestamp())), spill_params.read(t), t)
     pools = derive_pools(bases, snapshot_reads.health_rows([b.pool_id for b in bases]), d)
-    return Snapshot(d.scopes, pools, frozenset((b.model, b.region) for b in bases), float("inf"), version)
+    limits = usd_params.read_limits()
+    usd = UsdBook(limits, usd_params.read_prices()) if limits else EMPTY
+    return Snapshot(d.scopes, pools, frozenset((b.model, b.region) for b in bases), float("inf"), version, usd=usd)
 
 
 def changed(sender: Any = None, instance: Any = None, **_: Any) -> None:

@@ -52,4 +52,9 @@ def block(_at: datetime) -> dict[str, Any]:
         "placements": sorted([m, r] for m, r in snap.placements),
         "pools": pools,
         "scopes": scopes,
+        # issue 51.3: $ budgets and each pool's $ per weighted token (empty: no tenant has a $ budget)
+        "usd": {
+            "limits": sorted([t, p, v] for (t, p), v in snap.usd.limits.items()),
+            "per_wt": {str(k): v for k, v in sorted(snap.usd.per_wt.items())},
+        },
     }

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from admission.budgets import LimitSpec
+from admission.usd import EMPTY, UsdBook
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class Snapshot:
     version: int
     # Per-scope reserve plans (admission.plans), built on first use and dropped with the snapshot.
     plans: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    usd: UsdBook = EMPTY  # $ budgets and prices (issue 51.3, admission.usd); EMPTY: no tenant has one
 
     def lookup(self, tenant: str, project: str, model: str, region: str, cls: str) -> ScopeParams | None:
         """A project's own entitlements first, then the tenant-wide ones."""

@@ -19,7 +19,7 @@ from django.db.models import Q
 
 from alerts.models import AlertRule
 from capacity.planning import percent, replay
-from entitlements.models import Entitlement, Tenant
+from entitlements.models import Entitlement, Project, Tenant
 from entitlements.reasons import OUTSIDE_ENVELOPE, REASONS
 from entitlements.selectors import active_at
 from forecasting.gap import supply_gap
@@ -28,6 +28,8 @@ from forecasting.peak_to_mean import planning_answer, recorded_workload
 from forecasting.shortfalls import shortfalls
 from telemetry.budgets import budget_usage
 from telemetry.usage import sums as rollup_sums
+from telemetry.usd_charged import month_bounds, month_charged
+from telemetry.usd_charged import prices as usd_prices
 
 Kind = AlertRule.Kind
 
@@ -330,6 +332,45 @@ def budget_used(rule: AlertRule, ctx: Context) -> dict[str, Finding]:
     return out
 
 
+USD_LEVELS = (50.0, 80.0, 100.0)  # % of a $ budget at which it is told (issue 51.3), the rule's own threshold too
+
+
+def usd_budget_used(rule: AlertRule, ctx: Context) -> dict[str, Finding]:
+    """Each tenant's and project's $ budget (issue 51.3), charged this month (telemetry.usd_charged):
+    one finding at 50 %, 80 % (or the rule's threshold) and 100 %; the month names them, so a new
+    month resolves them. A pool rule watches no $ budget (it spans pools)."""
+    if rule.scope == AlertRule.Scope.POOL:
+        return {}
+    tenants = Tenant.objects.all() if rule.tenant is None else Tenant.objects.filter(pk=rule.tenant.pk)
+    targets: list[tuple[Tenant, Project | None, float]] = [
+        (t, None, float(t.budget_usd or 0.0)) for t in tenants.filter(budget_usd__isnull=False)
+    ]
+    for pr in Project.objects.filter(tenant__in=tenants, budget_usd__isnull=False).select_related("tenant"):
+        targets.append((pr.tenant, pr, float(pr.budget_usd or 0.0)))
+    if not targets:
+        return {}
+    price = usd_prices()
+    start, end = month_bounds(ctx.now)
+    out = {}
+    for t, p, limit in targets:
+        used = month_charged(t, p, ctx.now, price)
+        pct = 100.0 * used / limit if limit else 100.0
+        who = t.slug + (f"/{p.slug}" if p else "")
+        month = start.strftime("%Y-%m")
+        detail = {"tenant": t.slug, "project": p.slug if p else None, "month": month, "limit_usd": limit,
+                  "charged_usd": round(used, 2), "used_pct": round(pct, 2), "resets_at": end.isoformat()}  # fmt: skip
+        for level in sorted({*USD_LEVELS, float(rule.threshold)}):
+            if pct >= level:
+                out[f"usd:{who}:{month}:{level:g}"] = Finding(
+                    f"{who} $ budget {month}: {pct:.0f} % charged (${used:,.2f} of ${limit:,.2f})"
+                    + (f"; refused until {end:%-d %B}" if level >= 100 else ""), t, detail)  # fmt: skip
+    return out
+
+
+def budget_and_usd_used(rule: AlertRule, ctx: Context) -> dict[str, Finding]:
+    return budget_used(rule, ctx) | usd_budget_used(rule, ctx)
+
+
 EVALUATORS: dict[str, Callable[[AlertRule, Context], dict[str, Finding]]] = {
     Kind.USE_OVER_BOUGHT: use_over_bought,
     Kind.TENANT_THROTTLES_OVER: tenant_throttles_over,
@@ -338,5 +379,5 @@ EVALUATORS: dict[str, Callable[[AlertRule, Context], dict[str, Finding]]] = {
     Kind.ENVELOPE_DRIFT: envelope_drift,
     Kind.SUPPLY_GAP_ORDER_BY: supply_gap_order_by_within,
     Kind.FORECAST_RUN_FAILED: forecast_run_failed,
-    Kind.BUDGET_USED: budget_used,
+    Kind.BUDGET_USED: budget_and_usd_used,
 }

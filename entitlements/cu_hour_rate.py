@@ -84,3 +84,13 @@ def pool_cu_hour_rate(pool: Pool) -> CuHourRate:
         f"({shown}) ÷ {deliverable_cu:,.2f} deliverable CU = ${rate:,.4f} per CU-hour"
     )
     return CuHourRate(pool.slug, rate, per_hour, deliverable_cu, pricing, lines, derivation)
+
+
+def usd_per_wt(pool: Pool) -> float | None:
+    """$ per weighted token served from `pool` (issue 51.3: what a $ budget charges): the CU-hour's
+    rate over the R × 3600 weighted tokens a CU-hour is. None: the pool cannot be priced."""
+    rate = pool_cu_hour_rate(pool)
+    r = pool.model.r_wt_per_s
+    if rate.usd_per_cu_hour is None or r <= 0:
+        return None
+    return rate.usd_per_cu_hour / (r * 3600.0)

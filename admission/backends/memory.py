@@ -43,6 +43,8 @@ from admission.backends.base import (
     spent,
     spill_decide,
 )
+from admission.backends.usd_memory import MemoryUsd
+from admission.usd import UsdAnswer, UsdHold
 from capacity.bucket import refilled
 from entitlements import reasons
 
@@ -94,6 +96,21 @@ class MemoryBackend:
         self._s = _Store()
         self._ops = 0
         self.epoch = new_epoch()  # the revocation epoch (redis.py keeps it in the store)
+        self.usd = MemoryUsd(
+            lambda: self.clock()
+        )  # $ accounts (issue 51.3): a lock of their own, as a script call of its own
+
+    def period_now(self) -> float:
+        return self.clock()
+
+    def usd_hold(self, h: UsdHold) -> UsdAnswer:
+        return self.usd.hold(h)
+
+    def usd_settle(self, keys: tuple[str, ...], rid: str, usd: float | None) -> bool:
+        return self.usd.settle(keys, rid, usd)
+
+    def usd_spent(self, key: str) -> tuple[float, float] | None:
+        return self.usd.spent(key)
 
     def bump_epoch(self) -> None:
         self.epoch = new_epoch()
@@ -512,3 +529,4 @@ class MemoryBackend:
     def clear(self) -> None:
         with self._lock:
             self._s = _Store()
+            self.usd = MemoryUsd(lambda: self.clock())

@@ -28,7 +28,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from admission import keys
-from admission.backends import fair, inputs
+from admission.backends import fair, inputs, usd_redis
 from admission.backends.base import (
     Answer,
     Bucket,
@@ -47,6 +47,7 @@ from admission.backends.base import (
 )
 from admission.backends.breaker import Breaker
 from admission.backends.connections import BoundedConnections, Exhausted
+from admission.usd import UsdAnswer, UsdHold
 
 LUA = Path(__file__).with_name("lua")
 _DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
@@ -114,6 +115,7 @@ class RedisBackend:
         self._complete = _Script("complete")
         self._expire = _Script("expire")
         self._spill = _Script("spill")
+        self._usd = _Script("usd")
         self._static: weakref.WeakKeyDictionary[Scope, tuple[int, bytes]] = weakref.WeakKeyDictionary()
         self._prefix_b = prefix.encode()
         self.epoch_key = keys.token_epoch(prefix)
@@ -340,6 +342,15 @@ class RedisBackend:
         except StoreUnavailable:
             return []
         return [_s(m) for m in out]
+
+    def usd_hold(self, h: UsdHold) -> UsdAnswer:
+        return usd_redis.hold(self, self._usd, h)
+
+    def usd_settle(self, keys: tuple[str, ...], rid: str, usd: float | None) -> bool:
+        return usd_redis.settle(self, self._usd, keys, rid, usd)
+
+    def usd_spent(self, key: str) -> tuple[float, float] | None:
+        return usd_redis.spent(self, key)
 
     def period_now(self) -> float:
         """The time the periods' candidates are computed around (reserve.lua picks among them by

@@ -8,7 +8,7 @@ from entitlements.models.grants import (
     TrafficClass,
 )
 from entitlements.models.supply import FailoverReserve, Pool, PoolZone
-from entitlements.models.tenancy import ApiToken, Membership, PlatformRole, Project, Tenant
+from entitlements.models.tenancy import ApiToken, Membership, PlatformRole, Project, Tenant, UsdBudgetChange
 
 __all__ = [
     "Accelerator",
@@ -29,5 +29,6 @@ __all__ = [
     "ServedModel",
     "Tenant",
     "TrafficClass",
+    "UsdBudgetChange",
     "Zone",
 ]

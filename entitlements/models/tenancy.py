@@ -7,13 +7,24 @@ import secrets
 import uuid
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+
+MAX_BUDGET_USD = 1e9  # $ a month; past it the figure is a typo (1e308 would overflow the store's sums)
 
 
 class Tenant(models.Model):
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=120)
+    # Issue 51.3: a month's $ ceiling (UTC calendar month) over every scope of the tenant (or project),
+    # charged at each pool's $ per weighted token; None: no $ budget. admission.usd enforces it.
+    budget_usd = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.0), MaxValueValidator(MAX_BUDGET_USD)],
+        help_text="$ per calendar month (UTC) this may spend at the pools' prices; empty: no $ budget",
+    )
 
     class Meta:
         ordering = ["slug"]
@@ -26,6 +37,14 @@ class Project(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="projects")
     slug = models.SlugField(max_length=64)
     name = models.CharField(max_length=120)
+    # Issue 51.3: a month's $ ceiling (UTC calendar month) over every scope of the tenant (or project),
+    # charged at each pool's $ per weighted token; None: no $ budget. admission.usd enforces it.
+    budget_usd = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.0), MaxValueValidator(MAX_BUDGET_USD)],
+        help_text="$ per calendar month (UTC) this may spend at the pools' prices; empty: no $ budget",
+    )
 
     class Meta:
         ordering = ["tenant__slug", "slug"]
@@ -101,3 +120,21 @@ class ApiToken(models.Model):
         key = secrets.token_urlsafe(30)
         token = cls.objects.create(user=user, name=name, prefix=key[:8], key_hash=hash_key(key), **fields)
         return token, key
+
+
+class UsdBudgetChange(models.Model):
+    """Every change of a tenant's or project's $ budget (issue 51.3): who, why, from what to what."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="usd_budget_changes")
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    old_usd = models.FloatField(null=True, blank=True)
+    new_usd = models.FloatField(null=True, blank=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    reason = models.CharField(max_length=500)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}/{self.project_id or '-'}: {self.old_usd} -> {self.new_usd}"

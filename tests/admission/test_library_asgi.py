@@ -18,7 +18,7 @@ import pytest
 from admission import backends, events, params
 from admission.backends.redis import RedisBackend
 from admission.client import AdmissionClient
-from admission.library import Library
+from admission.library import QUOTA_KEY, Library
 from entitlements import models as m
 from telemetry.models import AdmissionEvent
 from tests import factories as f
@@ -205,7 +205,7 @@ def test_the_library_and_the_middleware_run_without_django(portal, store_url):
     url, token, _ = portal
     code = f"""
 import sys, json
-from admission.library import Library
+from admission.library import QUOTA_KEY, Library
 from admission.asgi import AdmissionMiddleware
 lib = Library({url!r}, {token!r}, signing_key="k", redis_url={store_url!r}, prefix="nodj{uuid.uuid4().hex[:6]}:",
               redis_timeout_s=2.0, sweep_every_s=None, http_timeout_s=60)
@@ -218,3 +218,31 @@ print(json.dumps([d["decision"], done["status"], sorted(m for m in sys.modules i
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == ["admit", "ok", []]
+
+
+def test_library_mode_enforces_the_usd_budget_the_portal_sets(portal, library):
+    """Issue 51.3: the snapshot carries $ budgets and prices; the library holds, refuses and settles alike."""
+    from entitlements.cu_hour_rate import usd_per_wt
+    from entitlements.usd_budget_services import set_usd_budget
+
+    _, _, world = portal
+    acc = world.pool.accelerator
+    acc.cloud_on_demand_per_hour = 3.0
+    acc.save()
+    p = usd_per_wt(m.Pool.objects.get(pk=world.pool.pk))
+    assert p
+    set_usd_budget(actor=world.fleet.operator, tenant="acme", project=None, budget_usd=1500 * p, reason="lib")
+    deadline = time.monotonic() + 30
+    while not library.snapshot.view.snap.usd.limits:  # the follower polls the portal's snapshot
+        assert time.monotonic() < deadline, "the library never saw the $ budget"
+        library.snapshot.poll()
+        time.sleep(0.05)
+    ask = {"tenant": "acme", "model": "llama-test", "region": "tiny-region", "traffic_class": "reserved",
+           "prompt_tokens": 200, "max_output_tokens": 200}  # fmt: skip
+    first = library.reserve(request_id="L1", **ask)  # 1,000 wt held: $500 × p left
+    assert first["decision"] == "admit"
+    assert first[QUOTA_KEY]["x-headroom-budget-remaining-usd"] == f"{500 * p:.2f}"
+    second = library.reserve(request_id="L2", **ask)
+    assert (second["reason"], second["limit"]) == ("BUDGET_EXHAUSTED", "usd")
+    library.complete(reservation_id=first["reservation_id"], prompt_tokens=200, output_tokens=0, status="ok")
+    assert library.reserve(request_id="L3", **ask)["decision"] == "admit"  # 200 wt charged: 1,300 left

@@ -37,6 +37,7 @@ MATRIX: dict[str, dict[str, int]] = {
     'api/v1/admission/complete':                         row(401, 403, 403, 403, 403, 405, 403),
     'api/v1/admission/pools/<dotslug:slug>/health':         row(401, 403, 403, 403, 405, 403, 403),
     'api/v1/telemetry/events':                           row(401, 403, 403, 403, 403, 405, 403),
+    'api/v1/usd-budgets':                                row(401, 200, 200, 200, 200, 403, 200),
     'api/v1/telemetry/history':                          row(401, 403, 403, 403, 405, 403, 403),
     'api/v1/telemetry/fleet':                            row(401, 403, 403, 403, 403, 405, 403),
     'api/v1/telemetry/alertmanager':                     row(401, 403, 403, 403, 403, 405, 403),
@@ -129,6 +130,7 @@ POST_PROBES: dict[str, dict[str, int]] = {
     'api/v1/admission/complete':                         row(401, 403, 403, 403, 403, 400, 403),
     'api/v1/admission/pools/<dotslug:slug>/health':         row(401, 403, 403, 403, 400, 403, 403),
     'api/v1/admission/reserve':                          row(401, 403, 403, 403, 403, 400, 403),
+    'api/v1/usd-budgets':                                row(401, 403, 403, 403, 405, 403, 403),
     'api/v1/entitlements':                               row(401, 403, 403, 403, 400, 403, 403),
     'api/v1/entitlements/<uuid:id>/revoke':              row(401, 403, 403, 403, 400, 403, 404),
     'api/v1/forecasts/runs':                             row(401, 403, 403, 403, 202, 403, 403),
@@ -187,5 +189,8 @@ WRITE_PROBES: dict[tuple[str, str], dict[str, int]] = {
     ('api/v1/pools/<dotslug:slug>', 'DELETE'):                  row(401, 403, 403, 403, 405, 403, 403),
     ('api/v1/pools/<dotslug:slug>', 'PATCH'):                   row(401, 403, 403, 403, 200, 403, 403),
     ('api/v1/pools/<dotslug:slug>', 'PUT'):                     row(401, 403, 403, 403, 405, 403, 403),
+    ('api/v1/usd-budgets', 'DELETE'):                        row(401, 403, 403, 403, 405, 403, 403),
+    ('api/v1/usd-budgets', 'PATCH'):                         row(401, 403, 403, 403, 405, 403, 403),
+    ('api/v1/usd-budgets', 'PUT'):                           row(401, 403, 403, 403, 200, 403, 403),
 }
 # fmt: on

@@ -15,7 +15,7 @@ from django.test import Client
 
 from admission.models import PoolHealthOverride
 from admission.services import set_pool_health
-from entitlements.models import ApiToken, Entitlement, Membership, PlatformRole, Pool
+from entitlements.models import ApiToken, Entitlement, Membership, PlatformRole, Pool, Tenant
 from portal.models import LaunchRequest
 from tests.security.matrix import MATRIX, WRITE_PROBES
 from tests.security.routes import all_routes
@@ -33,6 +33,7 @@ BODIES: dict[str, dict] = {
     "api/v1/pools/<dotslug:slug>": {"safety_pct": 5},
     "api/v1/launch-requests/<uuid:uuid>": {"title": "matrix"},
     "api/v1/admission/pools/<dotslug:slug>/health": {"replicas_healthy": 3, "replicas_total": 4},
+    "api/v1/usd-budgets": {"tenant": "acme", "budget_usd": 100, "reason": "matrix"},
 }
 
 
@@ -46,6 +47,7 @@ def fingerprint() -> tuple:
         Membership.objects.count(),
         ApiToken.objects.count(),
         sorted(PoolHealthOverride.objects.values_list("pool_id", "replicas_healthy", "replicas_total")),
+        sorted(Tenant.objects.values_list("pk", "budget_usd")),
     )
 
 
