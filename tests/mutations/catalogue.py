@@ -421,7 +421,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         support=(FC + "helpers.py",),
     ),
     # ---- issue 50: this round's protections (breaker, lending, fair share, spillover, quota headers, OIDC,
-    # served_from, surrogates); docs/testing.md lists them with the same tests --------------------------------
+    # served_from, surrogates, the trace bound, the webhook guard, the cheapest point, the refused-token cut-off,
+    # OIDC lockout per subject, import_atlas --allow-lower, run_all's supervision); docs/testing.md lists them
+    # with the same tests ------------------------------------------------------------------------------------
     Mutation(
         "H1",
         "breaker: five failures open it only when the store then fails a PING too (an answered PING resets them)",
