@@ -7,6 +7,8 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -25,19 +27,18 @@ def test_the_contract_names_every_root_package_in_its_layers():
     assert sorted(p for layer in layers for p in layer) == sorted(roots)
 
 
-def test_architecture_md_draws_the_contracts_line_bottom_up():
-    _, layers = _contract()
-    text = " ".join((ROOT / "docs/architecture.md").read_text().split())
-    line = re.search(r"Imports flow one way \(`([^`]+)`", text)
-    assert line is not None
-    drawn = [sorted(_rooms(part)) for part in line.group(1).split("←")]
-    assert drawn == [sorted(layer) for layer in reversed(layers)]
+# (file, where its line stands, the arrow between layers, whether it is drawn bottom-up)
+DRAWINGS = [
+    ("docs/architecture.md", r"Imports flow one way \(`([^`]+)`", "←", True),
+    ("docs/INTERFACES.md", r"the same line as docs/architecture\.md: (.+?); the parenthesised", ">", False),
+]
 
 
-def test_interfaces_md_draws_the_contracts_line_top_down():
+@pytest.mark.parametrize(("doc", "where", "arrow", "bottom_up"), DRAWINGS)
+def test_the_doc_draws_the_contracts_line(doc, where, arrow, bottom_up):
     _, layers = _contract()
-    text = " ".join((ROOT / "docs/INTERFACES.md").read_text().split())
-    line = re.search(r"the same line as docs/architecture\.md: (.+?); the parenthesised", text)
-    assert line is not None
-    drawn = [sorted(_rooms(part)) for part in line.group(1).split(">")]
-    assert drawn == [sorted(layer) for layer in layers]
+    text = " ".join((ROOT / doc).read_text().split())
+    line = re.search(where, text)
+    assert line is not None, doc
+    drawn = [sorted(_rooms(part)) for part in line.group(1).split(arrow)]
+    assert drawn == [sorted(layer) for layer in (reversed(layers) if bottom_up else layers)]
