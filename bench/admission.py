@@ -123,6 +123,21 @@ def start_gunicorn(port: int) -> subprocess.Popen:
     raise RuntimeError("gunicorn did not start")
 
 
+def gateway_portal(prefix: str, signing_key: str) -> tuple[subprocess.Popen, dict[str, str], dict[str, str]]:
+    """What both gateway benches (gateway_envoy.py, atlas_pairs.py) start from: a fresh database and a gunicorn
+    portal, the HTTP mode's environment naming it and its gateway token, and the library mode's Redis keys."""
+    token = setup_db()
+    port = free_port()
+    gun = start_gunicorn(port)
+    portal = {"HEADROOM_URL": f"http://127.0.0.1:{port}", "HEADROOM_GATEWAY_TOKEN": token}
+    library = {
+        "HEADROOM_REDIS_URL": ENV["REDIS_URL"],
+        "HEADROOM_KEY_PREFIX": prefix,
+        "HEADROOM_SIGNING_KEY": signing_key,
+    }
+    return gun, portal, library
+
+
 def http_load(port: int, path: str, headers: dict, make_body, n: int, clients: int, expect: int = 200) -> tuple:
     """`clients` threads, one kept-alive connection each, n requests in all; → (latencies, wall, bad)."""
     lat: list[float] = []

@@ -292,13 +292,8 @@ def run(args: argparse.Namespace) -> int:
     gun = None
     with contextlib.ExitStack() as stop:
         try:
-            token = ab.setup_db()
-            port = ab.free_port()
-            gun = ab.start_gunicorn(port)
-            url = f"http://127.0.0.1:{port}"
-            portal = {"HEADROOM_URL": url, "HEADROOM_GATEWAY_TOKEN": token}
-            lib_env = {"HEADROOM_REDIS_URL": ab.ENV["REDIS_URL"], "HEADROOM_KEY_PREFIX": f"{prefix}lib:",
-                       "HEADROOM_SIGNING_KEY": "bench-signing-key"}  # fmt: skip
+            gun, portal, lib_env = ab.gateway_portal(f"{prefix}lib:", "bench-signing-key")
+            url = portal["HEADROOM_URL"]
             workers = worker_cpu(gun.pid)
             names = (["Atlas"] if args.atlas_url else []) + ["Headroom HTTP", "Headroom library"]
             counts = {n: {"admitted": 0, "throttled": 0, "failed": 0} for n in names}

@@ -266,12 +266,7 @@ def main() -> int:
     gun = None
     with contextlib.ExitStack() as stop:
         try:
-            token = ab.setup_db()
-            port = ab.free_port()
-            gun = ab.start_gunicorn(port)
-            portal = {"HEADROOM_URL": f"http://127.0.0.1:{port}", "HEADROOM_GATEWAY_TOKEN": token}
-            lib_env = {"HEADROOM_REDIS_URL": ab.ENV["REDIS_URL"], "HEADROOM_KEY_PREFIX": prefix,
-                       "HEADROOM_SIGNING_KEY": "bench-envoy-key"}  # fmt: skip
+            gun, portal, lib_env = ab.gateway_portal(prefix, "bench-envoy-key")
             if args.ceiling:
                 return ceiling(args, work, stop, {**portal, **lib_env})
             up = stop.enter_context(stack.upstream(work))

@@ -32,8 +32,16 @@ def _reason(request: HttpRequest, what: str) -> str:
     return f"{what} in the admin by {request.user}"
 
 
+class _AuditedAdmin(admin.ModelAdmin):
+    """A bulk delete goes row by row through delete_model: each removal is audited with its reason."""
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for obj in queryset:
+            self.delete_model(request, obj)
+
+
 @admin.register(PlatformRole)
-class PlatformRoleAdmin(admin.ModelAdmin):
+class PlatformRoleAdmin(_AuditedAdmin):
     form = ReasonForm
     list_display = ["user", "role"]
     list_filter = ["role"]
@@ -56,13 +64,9 @@ class PlatformRoleAdmin(admin.ModelAdmin):
     def delete_model(self, request: HttpRequest, obj: PlatformRole) -> None:
         role_services.platform_role_remove(actor=request.user, row=obj, reason=_reason(request, "removed"))
 
-    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
-        for obj in queryset:
-            self.delete_model(request, obj)
-
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(_AuditedAdmin):
     form = ReasonForm
     list_display = ["user", "tenant", "role"]
     list_filter = ["tenant", "role"]
@@ -81,10 +85,6 @@ class MembershipAdmin(admin.ModelAdmin):
 
     def delete_model(self, request: HttpRequest, obj: Membership) -> None:
         role_services.membership_remove(actor=request.user, row=obj, reason=_reason(request, "removed"))
-
-    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
-        for obj in queryset:
-            self.delete_model(request, obj)
 
 
 @admin.register(RoleChange)

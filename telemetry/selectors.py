@@ -14,6 +14,7 @@ import numpy.typing as npt
 from django.db.models import Avg, Max, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import TruncDay, TruncHour, TruncMinute
 
+from capacity.input_errors import FieldError
 from entitlements import roles
 from entitlements.activity import is_active
 from entitlements.models import Entitlement, Pool, Tenant
@@ -311,19 +312,7 @@ def pool_alerts(pool: Any, start: datetime, end: datetime) -> list[dict[str, Any
         .filter(Q(ends_at__isnull=True) | Q(ends_at__gt=start))
         .order_by("starts_at", "fingerprint")
     )
-    return [
-        {
-            "alertname": a.alertname,
-            "kind": a.kind,
-            "state": a.state,
-            "starts_at": a.starts_at,
-            "ends_at": a.ends_at,
-            "labels": a.labels,
-            "annotations": a.annotations,
-            "fingerprint": a.fingerprint,
-        }
-        for a in rows
-    ]
+    return [{**_alert(a), "annotations": a.annotations} for a in rows]
 
 
 def supply_alerts_down(pool_id: int) -> int:
@@ -338,31 +327,33 @@ def supply_alerts_down(pool_id: int) -> int:
 def recent_pool_alerts(pool: Any, limit: int = 50) -> list[dict[str, Any]]:
     """What `GET pools/{slug}` shows as `alerts`: firing ones first, then the newest resolved."""
     rows = PoolAlert.objects.filter(pool_id=getattr(pool, "pk", pool)).order_by("state", "-starts_at")[:limit]
-    return [
-        {
-            "alertname": a.alertname,
-            "kind": a.kind,
-            "state": a.state,
-            "starts_at": a.starts_at,
-            "ends_at": a.ends_at,
-            "labels": a.labels,
-            "summary": a.annotations.get("summary", ""),
-            "fingerprint": a.fingerprint,
-        }
-        for a in rows
-    ]
+    return [{**_alert(a), "summary": a.annotations.get("summary", "")} for a in rows]
+
+
+def _alert(a: PoolAlert) -> dict[str, Any]:
+    """An alert's fields both readers give (pool_alerts adds its annotations, the pool's page their summary)."""
+    return {
+        "alertname": a.alertname,
+        "kind": a.kind,
+        "state": a.state,
+        "starts_at": a.starts_at,
+        "ends_at": a.ends_at,
+        "labels": a.labels,
+        "fingerprint": a.fingerprint,
+    }
 
 
 # --- request traces (written by telemetry.trace_import) ----------------------------------------
 
 
-class TraceNotFound(LookupError):
-    """No trace with that id is visible to the caller (it may exist for another tenant: say nothing)."""
+class TraceNotFound(FieldError, LookupError):
+    """No trace with that id is visible to the caller (it may exist for another tenant: say nothing). A field
+    error of the family, and a LookupError: the APIs answer it 404, not 400."""
+
+    named_in_str = True
 
     def __init__(self, field: str, trace_id: object) -> None:
-        super().__init__(f"{field}: no trace {str(trace_id)[:40]!r}")
-        self.field = field
-        self.message = f"no trace {str(trace_id)[:40]!r}"
+        super().__init__(field, f"no trace {str(trace_id)[:40]!r}")
 
 
 @dataclass(frozen=True, eq=False)

@@ -41,6 +41,10 @@ def loaded(fleet, sink, aof_server, settings):
     params.invalidate()
 
 
+STORE_SOURCES = ("entitlement", "borrowed")  # answers the store decided (not a fail mode's)
+PER_SIDE = 60  # store-admitted reservations before the fault, and again after it
+
+
 class Load:
     """4 threads: reserve, then complete (retried while the store answers 503), as fast as they can."""
 
@@ -74,14 +78,25 @@ class Load:
         except BaseException as exc:  # noqa: BLE001 - any failure of the serving path is the finding
             self.errors.append(exc)
 
+    def stored_since(self, t: float) -> int:
+        with self.lock:
+            return sum(at >= t and b.get("source") in STORE_SOURCES for at, b in self.reserves.values())
+
+    def until(self, predicate) -> None:  # type: ignore[no-untyped-def]
+        """Polls the load (not a fixed sleep: a loaded machine takes longer to get as far)."""
+        guard = time.monotonic() + 120  # a hang guard, not a timing assertion
+        while not predicate() and not self.errors and time.monotonic() < guard:
+            time.sleep(0.01)
+
     def run(self, fault) -> float:  # type: ignore[no-untyped-def]
         ts = [threading.Thread(target=self.worker, args=(n,)) for n in range(4)]
         for t in ts:
             t.start()
-        time.sleep(1.0)
+        self.until(lambda: self.stored_since(0.0) >= PER_SIDE)  # reservations the fault can lose
         at = time.time()
         fault()
-        time.sleep(1.0)
+        back = time.time()
+        self.until(lambda: self.stored_since(back) >= PER_SIDE)  # the store serves again after it
         self.stop.set()
         for t in ts:
             t.join()
@@ -99,7 +114,7 @@ def _check_events(load: Load, sink) -> None:
 
 
 def _store_admitted(load: Load) -> dict[str, tuple[float, dict]]:
-    return {r: (t, b) for r, (t, b) in load.reserves.items() if b.get("source") in ("entitlement", "borrowed")}
+    return {r: (t, b) for r, (t, b) in load.reserves.items() if b.get("source") in STORE_SOURCES}
 
 
 @pytest.mark.redis

@@ -71,3 +71,19 @@ def test_at_volume_each_shape_is_sized_in_full_before_the_costs_are_compared():
 def test_a_pinned_accelerator_limits_the_search():
     r = size(replace(inp(0.44), accelerator="b200"))
     assert r.operating_point_used is ONE
+
+
+# Cheapest, not fewest accelerators: eight cheap cards at $0.50/h each ($4/h) beat one B200 at $7/h. The
+# other order of the rule (fewest accelerators, then cost) takes the B200; this case tells the two apart,
+# which the cases above cannot (on one accelerator type the cost is proportional to the count).
+L40S = AcceleratorSpec("l40s", memory_gb=48, cost=CloudAccelerator(on_demand_per_hour=0.5))
+EIGHT_L40S = OperatingPoint("8× l40s", "l40s", 8, 12_000, MIX, 0.45, 0.2, 0.40, 0.1)
+
+
+def test_eight_cheap_accelerators_win_over_one_dearer_one():
+    r = size(replace(inp(0.44), operating_points=(ONE, EIGHT_L40S), accelerators=(B200, L40S)))
+    assert r.operating_point_used is EIGHT_L40S
+    assert (r.replicas.total, r.accelerators, r.cost.per_hour.value) == (1, 8, 4.0)
+    assert [(a.label, a.accelerators, a.cost_per_hour, a.extra_cost_per_hour) for a in r.alternatives] == [
+        ("1× b200", 1, 7.0, 3.0)
+    ]

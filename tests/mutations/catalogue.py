@@ -421,7 +421,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         support=(FC + "helpers.py",),
     ),
     # ---- issue 50: this round's protections (breaker, lending, fair share, spillover, quota headers, OIDC,
-    # served_from, surrogates); docs/testing.md lists them with the same tests --------------------------------
+    # served_from, surrogates, the trace bound, the webhook guard, the cheapest point, the refused-token cut-off,
+    # OIDC lockout per subject, import_atlas --allow-lower, run_all's supervision); docs/testing.md lists them
+    # with the same tests ------------------------------------------------------------------------------------
     Mutation(
         "H1",
         "breaker: five failures open it only when the store then fails a PING too (an answered PING resets them)",
@@ -495,6 +497,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         'UNSTORABLE = re.compile("[\\x00\\ud800-\\udfff]")',
         'UNSTORABLE = re.compile("[\\x00]")',
         (ADM + "test_surrogates.py::test_a_reserve_with_a_lone_surrogate_is_a_400_naming_the_field",),
+        equivalent="admission/services.py's reserve parser refuses a lone surrogate itself (SURROGATE_MESSAGE, "
+        "its _surrogates check): with both taken out by hand the test fails; the shared guard matters for "
+        "the other APIs' JSON bodies, and alone here if the parser's check goes",
     ),
     Mutation(
         "H10",
@@ -519,5 +524,47 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        for ip in ips:",
         "        for ip in ips[:1]:",
         ("tests/alerts/test_ssrf.py::test_every_resolved_address_must_be_global_not_only_the_first",),
+    ),
+    Mutation(
+        "H13",
+        "point choice: the cheapest feasible point wins, not the one with the fewest accelerators",
+        "capacity/sizing.py",
+        "key=lambda i: (results[i].cost.per_hour.value, results[i].accelerators, i)",
+        "key=lambda i: (results[i].accelerators, results[i].cost.per_hour.value, i)",
+        ("tests/capacity/test_point_choice.py::test_eight_cheap_accelerators_win_over_one_dearer_one",),
+    ),
+    Mutation(
+        "H14",
+        "gateway client: a refused token (401/403) refuses every class, not the fail mode's admit",
+        "admission/client.py",
+        "        if status in (401, 403):",
+        "        if False:",
+        (ADM + "test_client.py::test_a_refused_token_refuses_every_class_and_is_logged_once_a_minute",),
+    ),
+    Mutation(
+        "H15",
+        "OIDC lockout: failures count per (issuer, subject), so one refused identity locks only itself",
+        "accounts_oidc/lockout.py",
+        'return f"oidc:{issuer}#{subject}"',
+        'return f"oidc:{issuer}"',
+        ("tests/security/test_oidc_lockout.py::test_refused_identities_from_many_addresses_do_not_stop_a_good_one",),
+    ),
+    Mutation(
+        "H16",
+        "import_atlas: an apply never lowers an entitlement's CU without --allow-lower",
+        "admission/atlas_import.py",
+        "if kp.lowers_cu and not allow_lower:",
+        "if False:",
+        (ADM + "test_import_atlas.py::test_a_changed_limit_in_atlas_is_an_update_audited_by_the_importer",),
+    ),
+    Mutation(
+        "H17",
+        "run_all supervision: a child that keeps exiting is started again after a doubling back-off",
+        "bin/run_all.py",
+        "delay = min(self.backoff_s * 2**n, self.backoff_max_s)",
+        "delay = self.backoff_s",
+        (
+            "tests/bin/test_run_all.py::test_a_child_that_exits_is_started_again_with_back_off_and_the_rest_keep_running",
+        ),
     ),
 )

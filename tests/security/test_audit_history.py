@@ -95,9 +95,16 @@ def test_every_column_is_in_the_stored_snapshot(fleet, ent):
         assert set(row.snapshot) == set(snapshot_columns(Entitlement))
 
 
-def test_sqlite_triggers_name_every_column(db):
-    if connection.vendor != "sqlite":
-        pytest.skip("reads SQLite's trigger source")
+def test_the_triggers_snapshot_every_column(db):
+    """On both databases, by their own source: PostgreSQL snapshots the whole row (to_jsonb), SQLite lists
+    the columns (json_object, generated from the model), so it must name every one."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cur:
+            cur.execute("SELECT prosrc FROM pg_proc WHERE proname = 'entitlements_history_capture'")
+            (src,) = cur.fetchone()
+        assert "row_data := to_jsonb(OLD)" in src and "row_data := to_jsonb(NEW)" in src
+        return
+    assert connection.vendor == "sqlite"  # a third database needs its own reading here
     with connection.cursor() as cur:
         cur.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = %s", [ENTITLEMENT])
         triggers = {name: sql for name, sql in cur.fetchall() if name.startswith("entitlements_history")}

@@ -23,12 +23,13 @@ from django.core.exceptions import SuspiciousOperation
 from django.test import Client
 from jwcrypto import jwk
 
-from accounts_oidc import conf, discovery
+from accounts_oidc import conf
 from accounts_oidc.backends import HeadroomOIDCBackend
 from accounts_oidc.claims import SignInRefused, access_from_claims
 from accounts_oidc.models import OidcIdentity
 from entitlements.models import Membership, PlatformRole, RoleChange, Tenant
-from tests.oidc_provider.server import CLIENT_ID, PASSWORD, ProviderServer, new_rsa_key, pem
+from tests.oidc_provider.server import CLIENT_ID, PASSWORD, ProviderServer, pem
+from tests.security.oidc_setup import configured, running_provider
 
 # A real provider process (django-oauth-toolkit under gunicorn) serves the whole module: `make test-slow`.
 pytestmark = pytest.mark.slow
@@ -42,25 +43,12 @@ CLAIMS = {
 
 @pytest.fixture(scope="module")
 def provider(tmp_path_factory: pytest.TempPathFactory):
-    server = ProviderServer(tmp_path_factory.mktemp("oidc-provider"), CLAIMS, new_rsa_key())
-    server.start()
-    yield server
-    server.stop()
+    yield from running_provider(tmp_path_factory, "oidc-provider", CLAIMS)
 
 
 @pytest.fixture
 def oidc(settings, provider: ProviderServer) -> ProviderServer:
-    """Headroom configured for the provider, as the OIDC_* environment would (config/settings.py)."""
-    provider.set_claims(CLAIMS)
-    for name, value in provider.rp_settings().items():
-        setattr(settings, name, value)
-    settings.OIDC_CLAIM_GRANTABLE_ROLES = frozenset({"viewer", "requester", "approver"})
-    settings.AUTHENTICATION_BACKENDS = conf.backends(
-        settings.AUTHENTICATION_BACKENDS, oidc_enabled=True, local_login=True
-    )
-    settings.ROOT_URLCONF = "tests.security.oidc_urls"
-    discovery.forget()
-    return provider
+    return configured(settings, provider, CLAIMS, {"viewer", "requester", "approver"})
 
 
 def _tenants() -> None:

@@ -15,9 +15,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from accounts_oidc import conf, discovery
 from entitlements.models import Tenant
-from tests.oidc_provider.server import PASSWORD, ProviderServer, new_rsa_key
+from tests.oidc_provider.server import PASSWORD, ProviderServer
+from tests.security.oidc_setup import configured, running_provider
 
 pytestmark = pytest.mark.slow  # a provider process for the module
 
@@ -31,25 +31,13 @@ CLAIMS: dict[str, dict[str, Any]] = {
 
 @pytest.fixture(scope="module")
 def provider(tmp_path_factory: pytest.TempPathFactory):
-    server = ProviderServer(tmp_path_factory.mktemp("oidc-lockout"), CLAIMS, new_rsa_key())
-    server.start()
-    yield server
-    server.stop()
+    yield from running_provider(tmp_path_factory, "oidc-lockout", CLAIMS)
 
 
 @pytest.fixture
 def oidc(settings, provider: ProviderServer, db) -> ProviderServer:
-    provider.set_claims(CLAIMS)
-    for name, value in provider.rp_settings().items():
-        setattr(settings, name, value)
-    settings.OIDC_CLAIM_GRANTABLE_ROLES = frozenset({"viewer", "requester"})
-    settings.AUTHENTICATION_BACKENDS = conf.backends(
-        settings.AUTHENTICATION_BACKENDS, oidc_enabled=True, local_login=True
-    )
-    settings.ROOT_URLCONF = "tests.security.oidc_urls"
-    discovery.forget()
     Tenant.objects.create(slug="acme", name="Acme Corp")
-    return provider
+    return configured(settings, provider, CLAIMS, {"viewer", "requester"})
 
 
 def _callback_query(username: str, authorize_url: str) -> dict[str, str]:

@@ -20,7 +20,7 @@ from telemetry.atlas_map import parse_atlas_map
 from telemetry.models import GatewayUsageSample, PrometheusSource, default_queries
 from telemetry.prom_presets import queries_of
 from telemetry.prometheus import pull_source
-from tests.telemetry.test_prometheus_pull import CI, PROMETHEUS, _free_port, _instant, _wait_for
+from tests.telemetry.test_prometheus_pull import CI, PROMETHEUS, _free_port, _held_for, _instant, _wait_for
 
 T0 = time.time()
 
@@ -159,7 +159,8 @@ def test_atlas_preset_stores_usage_per_tenant_and_reports_unmapped_keys(atlas_pr
     base = atlas_prometheus
     q = 'sum by (api_key) (rate(atlas_requests_total{job="atlas"}[5s]))'
     _wait_for(lambda: len(_instant(base, q) or []) == len(KEYS), "every key with a rate")
-    time.sleep(7)  # more scrapes than the 5 s rate window, so the newest instants have whole windows
+    # more scrapes than the 5 s rate window, so the newest instants have whole windows
+    _wait_for(lambda: _held_for(base, 'atlas_requests_total{job="atlas"}', 8), "8 s of scrapes")
     source = PrometheusSource.objects.create(
         name="atlas", base_url=base, preset="atlas", job="atlas", rate_window="5s", step_s=2, overlap_s=30,
         initial_lookback_s=20, atlas_map=MAP,

@@ -21,7 +21,7 @@ from django.core.exceptions import ValidationError
 from telemetry.models import FleetSample, PrometheusSource
 from telemetry.prom_presets import queries_of
 from telemetry.prometheus import pull_source
-from tests.telemetry.test_prometheus_pull import CI, PROMETHEUS, _free_port, _instant, _wait_for
+from tests.telemetry.test_prometheus_pull import CI, PROMETHEUS, _free_port, _held_for, _instant, _wait_for
 
 T0 = time.time()
 
@@ -131,7 +131,8 @@ def test_hyperion_preset_stores_fleet_samples_of_each_pool(hyperion_prometheus, 
     q = 'sum by (pool) (rate(model_inference_duration_seconds_count{job="hyperion"}[1m]))'
     _wait_for(lambda: len(_instant(base, q) or []) == 2, "two pools with rates")
     _wait_for(lambda: len(_instant(base, 'up{job="hyperion"} == 0') or []) == 1, "the down replica seen")
-    time.sleep(7)  # more scrapes than the 5 s rate window, so the newest instants have whole windows
+    # more scrapes than the 5 s rate window, so the newest instants have whole windows
+    _wait_for(lambda: _held_for(base, 'model_inference_duration_seconds_count{job="hyperion"}', 8), "8 s of scrapes")
     source = PrometheusSource.objects.create(
         name="hyperion", base_url=base, preset="hyperion", job="hyperion", rate_window="5s", step_s=1,
         overlap_s=30, initial_lookback_s=20,
@@ -317,7 +318,10 @@ def test_hyperion_as_shipped_fills_a_pool_and_its_service_down_reaches_admission
     base, app = shipped_hyperion
     _wait_for(lambda: len(_instant(base, 'rate(model_inference_duration_seconds_count{job="hyperion-app"}[5s])') or [])
               == 1, "Hyperion's series with rates")  # fmt: skip
-    time.sleep(7)  # more scrapes than the 5 s rate window, so the newest instants have whole windows
+    # more scrapes than the 5 s rate window, so the newest instants have whole windows
+    _wait_for(
+        lambda: _held_for(base, 'model_inference_duration_seconds_count{job="hyperion-app"}', 8), "8 s of scrapes"
+    )
     opts = {"base_url": base, "preset": "hyperion", "rate_window": "5s", "step_s": 1, "overlap_s": 30,
             "initial_lookback_s": 20}  # fmt: skip
     # What issue 33 found: a pool label Hyperion never sets. Nothing is stored, and now it says why.

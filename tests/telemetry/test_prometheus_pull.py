@@ -79,6 +79,25 @@ def _instant(base, query):
         return None
 
 
+def _held_for(base, selector, seconds, value=None):
+    """Whether every series of `selector` has newest samples spanning at least `seconds` by Prometheus' own
+    timestamps (only the trailing run equal to `value`, when given): what a fixed sleep used to stand for,
+    polled on the scrapes themselves, so a loaded machine that scrapes late waits longer instead of failing."""
+    series = _instant(base, f"{selector}[1h]")  # a range selector: each series' raw samples
+    if not series:
+        return False
+    for s in series:
+        run = s["values"]
+        if value is not None:
+            tail = len(run)
+            while tail and run[tail - 1][1] == value:
+                tail -= 1
+            run = run[tail:]
+        if not run or float(run[-1][0]) - float(run[0][0]) < seconds:
+            return False
+    return True
+
+
 def _wait_for(predicate, what, attempts=240):
     """Polls Prometheus, which scrapes every second; fails (not hangs) if it never gets there."""
     for _ in range(attempts):
@@ -133,7 +152,8 @@ def _stored(pool):
 def test_pull_stores_what_the_exporter_served(prometheus, fleet):
     base, exporter = prometheus
     _wait_for(lambda: len(_instant(base, "vllm:num_requests_running") or []) == 2, "phase A scraped")
-    time.sleep(2)  # a few more phase-A scrapes, so phase A owns several evaluation instants
+    # a few more phase-A scrapes, so phase A owns several evaluation instants
+    _wait_for(lambda: _held_for(base, "vllm:num_requests_running", 2), "phase A held for 2 s")
     exporter.phase = PHASE_B
     _wait_for(
         lambda: [r["value"][1] for r in _instant(base, 'vllm:num_requests_running{pool="pool-a"}') or []] == ["9"],
@@ -143,7 +163,9 @@ def test_pull_stores_what_the_exporter_served(prometheus, fleet):
         lambda: [r["value"][1] for r in _instant(base, 'DCGM_FI_DEV_GPU_UTIL{pool="pool-b",gpu="1"}') or []] == ["40"],
         "phase B scraped everywhere",
     )
-    time.sleep(2)  # let phase B own whole-second evaluation instants before the range ends at "now"
+    # phase B owns whole-second evaluation instants before the range ends at "now"
+    _wait_for(lambda: _held_for(base, 'vllm:num_requests_running{pool="pool-a"}', 2, "9"), "phase B held for 2 s")
+    _wait_for(lambda: _held_for(base, 'DCGM_FI_DEV_GPU_UTIL{pool="pool-b",gpu="1"}', 2, "40"), "phase B held")
     source = PrometheusSource.objects.create(
         name="local", base_url=base, step_s=1, overlap_s=30, initial_lookback_s=120
     )

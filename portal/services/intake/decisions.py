@@ -19,10 +19,18 @@ from portal.services.intake import steps
 from portal.services.intake.placement import Placement, place
 
 
-def _decide(req: LaunchRequest, actor: Any, comment: str) -> None:
+def _conclude(
+    req: LaunchRequest, actor: Any, *, method: str, step: str, comment: str, changes: dict | None = None
+) -> LaunchRequest:
+    """What every decision ends with: the move, who decided when and why, the save and the event."""
+    before = req.state
+    steps.move(req, method)
     req.decided_by = actor
     req.decided_at = timezone.now()
     req.decision_comment = comment
+    steps.save(req)
+    steps.event(req, actor, step, before, comment, changes)
+    return req
 
 
 def _require_comment(comment: str, why: str) -> str:
@@ -91,12 +99,7 @@ def launch_request_approve(
     rows = list(req.region_rows.select_related("region"))
     placement = place(req, start_date, pools, {row.region.slug: cu for row in rows})
     granted = {row.region.slug: _grant(req, actor, row, cu, placement) for row in rows}
-    before = req.state
-    steps.move(req, "approve")
-    _decide(req, actor, comment)
-    steps.save(req)
-    steps.event(req, actor, "approve", before, comment, {"regions": granted})
-    return req
+    return _conclude(req, actor, method="approve", step="approve", comment=comment, changes={"regions": granted})
 
 
 def _parse_region_cu(req: LaunchRequest, region_cu: dict[str, Any], committed: Decimal) -> dict[str, Decimal]:
@@ -155,12 +158,9 @@ def launch_request_partially_approve(
             row.approved_cu = Decimal(0)
             row.save(update_fields=["approved_cu"])
             granted[row.region.slug] = {"approved_cu": "0.000"}
-    before = req.state
-    steps.move(req, "partially_approve")
-    _decide(req, actor, comment)
-    steps.save(req)
-    steps.event(req, actor, "partially_approve", before, comment, {"regions": granted})
-    return req
+    return _conclude(
+        req, actor, method="partially_approve", step="partially_approve", comment=comment, changes={"regions": granted}
+    )
 
 
 def _decide_with_comment(
@@ -170,13 +170,7 @@ def _decide_with_comment(
     req = steps.lock(actor, request)
     steps.check_may(req, actor, method)
     steps.check_state(req, method, step)
-    comment = _require_comment(comment, why)
-    before = req.state
-    steps.move(req, method)
-    _decide(req, actor, comment)
-    steps.save(req)
-    steps.event(req, actor, step, before, comment)
-    return req
+    return _conclude(req, actor, method=method, step=step, comment=_require_comment(comment, why))
 
 
 @transaction.atomic
