@@ -26,6 +26,7 @@ RECLAIMED = "RECLAIMED"
 PLATFORM_CAPACITY = "PLATFORM_CAPACITY"
 PLACEMENT = "PLACEMENT"
 ADMISSION_UNAVAILABLE = "ADMISSION_UNAVAILABLE"
+IMPORTED = "IMPORTED"
 
 REASONS: dict[str, Reason] = {
     r.code: r
@@ -49,6 +50,12 @@ REASONS: dict[str, Reason] = {
         Reason(PLATFORM_CAPACITY, "platform", "supply is degraded below what was promised", 10),
         Reason(PLACEMENT, "platform", "no pool serves that model in that region", 300),
         Reason(ADMISSION_UNAVAILABLE, "platform", "the enforcement store is down and the class fails closed", 5),
+        # Issue 47: a history import's `throttled` counts come from another gateway, which recorded the
+        # refusal but not its cause: blaming the tenant or the platform would need evidence it does not
+        # carry, so neither is. Never given by admission (so no Retry-After).
+        Reason(
+            IMPORTED, "unknown", "refused by another gateway before the move (history import): cause not recorded", 0
+        ),
     ]
 }
 

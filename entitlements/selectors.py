@@ -125,7 +125,8 @@ def pools_sold_peaks(pool_ids: Iterable[int], window: Window) -> dict[int, Decim
 
 def sold_events_sql(qs: QuerySet[Entitlement], window: Window, key: str | None) -> tuple[str, list[Any]]:
     """The sweep's events as SQL: `events(k, t, d)`, +cu at each start (clipped to the window), −cu at
-    each end inside it; `k` the row's `key` column (a pool id), or 0 for one group. Every read of sold(t)
+    each end inside it; `k` the row's `key` column (a pool id), or 0 for one group; `steps(k, t, total, delta)`
+    the running total after each instant and that instant's change. Every read of sold(t)
     in the database (the peak approval checks, the availability's days) is built on these events."""
     cols = ("starts_at", "ends_at", "cu", *((key,) if key else ()))
     rows_sql, rows_params = qs.order_by().values_list(*cols).query.sql_with_params()
@@ -137,7 +138,8 @@ def sold_events_sql(qs: QuerySet[Entitlement], window: Window, key: str | None) 
         f"sold_rows({names}) AS ({rows_sql}), "  # noqa: S608 - the ORM's own SQL and parameters
         f"events(k, t, d) AS (SELECT {k}, CASE WHEN s < %s THEN %s ELSE s END, cu FROM sold_rows "
         f"UNION ALL SELECT {k}, e, -cu FROM sold_rows WHERE e IS NOT NULL{end_clause}), "
-        "steps(k, t, total) AS (SELECT k, t, SUM(SUM(d)) OVER (PARTITION BY k ORDER BY t) FROM events GROUP BY k, t)"
+        "steps(k, t, total, delta) AS "
+        "(SELECT k, t, SUM(SUM(d)) OVER (PARTITION BY k ORDER BY t), SUM(d) FROM events GROUP BY k, t)"
     )
     return sql, [*rows_params, start, start, *end_params]
 

@@ -133,6 +133,15 @@ class _Supply:
     def arrived(self, day: date) -> int:
         return sum(o.replicas for o in self.orders if o.arrival_date <= day)
 
+    def room_milli(self, offset: int, n: int) -> np.ndarray:
+        """Deliverable in milli-CU on the n days from today + offset: it changes only on arrival dates."""
+        room = np.full(n, int(self.on(self.today + timedelta(days=offset)) * 1000), dtype=np.int64)
+        for o in self.orders:
+            i = (o.arrival_date - self.today).days - offset
+            if 0 < i < n:
+                room[i:] = int(self.on(o.arrival_date) * 1000)
+        return room
+
     def on(self, day: date) -> Decimal:
         n = self.arrived(day)
         if n not in self._cache:
@@ -157,13 +166,12 @@ def _first_fit(
         most = tail[idx]
     else:
         most = np.lib.stride_tricks.sliding_window_view(sold[offset : offset + n + length - 1], length).max(axis=1)
-    starts = [supply.today + timedelta(days=offset + i) for i in range(n)]
-    room = _milli([supply.on(day) for day in starts])
+    room = supply.room_milli(offset, n)
     fit = np.flatnonzero(most + int(ask.cu * 1000) <= room)
     if not len(fit):
         return None, False
     i = int(fit[0])
-    return starts[i], room[i] > int(supply.on(supply.today) * 1000)
+    return supply.today + timedelta(days=offset + i), room[i] > int(supply.on(supply.today) * 1000)
 
 
 def _forecast_left(

@@ -18,7 +18,7 @@ from capacity.envelope import ENVELOPE_LENGTHS, ENVELOPE_ORDER
 from capacity.ordering import ordering_errors, spaced
 from capacity.planning import TARGET_RANGE
 from capacity.rate_basis import BASES
-from entitlements.models import Region, ServedModel, Tenant
+from entitlements.models import Pool, Region, ServedModel, Tenant
 from entitlements.sizing_specs import PRICING, CostOptions
 from portal import sizing_selectors
 from portal.models import CV_RANGE, SCENARIO_MAX, SCENARIOS, Basis, LaunchRequest, State
@@ -132,11 +132,18 @@ class LaunchRequestForm(forms.Form):
         widget=forms.NumberInput(attrs={"step": "any", "placeholder": "default"}),
     )
     justification = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), required=False)
+    # Set by the availability rows' "file against" buttons (static/js/intake.js), not typed.
+    proposed_pool = forms.ModelChoiceField(
+        queryset=Pool.objects.all(), required=False, to_field_name="slug", widget=forms.HiddenInput
+    )
 
     @classmethod
     def initial_from(cls, req: LaunchRequest) -> dict[str, Any]:
-        data = {name: getattr(req, name) for name in cls.base_fields if name not in ("regions", "model")}
+        data = {
+            name: getattr(req, name) for name in cls.base_fields if name not in ("regions", "model", "proposed_pool")
+        }
         data["model"] = req.model.slug if req.model is not None else None
+        data["proposed_pool"] = req.proposed_pool.slug if req.proposed_pool is not None else None
         data["regions"] = list(req.region_rows.values_list("region__slug", flat=True))
         return data
 
@@ -171,6 +178,8 @@ class LaunchRequestForm(forms.Form):
             changes.pop("title", None)
         if self.data.get("justification") is None:
             changes.pop("justification", None)
+        if self.data.get("proposed_pool") is None:  # a post without the hidden field keeps the saved pool
+            changes.pop("proposed_pool", None)
         return changes
 
     def sections(self) -> list[tuple[str, list[forms.BoundField]]]:

@@ -32,6 +32,7 @@ EDITABLE_FIELDS = (
     "minute_rate_cv",
     "criticality",
     "justification",
+    "proposed_pool",
 )
 
 
@@ -74,6 +75,14 @@ def launch_request_missing(req: LaunchRequest) -> dict[str, str]:
         lacking = sorted(r.slug for r in regions if r.slug not in served)
         if lacking:
             errors["regions"] = f"no pool serves {req.model.slug} in {', '.join(lacking)}"
+        proposed = req.proposed_pool
+        if proposed is not None and (
+            proposed.model_id != req.model.pk or proposed.region_id not in {r.pk for r in regions}
+        ):
+            errors["proposed_pool"] = (
+                f"pool {proposed.slug} does not serve {req.model.slug} in the request's regions "
+                f"({', '.join(sorted(r.slug for r in regions))})"
+            )
     if req.launch_date and req.launch_date < timezone.now().date():
         errors["launch_date"] = "the launch date has passed"
     if req.launch_date and req.end_date and req.end_date <= req.launch_date:

@@ -24,7 +24,7 @@ from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 from capacity.planning import TARGET_RANGE
 from capacity.ranges import RANGES
 from entitlements import roles
-from entitlements.models import Entitlement, Region, ServedModel, Tenant
+from entitlements.models import Entitlement, Pool, Region, ServedModel, Tenant
 from entitlements.models.supply import CU
 
 
@@ -137,6 +137,16 @@ class LaunchRequest(ConcurrentTransitionMixin, models.Model):
     )
     criticality = models.CharField(max_length=12, choices=Criticality.choices, default=Criticality.MEDIUM)
     justification = models.TextField(blank=True)
+    # Issue 52: filed against an alternative the availability rows showed (another accelerator in one of the
+    # request's regions); the approval grants there when the approver names no other pool.
+    proposed_pool = models.ForeignKey(
+        Pool,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="the pool the request is filed against, in one of its regions; empty: the pool rule picks",
+    )
     state = FSMField(default=State.DRAFT, choices=State.choices, protected=True, db_index=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
     decided_by = models.ForeignKey(

@@ -15,7 +15,10 @@ them like any history. Per row and hour:
   weights, capacity.units) as `estimated_wt`;
 - a `complete` row: the served requests, their prompt and output tokens and `actual_wt`;
 - a `throttle` row when `throttled` > 0: its weighted tokens estimated at the served requests' mean size
-  (a refused request never ran; an estimate is all any history has for it, forecasting.history).
+  (a refused request never ran; an estimate is all any history has for it, forecasting.history), with
+  the reason code `IMPORTED` (responsible `unknown`, entitlements.reasons): the other gateway recorded the
+  refusal, not its cause, so statements and reconciliation blame neither the tenant nor the platform for
+  it, while forecasts still count it as demand that arrived.
 
 Idempotent: a row whose hour is already stored from an import with the same numbers is a duplicate and
 not rewritten; different numbers replace the earlier import's rows for that hour and key. An hour that
@@ -39,6 +42,7 @@ from django.utils import timezone
 
 from capacity.units import TokenWeights, weighted_tokens
 from entitlements.models import ServedModel
+from entitlements.reasons import IMPORTED
 from telemetry import fold
 from telemetry.models import DayRollup, HourRollup
 from telemetry.sql import insert_rows
@@ -173,7 +177,7 @@ def _rows(r: dict[str, Any], w: TokenWeights) -> list[list[Any]]:
         [*key, "complete", "", served, wt, wt, r["prompt_tokens"], r["output_tokens"], True],
     ]
     if r["throttled"]:
-        out.append([*key, "throttle", "", r["throttled"], wt / served * r["throttled"], 0.0, 0, 0, True])
+        out.append([*key, "throttle", IMPORTED, r["throttled"], wt / served * r["throttled"], 0.0, 0, 0, True])
     return out
 
 

@@ -214,7 +214,7 @@ class _Requests:
     @classmethod
     def read(cls, tot: _Totals) -> _Requests:
         by_reason = tot.throttled_by_reason()
-        party = {"tenant": 0, "platform policy": 0, "platform": 0}
+        party = {"tenant": 0, "platform policy": 0, "platform": 0, "unknown": 0}  # unknown: IMPORTED history
         for reason, n in by_reason.items():
             party[REASONS[reason].responsible if reason in REASONS else "platform"] += n
         # Served is `status: ok` (issue 33); an errored, cancelled or expired completion is shown apart

@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from capacity.planning import TARGET_RANGE
-from entitlements.models import Region, ServedModel
+from entitlements.models import Pool, Region, ServedModel
 from http_plumbing.fields import NumberField
 from portal.models import CV_RANGE, Basis, LaunchRequest, LaunchRequestEvent
 from portal.selectors import Sizing, size_request
@@ -26,6 +26,7 @@ class LaunchRequestOut(serializers.ModelSerializer):
     tenant = serializers.CharField(source="tenant.slug")
     created_by = serializers.CharField(source="created_by.get_username")
     model: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    proposed_pool: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     regions = serializers.SerializerMethodField()
     scenario_cu = serializers.SerializerMethodField()
     scenario_planning = serializers.SerializerMethodField()
@@ -94,6 +95,9 @@ class LaunchRequestIn(serializers.Serializer):
     title = serializers.CharField(max_length=160, required=False, allow_blank=True)
     model = serializers.SlugRelatedField(slug_field="slug", queryset=ServedModel.objects.all(), required=False)
     regions = serializers.SlugRelatedField(slug_field="slug", queryset=Region.objects.all(), many=True, required=False)
+    proposed_pool = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Pool.objects.all(), required=False, allow_null=True
+    )
     launch_date = serializers.DateField(required=False, allow_null=True)
     end_date = serializers.DateField(required=False, allow_null=True)
     traffic_class = serializers.ChoiceField(choices=LaunchRequest.TrafficClassChoice.choices, required=False)

@@ -247,7 +247,7 @@ def availability_of(req: LaunchRequest, regions: list[Region], committed: Decima
         traffic_class=TrafficClass.objects.get(slug=req.traffic_class),
         tenant=req.tenant,
     )
-    return {"ask": ask, "rows": availability(ask, today=today)}
+    return {"ask": ask, "rows": availability(ask, today=today), "proposed_pk": req.proposed_pool_id}
 
 
 @require_POST
@@ -343,6 +343,9 @@ def _placement_rows(req: LaunchRequest, result: Any) -> list[dict[str, Any]]:
     for region in _regions_of(req):
         choices, home = intake.pool_choices(req, region, committed, req.launch_date)
         default = intake.default_pool(req, choices, home, committed)
+        proposed = req.proposed_pool
+        if proposed is not None and proposed.region_id == region.pk:
+            default = proposed  # filed against it: the approval grants there unless the approver names another
         out.append({"region": region, "choices": choices, "home": home, "default": default})
     return out
 

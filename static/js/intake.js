@@ -31,17 +31,20 @@
   else start();
 })();
 
-// "Ask in <region> instead" (templates/portal/intake/_availability.html): the request moves to the
-// alternative's region, and to the first date it fits there when that is later than the launch date;
-// the change autosaves and re-sizes like any edit.
+// "Ask in <region> instead" and "File against <pool>" (templates/portal/intake/_availability.html): the
+// request moves to the alternative's region (a pool named: filed against that pool, another accelerator
+// there; a region only: the pool rule picks), and to the first date it fits there when that is later than
+// the launch date; the change autosaves and re-sizes like any edit.
 document.addEventListener("click", function (e) {
-  var btn = e.target.closest ? e.target.closest("button.alt-region") : null;
+  var btn = e.target.closest ? e.target.closest("button.alt-region, button.alt-pool") : null;
   if (!btn) return;
   var form = document.getElementById("lr-form");
   if (!form) return;
   form.querySelectorAll("input[name=regions]").forEach(function (box) {
     box.checked = box.value === btn.dataset.region;
   });
+  var pool = form.querySelector("input[name=proposed_pool]");
+  if (pool) pool.value = btn.dataset.pool || "";
   var launch = document.getElementById("id_launch_date");
   var from = btn.dataset.from;
   if (launch && from && (!launch.value || launch.value < from)) {

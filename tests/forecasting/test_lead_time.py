@@ -82,7 +82,8 @@ def test_mase_at_13_and_26_weeks_is_at_or_below_seasonal_naives(forecasts, name,
 def test_the_trend_is_followed_to_week_26(forecasts):
     f = forecasts["trend"]
     truth = _weeks(TRUTHS["trend"][HIST * WEEK :])[-1]
-    assert abs(_weeks(f.p50)[-1] / truth - 1) <= 0.15
+    # Issue 47's must-show: within 10 % at the lead time (theta lands at -1.5 % on this seeded series).
+    assert abs(_weeks(f.p50)[-1] / truth - 1) <= 0.10
     # and it may leave the recent range only because the trend is significant in the backtest
     assert f.backtest.trend["significant"] is True
     assert f.method in ("ets_damped", "theta", "mstl")

@@ -52,7 +52,7 @@ def test_every_figure_of_two_hours(known):
             "total": 10,
             "tenant": 5,
             "platform": 5,
-            "by_party": {"tenant": 5, "platform policy": 1, "platform": 4},
+            "by_party": {"tenant": 5, "platform policy": 1, "platform": 4, "unknown": 0},
             "by_reason": {
                 "ADMISSION_UNAVAILABLE": 1,
                 "CONCURRENCY_LIMIT": 1,

@@ -150,3 +150,25 @@ def test_the_command_names_bad_lines_and_keeps_the_rest(fleet, tmp_path):
     assert f"{f}: line 3: traffic_class: unknown traffic class 'platinum'" in err.getvalue()
     assert HourRollup.objects.filter(decision="admit").count() == 2
     assert AdmissionEvent.objects.count() == 0
+
+
+def test_imported_throttles_carry_imported_and_are_blamed_on_no_one(fleet):
+    """The other gateway recorded refusals, not their causes: the throttle rows say IMPORTED (responsible
+    unknown), the statement counts them apart from the tenant's and the platform's, and reconciliation does
+    not count them as platform throttles (with reason "" the statement once put them on the platform)."""
+    from entitlements.reasons import IMPORTED, REASONS
+    from entitlements.services import entitlement_grant
+    from reconciliation.figures import PLATFORM_REASONS
+    from telemetry.statement import statement
+    from tests import factories as f
+
+    hours = _hours(3)
+    import_history([_row(h) for h in hours], now=NOW)
+    assert set(HourRollup.objects.filter(decision="throttle").values_list("reason", flat=True)) == {IMPORTED}
+    assert set(DayRollup.objects.filter(decision="throttle").values_list("reason", flat=True)) == {IMPORTED}
+    assert REASONS[IMPORTED].responsible == "unknown" and IMPORTED not in PLATFORM_REASONS
+    kw = f.grant_kwargs(fleet.pool_a, fleet.acme, 10, start=hours[0] - timedelta(days=1), days=30)
+    ent = entitlement_grant(actor=None, reason="test", **kw)
+    req = statement(ent, hours[0], hours[-1] + timedelta(hours=1))["requests"]
+    assert req["throttled"]["by_party"] == {"tenant": 0, "platform policy": 0, "platform": 0, "unknown": 6}
+    assert (req["throttled"]["tenant"], req["throttled"]["platform"]) == (0, 0)

@@ -50,6 +50,9 @@ def place(req: LaunchRequest, start_date: Any, pools: dict[str, Any] | None, cu:
             continue
         serving, home = serving_pools(req, row.region)
         wanted = (pools or {}).get(slug) or ""
+        proposed = req.proposed_pool
+        if not wanted and proposed is not None and proposed.region_id == row.region_id:
+            wanted = proposed.slug  # filed against it (issue 52): checked like a pool the approver names
         if not wanted:
             if home is not None or len(serving) == 1:
                 # default_pool's answer without the headroom it would read: the home pool, or the only pool

@@ -174,12 +174,21 @@ def test_queries_do_not_grow_with_pools_or_entitlements(fleet, eu_pool):
             availability(ask(fleet, 300, tenant=fleet.acme), today=today())
         return len(c.captured_queries)
 
+    """One query per pool set: the count is the same with 1 or 6 pools, 1 or 40 entitlements, with orders
+    and pool demand or without (taking headroom_rows' one query out for a read per pool fails it)."""
     sell(fleet.pool_a, fleet.globex, 200)
+    run = ForecastRun.objects.create(status="succeeded", progress=100, finished_at=timezone.now())
     few = count()
-    for i in range(4):
-        f.make_pool(f"more-{i}", op=fleet.pool_a.operating_point, region=eu_pool.region)
-    for _ in range(5):
-        sell(eu_pool, fleet.globex, 10)
+    pools = [f.make_pool(f"more-{i}", op=fleet.pool_a.operating_point, region=eu_pool.region) for i in range(4)]
+    tenants = [f.TenantFactory(slug=f"t{i}") for i in range(5)]  # one scope, one pool: a tenant per pool
+    for i in range(39):
+        sell([eu_pool, *pools][i % 5], tenants[i % 5], 1, start=timezone.now() + timedelta(days=i), days=20)
+    for p in pools[:2]:
+        SupplyOrder.objects.create(pool=p, replicas=1, arrival_date=today() + timedelta(days=9), status="ordered")
+    for p in pools:
+        PoolDemand.objects.create(
+            run=run, pool=p, start=midnight(today()), tenants={}, hourly={"expected": [1.0] * 168}
+        )
     assert count() == few
 
 
@@ -299,3 +308,57 @@ def test_the_review_shows_the_rows_at_review_time(fleet, people, submitted):
     assert (
         'id="availability-rows"' not in web_client(people.requester).get(f"/launch/{submitted.uuid}/").content.decode()
     )
+
+
+# --- filing against an alternative -------------------------------------------------------------------
+
+
+@pytest.fixture
+def h200_pool(fleet):
+    """Another accelerator serving the model in us-test: 4 replicas × 70 CU = 280 CU."""
+    op = f.OperatingPointFactory(model=fleet.pool_a.model, accelerator=f.AcceleratorFactory(slug="h200-test"))
+    return f.make_pool("pool-h200", op=op, region=fleet.pool_a.region, replicas_per_zone=(2, 2))
+
+
+def test_the_form_offers_another_accelerator_in_the_region(fleet, people, h200_pool):
+    from tests.clients import web_client
+
+    sell(fleet.pool_a, fleet.globex, 270)
+    html = web_client(people.requester).post("/launch/availability", _form(fleet), HTTP_HX_REQUEST="true")
+    row = html.content.decode().split('tr data-pool="pool-h200"')[1].split("</tr>")[0]
+    assert 'class="secondary outline alt-pool"' in row and 'data-region="us-test"' in row
+    assert ">File against pool-h200 (h200-test)</button>" in row
+    # Filed against it: the row says so and offers nothing more.
+    html = web_client(people.requester).post(
+        "/launch/availability", _form(fleet, proposed_pool="pool-h200"), HTTP_HX_REQUEST="true"
+    )
+    row = html.content.decode().split('tr data-pool="pool-h200"')[1].split("</tr>")[0]
+    assert "(filed against)" in row and "alt-pool" not in row
+
+
+def test_a_request_filed_against_another_accelerator_is_granted_there(fleet, people, h200_pool):
+    """pool-b has the most headroom (the pool rule's pick); the request names pool-h200: the approval,
+    naming no pool, grants there, and the review shows the same rows with it marked and defaulted."""
+    from tests.clients import web_client
+    from tests.portal.intake.launch_fields import complete_fields
+
+    req = intake.launch_request_create(actor=people.requester, **complete_fields(fleet, proposed_pool=h200_pool))
+    intake.launch_request_submit(actor=people.requester, request=req)
+    html = web_client(people.approver).get(f"/launch/{req.uuid}/").content.decode()
+    row = html.split('id="availability-rows"')[1].split('data-pool="pool-h200"')[1].split("</tr>")[0]
+    assert "(filed against)" in row and "280.000" in row
+    intake.launch_request_approve(actor=people.approver, request=req, comment="as filed")
+    assert req.region_rows.get().entitlement.pool == h200_pool
+    assert web_client(people.requester).get(f"/api/v1/launch-requests/{req.uuid}").json()["proposed_pool"] == (
+        "pool-h200"
+    )
+
+
+def test_a_proposed_pool_outside_the_request_is_refused_naming_it(fleet, people, eu_pool):
+    from tests.portal.intake.launch_fields import complete_fields
+
+    req = intake.launch_request_create(actor=people.requester, **complete_fields(fleet, proposed_pool=eu_pool))
+    with pytest.raises(ValidationError) as err:
+        intake.launch_request_submit(actor=people.requester, request=req)
+    assert "proposed_pool" in err.value.message_dict
+    assert "pool-eu does not serve llama-test in the request's regions (us-test)" in str(err.value)
