@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from capacity.bucket import refilled
+
+if TYPE_CHECKING:
+    from capacity.realisations import Realisations
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -38,6 +42,9 @@ class Workload:
     arrival_s: FloatArray
     cost_wt: FloatArray
     basis: str
+    # Recorded traffic: the share its own limits throttled when it was sent (a replay at the CU then
+    # bought must give it back); None for a trace or an envelope.
+    recorded_throttled_share: float | None = None
 
     def __post_init__(self) -> None:
         if self.arrival_s.shape != self.cost_wt.shape:
@@ -68,12 +75,20 @@ class PlanningAnswer:
     replay: Replay
     replay_one_step_less: Replay
     planning_basis: str
+    # A stated envelope's answer across draws (capacity.realisations); None for recorded traffic or a trace.
+    realisations: Realisations | None = None
 
     @property
     def holds(self) -> bool:
         """The answer's own check: at or under the target at cu_to_buy, over it one step less
-        (or one step less is no bucket at all)."""
+        (or one step less is no bucket at all). Across draws: enough draws hold at cu_to_buy, too
+        few one step less."""
         target = self.target_throttled_share
+        spread = self.realisations
+        if spread is not None:
+            return spread.holding >= spread.needed and (
+                self.replay_one_step_less.cu <= 0 or spread.holding_one_step_less < spread.needed
+            )
         less = self.replay_one_step_less
         return self.replay.throttled_share <= target and (less.cu <= 0 or less.throttled_share > target)
 
@@ -81,6 +96,12 @@ class PlanningAnswer:
     def check(self) -> str:
         """ "3.0 CU: replayed, 0.04 % throttled (target 0.1 %); at 2.9 CU 0.13 %"."""
         less = self.replay_one_step_less
+        spread = self.realisations
+        if spread is not None:
+            return (
+                f"{spread.words(self.cu_to_buy)}; at {less.cu:.1f} CU {spread.holding_one_step_less} of {spread.n} "
+                f"hold (target {percent(self.target_throttled_share)} throttled in each hour)"
+            )
         return (
             f"{self.cu_to_buy:.1f} CU: replayed {self.replay.requests:,} requests, {percent(self.replay.throttled_share)} "
             f"throttled (target {percent(self.target_throttled_share)}); at {less.cu:.1f} CU "
@@ -97,6 +118,7 @@ class PlanningAnswer:
             "planning_basis": self.planning_basis,
             "check": self.check,
             "check_holds": self.holds,
+            **({"realisations": self.realisations.to_dict()} if self.realisations is not None else {}),
         }
 
 
@@ -195,6 +217,7 @@ def plan(
     r_wt_per_s: float,
     target_throttled_share: float = DEFAULT_TARGET,
     depth_s: float = DEFAULT_DEPTH_S,
+    guess_steps: int | None = None,
 ) -> PlanningAnswer:
     """The least CU on a 0.1 CU step at which `w` is throttled on at most the target share.
 
@@ -222,6 +245,18 @@ def plan(
     mean_cu = total / max(span, depth_s) / r_wt_per_s
     hi = max(1, math.ceil(mean_cu / CU_STEP))
     lo = 0  # no bucket: everything that costs anything is throttled
+    if guess_steps is not None and guess_steps > hi:
+        # A guess near the answer (another draw's): bracket it by steps doubling away from the guess.
+        gap = 1
+        if _passes(w, guess_steps, r_wt_per_s, depth_s, allowed):
+            hi = guess_steps
+            while hi - gap > lo and _passes(w, hi - gap, r_wt_per_s, depth_s, allowed):
+                hi, gap = hi - gap, gap * 2
+            lo = max(lo, hi - gap)
+        else:
+            lo, hi = guess_steps, guess_steps + 1
+            while not _passes(w, hi, r_wt_per_s, depth_s, allowed):
+                lo, hi, gap = hi, hi + gap, gap * 2
     while not _passes(w, hi, r_wt_per_s, depth_s, allowed):
         lo = hi
         hi *= 2
