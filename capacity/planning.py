@@ -28,8 +28,6 @@ CU_STEP = 0.1
 DEFAULT_TARGET = 0.001
 TARGET_RANGE = (0.0001, 0.5)
 DEFAULT_DEPTH_S = 60.0
-# Beyond this the bucket would hold more than the planet's GPUs serve; a guard, not a rule.
-_MAX_STEPS = 10**9
 # The replay walks windows of requests at once; a throttle restarts the window just after it.
 _MIN_WINDOW, _MAX_WINDOW = 32, 1 << 16
 
@@ -217,7 +215,6 @@ def plan(
     r_wt_per_s: float,
     target_throttled_share: float = DEFAULT_TARGET,
     depth_s: float = DEFAULT_DEPTH_S,
-    guess_steps: int | None = None,
 ) -> PlanningAnswer:
     """The least CU on a 0.1 CU step at which `w` is throttled on at most the target share.
 
@@ -234,34 +231,22 @@ def plan(
     if n == 0:
         none = Replay(0.0, 0, 0)
         return PlanningAnswer(0.0, target_throttled_share, none, none, w.basis)
-    # The most throttles allowed, compared exactly as a reader would: throttled / n ≤ target.
-    allowed = math.floor(target_throttled_share * n)
-    while allowed + 1 <= n and (allowed + 1) / n <= target_throttled_share:
-        allowed += 1
-    while allowed > 0 and allowed / n > target_throttled_share:
-        allowed -= 1
+    allowed = allowed_throttles(n, target_throttled_share)
     span = float(w.arrival_s[-1] - w.arrival_s[0]) if n else 0.0
     total = float(w.cost_wt.sum()) if n else 0.0
     mean_cu = total / max(span, depth_s) / r_wt_per_s
     hi = max(1, math.ceil(mean_cu / CU_STEP))
     lo = 0  # no bucket: everything that costs anything is throttled
-    if guess_steps is not None and guess_steps > hi:
-        # A guess near the answer (another draw's): bracket it by steps doubling away from the guess.
-        gap = 1
-        if _passes(w, guess_steps, r_wt_per_s, depth_s, allowed):
-            hi = guess_steps
-            while hi - gap > lo and _passes(w, hi - gap, r_wt_per_s, depth_s, allowed):
-                hi, gap = hi - gap, gap * 2
-            lo = max(lo, hi - gap)
-        else:
-            lo, hi = guess_steps, guess_steps + 1
-            while not _passes(w, hi, r_wt_per_s, depth_s, allowed):
-                lo, hi, gap = hi, hi + gap, gap * 2
+    if not math.isfinite(total):
+        raise ValueError("a request's weighted tokens are not a finite number")
+    # A bucket holding the whole workload at its first arrival throttles nothing: the search stops there.
+    cap = int(enough_steps(np.array([total]), r_wt_per_s, depth_s)[0])
+    hi = min(hi, cap)
     while not _passes(w, hi, r_wt_per_s, depth_s, allowed):
+        if hi >= cap:  # only rounding past any sense could get here
+            raise ValueError("no bucket size meets the target")
         lo = hi
-        hi *= 2
-        if hi > _MAX_STEPS:
-            raise ValueError("no bucket size meets the target (a request costs more than any bucket holds)")
+        hi = min(hi * 2, cap)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if _passes(w, mid, r_wt_per_s, depth_s, allowed):
@@ -271,6 +256,23 @@ def plan(
     at = replay(w, cu_of(hi), r_wt_per_s, depth_s)
     less = replay(w, cu_of(hi - 1), r_wt_per_s, depth_s) if hi > 1 else Replay(0.0, _costly(w), n)
     return PlanningAnswer(cu_of(hi), target_throttled_share, at, less, w.basis)
+
+
+def enough_steps(total_wt: FloatArray, r_wt_per_s: float, depth_s: float) -> npt.NDArray[np.int64]:
+    """Steps of 0.1 CU at which a bucket, full at the first arrival, holds `total_wt` (a workload's whole
+    cost): nothing is throttled there, so no search for the least CU need look further (one step spare
+    for rounding)."""
+    return np.maximum(1, np.ceil(total_wt / (r_wt_per_s * depth_s * CU_STEP)).astype(np.int64) + 1)
+
+
+def allowed_throttles(n: int, target_throttled_share: float) -> int:
+    """The most throttles `n` requests may see, compared exactly as a reader would: throttled / n ≤ target."""
+    allowed = math.floor(target_throttled_share * n)
+    while allowed + 1 <= n and (allowed + 1) / n <= target_throttled_share:
+        allowed += 1
+    while allowed > 0 and allowed / n > target_throttled_share:
+        allowed -= 1
+    return allowed
 
 
 def _costly(w: Workload) -> int:

@@ -29,7 +29,6 @@ from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import poisson
 
 from capacity.lengths import LengthSamples, LengthSpec, draw_lengths, normal_ppf, spec_mean
 from capacity.planning import FloatArray, Workload, weighted_costs
@@ -152,6 +151,8 @@ def envelope_workloads(
     else:
         rates = np.full(len(z), sim_rate)
     # Poisson counts by inversion of one fixed uniform per minute: a higher rate never gives fewer.
+    from scipy.stats import poisson  # on use: the web process imports this module, and scipy is heavy
+
     lam = rates * 60
     u_count = uniforms(grid_seed, _COUNTS, grid_minute, 0)
     counts = np.where(lam > 0, poisson.ppf(u_count, np.maximum(lam, 1e-300)), 0).astype(np.int64)

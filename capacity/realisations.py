@@ -3,7 +3,7 @@
 One seeded hour of an arrival model is a property of its seed, not of the envelope: steady 5 req/s
 sized on draw 0 failed its target on 17 of 20 fresh draws. So an envelope is answered across
 `realisations` independent draws (default 64, at least 32): each draw's least CU is found by the
-planning replay (capacity.planning.plan), and `cu_to_buy` is the least CU at which at least
+planning replay rule, all draws searched together (capacity.replay_many), and `cu_to_buy` is the least CU at which at least
 `realisation_quantile` (default 0.95) of the draws meet the target, i.e. the ⌈q·n⌉-th smallest of
 the draws' own answers (a draw that passes at some CU passes at every larger one).
 
@@ -22,10 +22,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from capacity.lengths import LengthSpec
-from capacity.planning import CU_STEP, DEFAULT_DEPTH_S, PlanningAnswer, Replay, Workload, plan, throttled_count
+from capacity.planning import (
+    CU_STEP,
+    DEFAULT_DEPTH_S,
+    TARGET_RANGE,
+    PlanningAnswer,
+    Replay,
+    Workload,
+    allowed_throttles,
+    cu_of,
+)
 from capacity.planning_workload import DEFAULT_MINUTE_RATE_CV, envelope_workloads
+from capacity.replay_many import Rows, least_steps, throttled_counts
 
 DEFAULT_REALISATIONS = 64
 MIN_REALISATIONS = 32
@@ -34,7 +45,7 @@ DEFAULT_QUANTILE = 0.95
 QUANTILE_RANGE = (0.5, 0.999)
 # All draws together stay under this many simulated requests (a launch request's sizing is bounded):
 # past it each draw spans fewer minutes, then bundles requests (capacity.planning_workload).
-TOTAL_REQUESTS = 1_500_000
+TOTAL_REQUESTS = 1_200_000  # 64 draws of 5 req/s (1.15 million requests) are not bundled
 
 
 @dataclass(frozen=True)
@@ -80,49 +91,55 @@ def across(
     quantile: float = DEFAULT_QUANTILE,
     depth_s: float = DEFAULT_DEPTH_S,
 ) -> tuple[PlanningAnswer, Realisations]:
-    """The envelope's answer across `draws` (each one realisation), and the spread of their answers."""
+    """The envelope's answer across `draws` (each one realisation), and the spread of their answers.
+
+    Every draw's least CU is searched together (capacity.replay_many: one array replay of all draws
+    still searching per step), from a guess at the draw's mean rate."""
     low, high = QUANTILE_RANGE
     if not low <= quantile <= high:
         raise ValueError(f"realisation_quantile must be in [{low}, {high}]")
     if not draws:
         raise ValueError("at least one draw is needed")
-    answers: list[PlanningAnswer] = []
-    guess: int | None = None
-    for w in draws:
-        a = plan(w, r_wt_per_s=r_wt_per_s, target_throttled_share=target_throttled_share, depth_s=depth_s,
-                 guess_steps=guess)  # fmt: skip
-        answers.append(a)
-        # The next draw's answer is near this one: bracketing from it costs a few replays, not a dozen.
-        guess = round(float(np.median([x.cu_to_buy for x in answers])) / CU_STEP) or None
-    steps = sorted(round(a.cu_to_buy / CU_STEP) for a in answers)
+    lo_t, hi_t = TARGET_RANGE
+    if not lo_t <= target_throttled_share <= hi_t:
+        raise ValueError(f"target_throttled_share must be in [{lo_t}, {hi_t}]")
+    rows = Rows(draws)
+    allowed = np.array([allowed_throttles(len(w), target_throttled_share) for w in draws], dtype=np.int64)
+    steps, lost = least_steps(rows, r_wt_per_s=r_wt_per_s, allowed=allowed, guess=_guess(draws, r_wt_per_s, depth_s),
+                              depth_s=depth_s)  # fmt: skip
+    if len(lost):
+        raise ValueError("no bucket size meets the target (a request costs more than any bucket holds)")
     need = math.ceil(quantile * len(draws) - 1e-9)
-    at = steps[need - 1]
-    cu, less = at / 10, (at - 1) / 10
-    at_cu = [_pass_and_replay(w, a, cu, r_wt_per_s, depth_s) for w, a in zip(draws, answers, strict=True)]
-    at_less = [_pass_and_replay(w, a, less, r_wt_per_s, depth_s) for w, a in zip(draws, answers, strict=True)]
+    at = int(np.sort(steps)[need - 1])
+    cu, less = cu_of(at), cu_of(max(at - 1, 0))
+    every = np.arange(len(draws))
+    thr_at = throttled_counts(rows, np.full(len(draws), cu), r_wt_per_s, depth_s)
+    thr_less = (
+        throttled_counts(rows, np.full(len(draws), less), r_wt_per_s, depth_s, which=every) if at > 1 else rows.costly()
+    )
     spread = Realisations(
         n=len(draws),
         quantile=quantile,
-        cu=tuple(a.cu_to_buy for a in answers),
-        holding=sum(ok for ok, _ in at_cu),
-        holding_one_step_less=sum(ok for ok, _ in at_less),
+        cu=tuple(cu_of(int(s)) for s in steps),
+        holding=int(np.count_nonzero(steps <= at)),
+        holding_one_step_less=int(np.count_nonzero(steps <= at - 1)),
     )
-    pooled = _pool(cu, [r for _, r in at_cu])
-    pooled_less = _pool(max(less, 0.0), [r for _, r in at_less])
+    requests = int(rows.sizes.sum())
+    pooled = Replay(cu, int(thr_at.sum()), requests)
+    pooled_less = Replay(less, int(thr_less.sum()), requests)
     first = draws[0].basis.split(", draw ")[0]
     basis = f"{first}; {len(draws)} independent draws (common random numbers); {spread.words(cu)}"
     answer = PlanningAnswer(cu, target_throttled_share, pooled, pooled_less, basis, spread)
     return answer, spread
 
 
-def _pass_and_replay(w: Workload, own: PlanningAnswer, cu: float, r: float, depth_s: float) -> tuple[bool, Replay]:
-    """Whether the draw meets its target at `cu` (its own answer says so without a replay), and its replay."""
-    thr = throttled_count(w, cu, r, depth_s) if cu > 0 else int(np.count_nonzero(w.cost_wt > 0))
-    return round(cu / CU_STEP) >= round(own.cu_to_buy / CU_STEP), Replay(cu, thr, len(w))
-
-
-def _pool(cu: float, replays: Sequence[Replay]) -> Replay:
-    return Replay(cu, sum(r.throttled for r in replays), sum(r.requests for r in replays))
+def _guess(draws: Sequence[Workload], r_wt_per_s: float, depth_s: float) -> npt.NDArray[np.int64]:
+    """Each draw's mean rate in 0.1 CU steps (its answer is near it; the search gallops from there)."""
+    out = []
+    for w in draws:
+        span = float(w.arrival_s[-1] - w.arrival_s[0]) if len(w) else 0.0
+        out.append(math.ceil(float(w.cost_wt.sum()) / max(span, depth_s) / r_wt_per_s / CU_STEP))
+    return np.maximum(1, np.array(out, dtype=np.int64))
 
 
 def per_draw(n: int) -> int:
