@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from capacity.bucket import refilled
+
+if TYPE_CHECKING:
+    from capacity.realisations import Realisations
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -24,8 +28,6 @@ CU_STEP = 0.1
 DEFAULT_TARGET = 0.001
 TARGET_RANGE = (0.0001, 0.5)
 DEFAULT_DEPTH_S = 60.0
-# Beyond this the bucket would hold more than the planet's GPUs serve; a guard, not a rule.
-_MAX_STEPS = 10**9
 # The replay walks windows of requests at once; a throttle restarts the window just after it.
 _MIN_WINDOW, _MAX_WINDOW = 32, 1 << 16
 
@@ -38,6 +40,9 @@ class Workload:
     arrival_s: FloatArray
     cost_wt: FloatArray
     basis: str
+    # Recorded traffic: the share its own limits throttled when it was sent (a replay at the CU then
+    # bought must give it back); None for a trace or an envelope.
+    recorded_throttled_share: float | None = None
 
     def __post_init__(self) -> None:
         if self.arrival_s.shape != self.cost_wt.shape:
@@ -68,12 +73,20 @@ class PlanningAnswer:
     replay: Replay
     replay_one_step_less: Replay
     planning_basis: str
+    # A stated envelope's answer across draws (capacity.realisations); None for recorded traffic or a trace.
+    realisations: Realisations | None = None
 
     @property
     def holds(self) -> bool:
         """The answer's own check: at or under the target at cu_to_buy, over it one step less
-        (or one step less is no bucket at all)."""
+        (or one step less is no bucket at all). Across draws: enough draws hold at cu_to_buy, too
+        few one step less."""
         target = self.target_throttled_share
+        spread = self.realisations
+        if spread is not None:
+            return spread.holding >= spread.needed and (
+                self.replay_one_step_less.cu <= 0 or spread.holding_one_step_less < spread.needed
+            )
         less = self.replay_one_step_less
         return self.replay.throttled_share <= target and (less.cu <= 0 or less.throttled_share > target)
 
@@ -81,6 +94,12 @@ class PlanningAnswer:
     def check(self) -> str:
         """ "3.0 CU: replayed, 0.04 % throttled (target 0.1 %); at 2.9 CU 0.13 %"."""
         less = self.replay_one_step_less
+        spread = self.realisations
+        if spread is not None:
+            return (
+                f"{spread.words(self.cu_to_buy)}; at {less.cu:.1f} CU {spread.holding_one_step_less} of {spread.n} "
+                f"hold (target {percent(self.target_throttled_share)} throttled in each hour)"
+            )
         return (
             f"{self.cu_to_buy:.1f} CU: replayed {self.replay.requests:,} requests, {percent(self.replay.throttled_share)} "
             f"throttled (target {percent(self.target_throttled_share)}); at {less.cu:.1f} CU "
@@ -97,6 +116,7 @@ class PlanningAnswer:
             "planning_basis": self.planning_basis,
             "check": self.check,
             "check_holds": self.holds,
+            **({"realisations": self.realisations.to_dict()} if self.realisations is not None else {}),
         }
 
 
@@ -211,22 +231,22 @@ def plan(
     if n == 0:
         none = Replay(0.0, 0, 0)
         return PlanningAnswer(0.0, target_throttled_share, none, none, w.basis)
-    # The most throttles allowed, compared exactly as a reader would: throttled / n ≤ target.
-    allowed = math.floor(target_throttled_share * n)
-    while allowed + 1 <= n and (allowed + 1) / n <= target_throttled_share:
-        allowed += 1
-    while allowed > 0 and allowed / n > target_throttled_share:
-        allowed -= 1
+    allowed = allowed_throttles(n, target_throttled_share)
     span = float(w.arrival_s[-1] - w.arrival_s[0]) if n else 0.0
     total = float(w.cost_wt.sum()) if n else 0.0
     mean_cu = total / max(span, depth_s) / r_wt_per_s
     hi = max(1, math.ceil(mean_cu / CU_STEP))
     lo = 0  # no bucket: everything that costs anything is throttled
+    if not math.isfinite(total):
+        raise ValueError("a request's weighted tokens are not a finite number")
+    # A bucket holding the whole workload at its first arrival throttles nothing: the search stops there.
+    cap = int(enough_steps(np.array([total]), r_wt_per_s, depth_s)[0])
+    hi = min(hi, cap)
     while not _passes(w, hi, r_wt_per_s, depth_s, allowed):
+        if hi >= cap:  # only rounding past any sense could get here
+            raise ValueError("no bucket size meets the target")
         lo = hi
-        hi *= 2
-        if hi > _MAX_STEPS:
-            raise ValueError("no bucket size meets the target (a request costs more than any bucket holds)")
+        hi = min(hi * 2, cap)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if _passes(w, mid, r_wt_per_s, depth_s, allowed):
@@ -236,6 +256,23 @@ def plan(
     at = replay(w, cu_of(hi), r_wt_per_s, depth_s)
     less = replay(w, cu_of(hi - 1), r_wt_per_s, depth_s) if hi > 1 else Replay(0.0, _costly(w), n)
     return PlanningAnswer(cu_of(hi), target_throttled_share, at, less, w.basis)
+
+
+def enough_steps(total_wt: FloatArray, r_wt_per_s: float, depth_s: float) -> npt.NDArray[np.int64]:
+    """Steps of 0.1 CU at which a bucket, full at the first arrival, holds `total_wt` (a workload's whole
+    cost): nothing is throttled there, so no search for the least CU need look further (one step spare
+    for rounding)."""
+    return np.maximum(1, np.ceil(total_wt / (r_wt_per_s * depth_s * CU_STEP)).astype(np.int64) + 1)
+
+
+def allowed_throttles(n: int, target_throttled_share: float) -> int:
+    """The most throttles `n` requests may see, compared exactly as a reader would: throttled / n ≤ target."""
+    allowed = math.floor(target_throttled_share * n)
+    while allowed + 1 <= n and (allowed + 1) / n <= target_throttled_share:
+        allowed += 1
+    while allowed > 0 and allowed / n > target_throttled_share:
+        allowed -= 1
+    return allowed
 
 
 def _costly(w: Workload) -> int:

@@ -8,28 +8,29 @@
   the stated quantiles (or resampled from observed values). The parameter is shown in `planning_basis`.
 
   Common random numbers: two CVs (or two rates) are compared on the same random world, so a burstier
-  envelope never looks calmer by sampling luck. Each component has its own child stream,
-  `default_rng([seed, _STREAM, k, ...])`, so no draw shifts another's:
+  envelope never looks calmer by sampling luck. Every number is a counter-based uniform of (draw,
+  component, minute, slot) (`uniforms`), so no draw shifts another's and many draws are generated at
+  once (capacity.realisations answers across 64 of them):
   * minute rates by inversion of one fixed standard normal z per minute:
     rate·exp(σz − σ²/2), σ² = ln(1 + cv²), exactly mean `rate` and CV `cv`; a larger CV moves every
     minute with z > σ further up (the busy minutes, which decide the CU);
-  * counts by inversion of one fixed uniform per minute against the Poisson CDF (summed pmf terms over
-    the ±12 sd window, numpy only), so a higher minute rate never gives a smaller count;
-  * arrival offsets and lengths per (minute, slot) from per-minute streams, read as prefixes: a minute
-    with one more request keeps its first requests' times and lengths and adds one. Lengths are
-    stratified in blocks of 64 within a minute and scaled by the quantile curve's own mean (a fixed
-    grid), not the drawn one, so no request's cost depends on how many others were drawn.
+  * counts by inversion of one fixed uniform per minute against the Poisson CDF, so a higher minute
+    rate never gives a smaller count;
+  * arrival offsets and lengths per (minute, slot), so a minute with one more request keeps its first
+    requests' times and lengths and adds one. Lengths are scaled by the quantile curve's own mean (a
+    fixed grid), not the drawn one, so no request's cost depends on how many others were drawn.
 - An entitlement's history: its recorded minutes (reconciliation builds those with `bucket_workload`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
 
-from capacity.lengths import LengthSamples, LengthSpec, draw_lengths, spec_mean
+from capacity.lengths import LengthSamples, LengthSpec, draw_lengths, normal_ppf, spec_mean
 from capacity.planning import FloatArray, Workload, weighted_costs
 from capacity.steps import num
 
@@ -38,7 +39,7 @@ from capacity.steps import num
 # minute-rate CV of √(0.220² − 0.055²) = 0.21 (docs/planning.md).
 DEFAULT_MINUTE_RATE_CV = 0.21
 ENVELOPE_MINUTES = 60
-# An envelope's replay is bounded whatever the rate: fewer minutes at very high rates, never fewer than 10.
+# An envelope's replay is bounded whatever the rate: past this many requests in a draw, bundles.
 MAX_ENVELOPE_REQUESTS = 200_000
 MAX_HISTORY_REQUESTS = 200_000
 _STREAM = 7  # its own seeded stream, apart from the KV simulation's
@@ -95,89 +96,129 @@ def envelope_workload(
     minute_rate_cv: float = DEFAULT_MINUTE_RATE_CV,
     seed: int = 0,
 ) -> Workload:
+    """One draw (realisation `seed`) of the envelope; `envelope_workloads` draws many at once."""
+    return envelope_workloads(
+        range(seed, seed + 1),
+        rate_rps=rate_rps,
+        prompt=prompt,
+        output=output,
+        w_out=w_out,
+        w_cached=w_cached,
+        cache_hit_ratio=cache_hit_ratio,
+        cancellation_ratio=cancellation_ratio,
+        minute_rate_cv=minute_rate_cv,
+    )[0]
+
+
+def envelope_minutes(rate_rps: float, per_draw: int = MAX_ENVELOPE_REQUESTS) -> tuple[int, float]:
+    """How many minutes a draw spans (always an hour: a shorter draw would count the bucket's prepaid
+    first minute as a larger share of it) and how many real requests each simulated one stands for,
+    so a draw stays under `per_draw` requests. A bundle is charged its requests' summed cost at once:
+    its Poisson noise is coarser than the real stream's, so bundling can only ask more CU."""
     minutes = ENVELOPE_MINUTES
-    if rate_rps * 60 * minutes > MAX_ENVELOPE_REQUESTS:
-        minutes = max(10, math.floor(MAX_ENVELOPE_REQUESTS / (rate_rps * 60)))
-    # Past the bound even in 10 minutes, each simulated request stands for `bundle` real ones
-    # (its cost multiplied): the minute-to-minute swings, not single requests, decide at such rates.
-    bundle = max(1.0, rate_rps * 60 * minutes / MAX_ENVELOPE_REQUESTS)
+    return minutes, max(1.0, rate_rps * 60 * minutes / per_draw)
+
+
+def envelope_workloads(
+    seeds: Iterable[int],
+    *,
+    rate_rps: float,
+    prompt: LengthSpec,
+    output: LengthSpec,
+    w_out: float,
+    w_cached: float = 0.0,
+    cache_hit_ratio: float = 0.0,
+    cancellation_ratio: float = 0.0,
+    minute_rate_cv: float = DEFAULT_MINUTE_RATE_CV,
+    per_draw: int = MAX_ENVELOPE_REQUESTS,
+) -> list[Workload]:
+    """Independent draws of the envelope, one per seed, all generated in a few array operations.
+
+    Every random number is a counter-based uniform of (seed, component, minute, slot) (`uniforms`),
+    so draw k is the same whichever other draws are asked with it, a minute with one more request
+    keeps its first requests' times and lengths, and two rates or CVs are compared on the same world.
+    """
+    seeds = np.asarray(list(seeds), dtype=np.uint64)
+    k = len(seeds)
+    minutes, bundle = envelope_minutes(rate_rps, per_draw)
     sim_rate = rate_rps / bundle
-    z = np.random.default_rng([seed, _STREAM, _MINUTES]).standard_normal(minutes)
+    grid_seed = np.repeat(seeds, minutes)
+    grid_minute = np.tile(np.arange(minutes, dtype=np.uint64), k)
+    z = normal_ppf(uniforms(grid_seed, _MINUTES, grid_minute, 0))
     if minute_rate_cv > 0:
         sigma = math.sqrt(math.log1p(minute_rate_cv**2))
         rates = sim_rate * np.exp(sigma * z - sigma**2 / 2)
     else:
-        rates = np.full(minutes, sim_rate)
-    u_count = np.random.default_rng([seed, _STREAM, _COUNTS]).random(minutes)
-    counts = [_poisson_inverse(float(lam), float(u)) for lam, u in zip(rates * 60, u_count, strict=True)]
-    n = int(sum(counts))
-    p_scale = _scale(prompt)
-    o_scale = _scale(output)
-    t_parts, p_parts, o_parts = [], [], []
-    for i, c in enumerate(counts):
-        if c == 0:
-            continue
-        t_parts.append(i * 60.0 + np.random.default_rng([seed, _STREAM, _TIMES, i]).random(c) * 60.0)
-        p_parts.append(_minute_lengths(prompt, np.random.default_rng([seed, _STREAM, _PROMPT, i]), c))
-        o_parts.append(_minute_lengths(output, np.random.default_rng([seed, _STREAM, _OUTPUT, i]), c))
-    if n:
-        t = np.concatenate(t_parts)
-        order = np.argsort(t, kind="stable")
-        t = t[order]
-        p = np.concatenate(p_parts)[order] * p_scale
-        o = np.concatenate(o_parts)[order] * o_scale * (1 - cancellation_ratio / 2)
-    else:
-        t, p, o = np.zeros(0), np.zeros(0), np.zeros(0)
+        rates = np.full(len(z), sim_rate)
+    # Poisson counts by inversion of one fixed uniform per minute: a higher rate never gives fewer.
+    from scipy.stats import poisson  # on use: the web process imports this module, and scipy is heavy
+
+    lam = rates * 60
+    u_count = uniforms(grid_seed, _COUNTS, grid_minute, 0)
+    counts = np.where(lam > 0, poisson.ppf(u_count, np.maximum(lam, 1e-300)), 0).astype(np.int64)
+    total = int(counts.sum())
+    cell = np.repeat(np.arange(len(counts)), counts)
+    slot = (np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)).astype(np.uint64)
+    m = grid_minute[cell]
+    offset = _slot_uniforms(cell_keys(grid_seed, _TIMES, grid_minute)[cell], slot)
+    t = m.astype(np.float64) * 60.0 + offset * 60.0
+    p = _lengths(prompt, _slot_uniforms(cell_keys(grid_seed, _PROMPT, grid_minute)[cell], slot)) * _scale(prompt)
+    o = _lengths(output, _slot_uniforms(cell_keys(grid_seed, _OUTPUT, grid_minute)[cell], slot))
+    o = o * _scale(output) * (1 - cancellation_ratio / 2)
     cost = weighted_costs(p, o, w_out=w_out, w_cached=w_cached, cache_hit_ratio=cache_hit_ratio) * bundle
+    # Cells run in (draw, minute) order already: sorting within each is sorting on cell + offset.
+    order = np.argsort(cell + offset)
+    t, cost = t[order], cost[order]
+    cuts = np.searchsorted(cell[order], np.arange(1, k) * minutes)
     bundled = f", each standing for {num(bundle)} requests" if bundle > 1 else ""
-    return Workload(
-        t,
-        cost,
-        f"{n:,} simulated requests{bundled} over {minutes} minutes at a mean {num(rate_rps)} req/s, each minute's "
-        f"rate drawn from a lognormal distribution with coefficient of variation {num(minute_rate_cv)} (editable as the minute-rate CV; "
-        f"0 = steady Poisson arrivals), seed {seed}; lengths drawn through the stated quantiles and scaled to the "
-        f"stated means",
-    )
+    out = []
+    for seed, tk, ck in zip(seeds.tolist(), np.split(t, cuts), np.split(cost, cuts), strict=True):
+        out.append(
+            Workload(
+                tk,
+                ck,
+                f"{len(tk):,} simulated requests{bundled} over {minutes} minutes at a mean {num(rate_rps)} req/s, "
+                f"each minute's rate drawn from a lognormal distribution with coefficient of variation "
+                f"{num(minute_rate_cv)} (editable as the minute-rate CV; 0 = steady Poisson arrivals), draw {seed}; "
+                f"lengths drawn through the stated quantiles and scaled to the stated means",
+            )
+        )
+    return out
 
 
-def _poisson_inverse(lam: float, u: float) -> int:
-    """The Poisson(lam) quantile at u: the least k with CDF(k) ≥ u. For a fixed u it never falls as lam
-    rises (the CDF at every k falls with lam). The pmf is summed over lam ± 12 sd (+12), in logs relative
-    to the mode, so large counts neither underflow nor need scipy; the mass outside is below 1e-30."""
-    if lam <= 0:
-        return 0
-    spread = 12 * math.sqrt(lam) + 12
-    mode = math.floor(lam)
-    lo = max(0, math.floor(lam - spread))
-    hi = math.ceil(lam + spread)
-    ks = np.arange(lo, hi + 1, dtype=np.float64)
-    # log p(k) − log p(mode): sums of log(lam / j) stepping up from the mode, minus them stepping down.
-    up = np.cumsum(np.log(lam / ks[ks > mode]))
-    # k below the mode subtracts log(lam / j) for j in (k, mode]; the mode itself is 0.
-    down = -np.cumsum(np.log(lam / ks[(ks > lo) & (ks <= mode)])[::-1])[::-1]
-    logp = np.concatenate([down, [0.0], up])
-    cdf = np.cumsum(np.exp(logp))
-    return lo + int(np.searchsorted(cdf, u * cdf[-1], side="left"))
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
-_BLOCK = 64
+def _mix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """splitmix64's finaliser: a bijection of 64-bit words whose outputs look independent."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
 
 
-def _minute_uniforms(rng: np.random.Generator, n: int) -> FloatArray:
-    """n uniforms stratified in blocks of 64 (one draw in each 1/64 slice of a block, shuffled),
-    row by row from the stream: the first n are the same whatever larger n is asked."""
-    blocks = -(-n // _BLOCK)
-    raw = rng.random((blocks, 2 * _BLOCK))
-    u: FloatArray = ((np.argsort(raw[:, :_BLOCK], axis=1) + raw[:, _BLOCK:]) / _BLOCK).ravel()[:n]
-    return u
+def cell_keys(seed: npt.ArrayLike, component: int, minute: npt.ArrayLike) -> npt.NDArray[np.uint64]:
+    """The hash of (seed, component, minute): one per minute of a draw, shared by its slots."""
+    with np.errstate(over="ignore"):
+        x = _mix(np.asarray(seed, dtype=np.uint64) * _GOLDEN + np.uint64(_STREAM * 8 + component))
+        return _mix(x + np.asarray(minute, dtype=np.uint64) * _GOLDEN)
 
 
-def _minute_lengths(spec: LengthSpec, rng: np.random.Generator, n: int) -> FloatArray:
-    u = _minute_uniforms(rng, n)
+def _slot_uniforms(key: npt.NDArray[np.uint64], slot: npt.ArrayLike) -> FloatArray:
+    with np.errstate(over="ignore"):
+        x = _mix(key + np.asarray(slot, dtype=np.uint64) * _GOLDEN + _GOLDEN)
+    return ((x >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
+
+
+def uniforms(seed: npt.ArrayLike, component: int, minute: npt.ArrayLike, slot: npt.ArrayLike) -> FloatArray:
+    """A uniform in (0, 1) for each (seed, component, minute, slot), the same whatever else is drawn
+    (a counter-based generator: the numbers are a hash of their coordinates, not a stream's next)."""
+    return _slot_uniforms(cell_keys(seed, component, minute), slot)
+
+
+def _lengths(spec: LengthSpec, u: FloatArray) -> FloatArray:
     if isinstance(spec, LengthSamples):
-        k = len(spec.values)
-        idx = np.minimum((u * k).astype(np.intp), k - 1)
-        return draw_lengths(spec, np.empty(0), idx)
+        n = len(spec.values)
+        return draw_lengths(spec, np.empty(0), np.minimum((u * n).astype(np.intp), n - 1))
     return draw_lengths(spec, u, np.empty(0, dtype=np.intp))
 
 

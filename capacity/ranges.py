@@ -55,6 +55,8 @@ RANGES: dict[str, Range] = {
     "prefill_mfu": Range(0.01, 1, ""),
     "target_throttled_share": Range(0.0001, 0.5, "share of requests throttled by the bucket"),
     "minute_rate_cv": Range(0, 5, "coefficient of variation of the one-minute rate"),
+    "realisations": Range(32, 256, "independent draws of a stated envelope"),
+    "realisation_quantile": Range(0.5, 0.999, "share of draws the answer must hold on"),
 }
 
 

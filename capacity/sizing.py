@@ -17,7 +17,8 @@ from capacity.kv_replays import KvReplays
 from capacity.lengths import LengthQuantiles, LengthSamples, LengthSpec
 from capacity.operating_points import OperatingPoint, Slo, describe_point, feasible_points
 from capacity.planning import PlanningAnswer, plan
-from capacity.planning_workload import envelope_workload, trace_workload
+from capacity.planning_workload import trace_workload
+from capacity.realisations import envelope_answer
 from capacity.sizing_inputs import AcceleratorSpec, ModelSpec, NetworkModel, SizingInput, validate
 from capacity.sizing_point import kv_capacity_tokens
 from capacity.sizing_point import size_at as _size_at
@@ -123,19 +124,23 @@ def planning_answer(inp: SizingInput) -> PlanningAnswer:
             cancellation_ratio=c,
             mean_rate_rps=None if inp.trace_own_timing else inp.arrival_rate_rps,
         )
-    else:
-        w = envelope_workload(
-            rate_rps=inp.arrival_rate_rps,
-            prompt=p,
-            output=o,
-            w_out=m.w_out,
-            w_cached=m.w_cached,
-            cache_hit_ratio=h,
-            cancellation_ratio=c,
-            minute_rate_cv=inp.minute_rate_cv,
-            seed=inp.seed,
-        )
-    return plan(w, r_wt_per_s=m.r_wt_per_s, target_throttled_share=inp.target_throttled_share)
+        return plan(w, r_wt_per_s=m.r_wt_per_s, target_throttled_share=inp.target_throttled_share)
+    # A stated envelope: answered across independent draws (capacity.realisations), not one seeded hour.
+    return envelope_answer(
+        rate_rps=inp.arrival_rate_rps,
+        prompt=p,
+        output=o,
+        w_out=m.w_out,
+        w_cached=m.w_cached,
+        cache_hit_ratio=h,
+        cancellation_ratio=c,
+        minute_rate_cv=inp.minute_rate_cv,
+        r_wt_per_s=m.r_wt_per_s,
+        target_throttled_share=inp.target_throttled_share,
+        realisations=int(inp.realisations),
+        quantile=inp.realisation_quantile,
+        seed=inp.seed,
+    )
 
 
 def _peak_extra(

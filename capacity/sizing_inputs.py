@@ -100,6 +100,9 @@ class SizingInput:
     # the burstiness of an envelope's simulated arrivals (used only without arrival times).
     target_throttled_share: float = 0.001
     minute_rate_cv: float = 0.21
+    # An envelope is answered across this many independent draws, at this quantile of them (capacity.realisations).
+    realisations: int = 64
+    realisation_quantile: float = 0.95
     # True when `arrival_times_s` are replayed at their own timing (a trace's bursts are real, and
     # its mean rate is the real volume) while `arrival_rate_rps` is a planning basis such as
     # peak_1m; False scales the times to `arrival_rate_rps` as the mean.
@@ -137,8 +140,13 @@ def validate(inp: SizingInput) -> FailurePolicy:
         "ramp_rps_per_minute",
         "target_throttled_share",
         "minute_rate_cv",
+        "realisation_quantile",
     ):
         in_range(name, getattr(inp, name))
+    whole = isinstance(inp.realisations, int) or (isinstance(inp.realisations, float) and inp.realisations.is_integer())
+    if isinstance(inp.realisations, bool) or not whole:
+        raise SizingInputError("realisations", f"must be a whole number (got {inp.realisations!r})")
+    in_range("realisations", inp.realisations)
     validate_length(inp.prompt_tokens, "prompt_tokens")
     validate_length(inp.output_tokens, "output_tokens")
     validate_slo(inp.slo)

@@ -2,14 +2,15 @@
 
 The forecast is of hourly means; a bucket throttles inside the hour. So the supply gap scales each
 tenant's share of a pool's forecast by what its entitlements' recorded traffic needs over what its
-busiest hour averaged: `factor = planning answer on the window's minute rollups ÷ the busiest hour's
-mean CU`. Replayed traffic that fits its busiest hour's mean keeps a factor near 1; a busy minute
+busiest hour averaged: `factor = planning answer on the window's recorded requests ÷ the busiest
+hour's mean CU`. Replayed traffic that fits its busiest hour's mean keeps a factor near 1; a busy minute
 4.7× the mean asks more. The planning answer is capacity.planning.plan on the same recorded
 workload reconciliation replays (`recorded_workload`, one rule for both), so for one workload the
 gap's demand at its busiest hour equals the right-size and grow answer.
 
-Only minute rollups show what happens inside an hour: an entitlement without them in the window
-keeps factor 1, and the basis says so.
+The recorded requests are the raw events while they are kept (every burst inside a minute kept),
+else the minute rollups (spread evenly over each minute, said so); an entitlement with neither in
+the window keeps factor 1, and the basis says so.
 """
 
 from __future__ import annotations
@@ -21,16 +22,14 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Sum
 from django.utils import timezone
 
-from capacity.planning import PlanningAnswer, Workload, plan
+from capacity.planning import PlanningAnswer, Workload, percent, plan
 from capacity.planning_workload import bucket_workload
 from entitlements.models import Entitlement
-from telemetry.models import HourRollup, MinuteRollup
-from telemetry.usage import scope
+from telemetry.recorded import TENANT_GROW_REASONS, Recorded, asked
+from telemetry.usage import scope, sums
 
-TENANT_GROW_REASONS = frozenset({"QUOTA_EXCEEDED", "CONCURRENCY_LIMIT", "BUDGET_EXHAUSTED"})
 # A replay per entitlement is too much for every page view; the rollups it reads change by the minute
 # but the answer by the hour.
 CACHE_S = 3600
@@ -42,29 +41,36 @@ def target_for(traffic_class: str) -> float:
     return shares.get(traffic_class, shares["reserved"])
 
 
+def _label(ent: Entitlement) -> str:
+    return f"{ent.tenant.slug}/{ent.model.slug}/{ent.region.slug} {ent.traffic_class_id}"
+
+
+def events_kept_from(now: datetime | None = None) -> datetime:
+    """The oldest moment whose raw events are still kept (TELEMETRY_EVENT_RETENTION_DAYS)."""
+    return (now or timezone.now()) - timedelta(days=settings.TELEMETRY_EVENT_RETENTION_DAYS)
+
+
 def recorded_workload(ent: Entitlement, start: datetime, end: datetime, *, minutes_only: bool = False) -> Workload:
-    """What the scope asked for in the window, minute by minute: every reservation admitted or
-    throttled for its own quota, concurrency or budget, at its estimate. Minute rollups where they
-    are kept; hours (spread over the hour, said so) where only hour rollups hold the history; the
-    settled completions where no reservation was recorded at all (an imported history)."""
-    asked = {"admit", "throttle"}
-    sources = (
-        ((MinuteRollup, 60.0, "minute"),)
-        if minutes_only
-        else ((MinuteRollup, 60.0, "minute"), (HourRollup, 3600.0, "hour"))
-    )
-    for model, width, what in sources:
-        rows = list(
-            model.objects.filter(scope(ent), bucket__gte=start, bucket__lt=end)
-            .values("bucket", "decision", "reason")
-            .annotate(n=Sum("requests"), est=Sum("estimated_wt"), act=Sum("actual_wt"))
-            .order_by()
-        )
+    """What the scope asked for in the window: every reservation admitted or throttled for its own
+    quota, concurrency or budget, at its estimate.
+
+    While the window's raw events are kept, each request at its own arrival time (telemetry.recorded:
+    one streamed query; the bursts inside a minute are kept, so a replay at the CU bought throttles
+    what admission throttled). Past retention, or for a history that only has rollups (imported,
+    seeded), the rollups: minutes, then hours, each bucket spread evenly over it, and the basis says
+    so (a replay of them under-states a bursty scope's need). `minutes_only`: no hour rollups."""
+    if start >= events_kept_from():
+        got = asked(ent, start, end)
+        if got.requests:
+            return _events_workload(ent, got)
+    sources = (("minute", 60.0),) if minutes_only else (("minute", 60.0), ("hour", 3600.0))
+    for level, width in sources:
+        rows = sums(level, scope(ent), start, end, by=("bucket", "decision", "reason"), fields=("n", "est", "act"))
         if not rows:
             continue
-        reserved = [r for r in rows if r["decision"] in asked]
+        reserved = [r for r in rows if r["decision"] in ("admit", "throttle")]
         kept = [r for r in reserved if r["decision"] == "admit" or r["reason"] in TENANT_GROW_REASONS]
-        basis = f"{ent.tenant.slug}/{ent.model.slug}/{ent.region.slug} {ent.traffic_class_id} ({what} rollups)"
+        basis = f"{_label(ent)} ({level} rollups: raw events not kept for the window)"
         if not kept:
             kept = [
                 {**r, "est": r["act"]}
@@ -81,6 +87,23 @@ def recorded_workload(ent: Entitlement, start: datetime, end: datetime, *, minut
             name=basis,
         )
     return bucket_workload([], [], [], name=f"{ent.tenant.slug}: no recorded traffic")
+
+
+def _events_workload(ent: Entitlement, got: Recorded) -> Workload:
+    lumped = (
+        f"; replayed as {len(got.arrival_s):,} lumps of {got.grain_s:g} s (each at its first arrival, "
+        f"at its requests' summed cost: bounded memory, errs only upward)"
+        if got.grain_s
+        else ""
+    )
+    return Workload(
+        got.arrival_s,
+        got.cost_wt,
+        f"{_label(ent)}: {got.requests:,} recorded reservations at their own arrival times and estimated weighted "
+        f"tokens (raw admission events; {got.throttled:,} throttled by the scope's own limits, "
+        f"{percent(got.throttled_share)}){lumped}",
+        recorded_throttled_share=got.throttled_share,
+    )
 
 
 def planning_answer(ent: Entitlement, w: Workload) -> PlanningAnswer:
@@ -130,7 +153,8 @@ def busiest_hour_cu(w: Workload, r_wt_per_s: float) -> float:
 
 
 def peak_to_mean(ent: Entitlement, start: datetime, end: datetime) -> PeakToMean | None:
-    """None where the window holds no minute rollups of the scope (no view inside the hour)."""
+    """None where the window holds neither raw events nor minute rollups of the scope (no view inside
+    the hour)."""
     key = f"peak-to-mean:{ent.uuid}:{ent.version}:{start.isoformat()}:{end.isoformat()}"
     hit = cache.get(key)
     if hit is not None:
@@ -183,7 +207,7 @@ def pool_factor(pool_id: int, tenant_shares: dict[str, float], *, now: datetime 
         "entitlements": measured,
         "window": {"start": start, "end": end},
         "basis": (
-            "each tenant's share of the forecast × its entitlements' planning answer on the window's minute rollups "
-            "÷ their busiest hour's mean (1 where no minute rollups are kept)"
+            "each tenant's share of the forecast × its entitlements' planning answer on the window's recorded "
+            "requests (raw events, else minute rollups) ÷ their busiest hour's mean (1 where neither is kept)"
         ),
     }

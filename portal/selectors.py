@@ -13,8 +13,8 @@ from django.conf import settings
 from django.db.models import QuerySet
 
 from capacity.envelope import EnvelopeShape
-from capacity.planning import PlanningAnswer, percent, plan
-from capacity.planning_workload import envelope_workload
+from capacity.planning import PlanningAnswer, percent
+from capacity.realisations import envelope_answer
 from capacity.units import TokenWeights
 from entitlements import roles
 from entitlements.models import Entitlement, Pool, Region
@@ -105,18 +105,26 @@ def minute_rate_cv_of(req: LaunchRequest) -> float:
 def _envelope_answer(
     rps: float, shape: EnvelopeShape, w_out: float, w_cached: float, r: float, target: float, depth: float, cv: float
 ) -> PlanningAnswer:
-    # Deterministic (seeded): the same request sizes the same on every keystroke, page and API read.
-    w = envelope_workload(
-        rate_rps=rps, prompt=shape.prompt, output=shape.output, w_out=w_out, w_cached=w_cached, minute_rate_cv=cv
+    # Deterministic (the same draws): the same request sizes the same on every keystroke, page and API read.
+    return envelope_answer(
+        rate_rps=rps,
+        prompt=shape.prompt,
+        output=shape.output,
+        w_out=w_out,
+        w_cached=w_cached,
+        minute_rate_cv=cv,
+        r_wt_per_s=r,
+        target_throttled_share=target,
+        depth_s=depth,
     )
-    return plan(w, r_wt_per_s=r, target_throttled_share=target, depth_s=depth)
 
 
 def planning_answer(req: LaunchRequest, rps: float | None) -> PlanningAnswer | None:
     """The planning answer (docs/planning.md) for `rps` requests/s of this request's envelope: the
-    calculator's envelope replay (capacity.planning_workload.envelope_workload: over-dispersed minutes
-    at the request's minute-rate CV, lengths through the envelope's quantiles, prompts uncached as the
-    conversion counts them) through one bucket of ADMISSION_BUCKET_DEPTH_S, at the request's target."""
+    calculator's envelope answer (capacity.realisations.envelope_answer: 64 independent draws of
+    over-dispersed minutes at the request's minute-rate CV, lengths through the envelope's quantiles,
+    prompts uncached as the conversion counts them) through one bucket of ADMISSION_BUCKET_DEPTH_S,
+    holding on 95 % of the draws at the request's target."""
     shape = launch_shape(req)
     if rps is None or rps < 0 or shape is None or req.model is None:
         return None

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from decimal import ROUND_CEILING, Decimal
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
 
-from capacity.planning import PlanningAnswer, Replay, percent, replay
+from capacity.planning import PlanningAnswer, Replay, Workload, percent, replay
 from entitlements.models.grants import BORROWING_CLASS
-from entitlements.sizing_specs import pool_pricing
 from forecasting.peak_to_mean import planning_answer
 from reconciliation.figures import Figures, p95
-from sizing.parsing import run_sizing
 
 STEP = Decimal("0.1")  # recommended CU are rounded up to a tenth
 
@@ -29,10 +27,6 @@ class Proposal:
     recommended: dict[str, Any] = field(default_factory=dict)
 
 
-def _cu_up(x: float) -> Decimal:
-    return max(STEP, (Decimal(str(x)) / STEP).to_integral_value(ROUND_CEILING) * STEP)
-
-
 def planned(f: Figures) -> tuple[PlanningAnswer, Replay] | None:
     """The CU that would have admitted the window's recorded traffic at the class's target, and the
     replay at the CU bought now (docs/planning.md); None when there was no traffic."""
@@ -44,11 +38,14 @@ def planned(f: Figures) -> tuple[PlanningAnswer, Replay] | None:
     return answer, replay(w, float(f.ent.cu), r, float(settings.ADMISSION_BUCKET_DEPTH_S))
 
 
-def _planning_evidence(answer: PlanningAnswer, now: Replay) -> dict[str, Any]:
+def _planning_evidence(answer: PlanningAnswer, now: Replay, w: Workload | None = None) -> dict[str, Any]:
+    recorded = w.recorded_throttled_share if w is not None else None
     return {
         **answer.to_dict(),
         "replay_at_current": {**now.to_dict()},
-        "check_at_current": f"at the {now.cu:.1f} CU bought now {percent(now.throttled_share)} throttled",
+        "check_at_current": f"at the {now.cu:.1f} CU bought now {percent(now.throttled_share)} throttled"
+        + (f" (recorded: {percent(recorded)})" if recorded is not None else ""),
+        **({"recorded_throttled_share": recorded} if recorded is not None else {}),
     }
 
 
@@ -79,7 +76,7 @@ def right_size_down(f: Figures) -> Proposal | None:
             "bought_cu": float(ent.cu),
             "hours": f.hours,
             "threshold": settings.RECONCILE_RIGHTSIZE_SHARE,
-            **_planning_evidence(answer, now),
+            **_planning_evidence(answer, now, f.history),
         },
         new - ent.cu,
         {"cu": float(new), "target_throttled_share": answer.target_throttled_share},
@@ -94,12 +91,17 @@ def grow(f: Figures) -> Proposal | None:
     share = tenant_throttles / attempted if attempted else 0.0
     borrow_share = f.borrow_days / f.days if f.days else 0.0
     borrowing = ent.traffic_class_id == BORROWING_CLASS and borrow_share > settings.RECONCILE_BORROW_DAYS_SHARE
-    if share <= settings.RECONCILE_TENANT_THROTTLE_SHARE and not borrowing:
-        return None
     got = planned(f)
     if got is None or not got[0].holds:
         return None  # advice whose own check fails is not shown
     answer, now = got
+    # Throttled over the class's target on its own recorded requests (raw events: the replay gives back
+    # what admission did) at the CU bought: too little, even where the throttles stay under the threshold
+    # (0.5 % throttled against a 0.1 % target is a grow). Rollups spread evenly cannot say so.
+    recorded = f.history is not None and f.history.recorded_throttled_share is not None
+    over_target = recorded and now.throttled_share > answer.target_throttled_share
+    if share <= settings.RECONCILE_TENANT_THROTTLE_SHARE and not borrowing and not over_target:
+        return None
     need = Decimal(str(answer.cu_to_buy))
     evidence = {
         "tenant_throttles": tenant_throttles,
@@ -110,7 +112,7 @@ def grow(f: Figures) -> Proposal | None:
         "days": f.days,
         "p95_hourly_demand_cu": round(p95(f.demand_cu), 4),
         "bought_cu": float(ent.cu),
-        **_planning_evidence(answer, now),
+        **_planning_evidence(answer, now, f.history),
     }
     check = f" Check: {answer.check}; at the {now.cu:.1f} CU bought now {percent(now.throttled_share)}."
     if borrowing:
@@ -128,7 +130,8 @@ def grow(f: Figures) -> Proposal | None:
     return Proposal(
         "grow",
         f"Amend to {new} CU (from {ent.cu}): {share:.1%} of arrivals were throttled for quota, concurrency or "
-        f"budget (threshold {settings.RECONCILE_TENANT_THROTTLE_SHARE:.0%}).{check}",
+        f"budget (threshold {settings.RECONCILE_TENANT_THROTTLE_SHARE:.0%}; the class's target "
+        f"{percent(answer.target_throttled_share)}).{check}",
         evidence,
         new - ent.cu,
         {"cu": float(new)},
@@ -168,21 +171,26 @@ def envelope_drift(f: Figures) -> Proposal | None:
     new["output_p95"] = max(new["output_p95"], new["output_p50"])
     new["max_prompt_tokens"] = max(new["max_prompt_tokens"], new["prompt_p95"])
     new["max_output_tokens"] = max(new["max_output_tokens"], new["output_p95"])
-    sized, cu, error = _resize(f, new)
-    recommended: dict[str, Any] = {"envelope": new, "sizing": sized}
+    # The CU for the drifted envelope is what the traffic that drifted needs: the planning answer on the
+    # window's recorded requests (the one right-size and grow give), named only when its check holds.
+    got = planned(f)
+    recommended: dict[str, Any] = {"envelope": new}
     delta = None
-    if cu is not None:
-        recommended["cu"] = float(cu)
+    planning: dict[str, Any] = {}
+    cu_words = "."
+    if got is not None and got[0].holds:
+        answer, now = got
+        cu = Decimal(str(answer.cu_to_buy))
+        recommended |= {"cu": float(cu), "target_throttled_share": answer.target_throttled_share}
         delta = cu - ent.cu
-    if error:
-        recommended["sizing_error"] = error
+        planning = _planning_evidence(answer, now, f.history)
+        cu_words = f"; the traffic sent needs {cu} CU (now {ent.cu}). Check: {answer.check}."
     changed = ", ".join(k for k, v in drift.items() if v)
     return Proposal(
         "envelope_drift",
         f"Renegotiate the envelope ({changed} outside it): prompt p50/p95/max {new['prompt_p50']}/"
         f"{new['prompt_p95']}/{new['max_prompt_tokens']}, output {new['output_p50']}/{new['output_p95']}/"
-        f"{new['max_output_tokens']}, concurrency {new['max_concurrency']}"
-        + (f"; re-sized at the busiest hour's rate: {cu} CU (now {ent.cu})." if cu is not None else "."),
+        f"{new['max_output_tokens']}, concurrency {new['max_concurrency']}" + cu_words,
         {
             "drift": drift,
             "observed": o,
@@ -191,37 +199,11 @@ def envelope_drift(f: Figures) -> Proposal | None:
             "share_outside": env["share_outside"],
             "concurrency_limit_throttles": conc,
             "refused_prompt_max": f.refused_prompt_max,
+            **planning,
         },  # fmt: skip
         delta,
         recommended,
     )
-
-
-def _resize(f: Figures, env: dict[str, int]) -> tuple[dict[str, Any], Decimal | None, str]:
-    """The sizing code's CU for the new envelope at the busiest hour's request rate (sizing.parsing →
-    capacity.sizing, the catalogue through entitlements.sizing_specs, as the calculator does)."""
-    ent = f.ent
-    rate = max(f.served_per_hour, default=0) / 3600.0
-    if rate <= 0:
-        return {}, None, "no served requests to size from"
-
-    def lengths(p50: int, p95v: int, top: int) -> dict[str, float]:
-        return {"mean": float(p50), "p50": float(p50), "p95": float(p95v), "p99": float(max(p95v, top))}
-
-    payload = {
-        "model": ent.model.slug,
-        "accelerator": ent.pool.accelerator.slug,
-        "arrival_rate_rps": rate,
-        "prompt_tokens": lengths(env["prompt_p50"], env["prompt_p95"], env["max_prompt_tokens"]),
-        "output_tokens": lengths(env["output_p50"], env["output_p95"], env["max_output_tokens"]),
-        "slo": {"ttft_p99_s": ent.ttft_p99_ms / 1000.0, "tpot_p99_s": ent.tpot_p99_ms / 1000.0},
-        "cost": {"pricing": pool_pricing(ent.pool.accelerator)},  # how the pool's accelerators are paid for
-    }
-    try:
-        _, result = run_sizing(payload, None)
-    except Exception as exc:  # noqa: BLE001 - a finding still stands without its re-size; the error says why
-        return payload, None, f"{type(exc).__name__}: {exc}"[:300]
-    return payload | {"capacity_units": result.capacity_units}, _cu_up(result.capacity_units), ""
 
 
 def platform_owes(f: Figures) -> Proposal | None:

@@ -36,6 +36,8 @@ NUMBERS = (
     "ramp_rps_per_minute",
     "target_throttled_share",
     "minute_rate_cv",
+    "realisations",
+    "realisation_quantile",
 )
 OTHER_KEYS = ("model", "accelerator", "arrival_rate_rps", "prompt_tokens", "output_tokens", "slo", "failure_policy")
 KEYS = frozenset(NUMBERS + OTHER_KEYS + ("zones", "cost", "allow_ceiling", "arrival_rate_basis"))

@@ -12,7 +12,7 @@ import pytest
 from capacity.envelope import envelope_lengths
 from capacity.lengths import LengthSamples
 from capacity.planning import plan
-from capacity.planning_workload import _minute_uniforms, _poisson_inverse, envelope_workload
+from capacity.planning_workload import envelope_workload, envelope_workloads, uniforms
 from tests.capacity.test_planning import independent_share
 
 PROMPT = envelope_lengths(1000, 4000, 6000)
@@ -56,29 +56,35 @@ def test_an_independent_replay_agrees_at_a_bursty_cv():
     assert independent_share(t, c, cu) <= 0.001 < independent_share(t, c, round(cu - 0.1, 1))
 
 
-def test_the_poisson_inverse_is_the_poisson_quantile_and_rises_with_the_rate():
-    for lam in (0.4, 7.5, 333.0, 20_000.0):
-        u = (np.arange(2000) + 0.5) / 2000
-        ks = np.array([_poisson_inverse(lam, float(x)) for x in u])
-        assert ks.mean() == pytest.approx(lam, rel=0.01, abs=0.01)
-        assert ks.var() == pytest.approx(lam, rel=0.1)
-    # Small means against the exact CDF: the least k with CDF(k) ≥ u.
-    lam = 2.5
-    cdf = np.cumsum([math.exp(-lam) * lam**k / math.factorial(k) for k in range(30)])
-    for x in (0.01, 0.3, 0.5, 0.9, 0.999):
-        assert _poisson_inverse(lam, x) == int(np.searchsorted(cdf, x))
-    assert _poisson_inverse(0.0, 0.9) == 0
-    for x in (0.05, 0.5, 0.95):
-        counts = [_poisson_inverse(lam, x) for lam in np.linspace(0.1, 500, 400)]
-        assert counts == sorted(counts)
+def test_the_counts_are_poisson_at_the_minute_rate_and_rise_with_it():
+    """Steady arrivals (CV 0): each minute's count is Poisson at the rate (mean and variance both the rate)."""
+    draws = envelope_workloads(range(40), rate_rps=2.0, prompt=PROMPT, output=OUTPUT, w_out=4.0, minute_rate_cv=0.0)
+    counts = np.concatenate([np.bincount((w.arrival_s // 60).astype(int), minlength=60) for w in draws])
+    assert counts.mean() == pytest.approx(120, rel=0.02)
+    assert counts.var() == pytest.approx(120, rel=0.15)
+    # The same draw at a higher rate never has fewer requests in any minute (inversion of one fixed uniform).
+    for k in (0, 7):
+        low, high = (
+            envelope_workload(rate_rps=r, prompt=PROMPT, output=OUTPUT, w_out=4.0, minute_rate_cv=0.8, seed=k)
+            for r in (2.0, 2.3)
+        )
+        a = np.bincount((low.arrival_s // 60).astype(int), minlength=60)
+        b = np.bincount((high.arrival_s // 60).astype(int), minlength=60)
+        assert (b >= a).all()
 
 
-def test_minute_uniforms_are_prefix_stable_and_stratified():
-    a = _minute_uniforms(np.random.default_rng(3), 100)
-    b = _minute_uniforms(np.random.default_rng(3), 300)
-    assert np.array_equal(a, b[:100])
-    first = np.sort(b[:64])  # one draw in each 1/64 slice
-    assert np.array_equal(np.floor(first * 64), np.arange(64))
+def test_draws_are_prefix_stable_and_independent_of_each_other():
+    """Draw k is the same world whichever draws are asked with it, and a minute with more requests keeps
+    its first requests' times and costs."""
+    together = envelope_workloads(range(5), rate_rps=3.0, prompt=PROMPT, output=OUTPUT, w_out=4.0)
+    alone = envelope_workload(rate_rps=3.0, prompt=PROMPT, output=OUTPUT, w_out=4.0, seed=3)
+    assert np.array_equal(together[3].arrival_s, alone.arrival_s)
+    assert np.array_equal(together[3].cost_wt, alone.cost_wt)
+    assert not np.array_equal(together[2].arrival_s[:50], together[3].arrival_s[:50])
+    u = uniforms(np.full(300, 9), 2, np.full(300, 4), np.arange(300))
+    assert np.array_equal(u[:100], uniforms(np.full(100, 9), 2, np.full(100, 4), np.arange(100)))
+    assert u.min() > 0 and u.max() < 1
+    assert abs(u.mean() - 0.5) < 0.05 and len(np.unique(u)) == 300
 
 
 def test_the_minute_rates_have_the_stated_mean_and_cv():

@@ -140,7 +140,7 @@ def test_grow_for_best_effort_that_borrows_most_days(grant, fleet, _run):
 
 
 @pytest.mark.django_db
-def test_envelope_drift_resizes_the_envelope_with_the_sizing_code(grant, _run):
+def test_envelope_drift_names_the_planning_answer_on_the_traffic_sent(grant, _run):
     Accelerator.objects.filter(slug="h100-test").update(cloud_on_demand_per_hour=2.5)  # sizing prices its answer
     ent = grant("2")
     # settled prompts of 6,000 tokens against a promised p95 of 4,000 (×1.26 tolerance = 5,040); 50 % use
@@ -159,10 +159,11 @@ def test_envelope_drift_resizes_the_envelope_with_the_sizing_code(grant, _run):
     # 6,000 lies in bin [3981, 6310): the p50 and p95 are read inside it, rounded up to tens
     assert 5040 < env["prompt_p95"] <= 6310 and env["max_prompt_tokens"] == 8000
     assert env["output_p95"] == 800  # the promised one stands: observed is below it
-    assert "sizing_error" not in d.recommended, d.recommended
-    sized = d.recommended["sizing"]
-    assert sized["prompt_tokens"]["p95"] == env["prompt_p95"] and sized["arrival_rate_rps"] == 1 / 3600
-    assert d.recommended["cu"] > 0 and d.cu_delta == Decimal(str(d.recommended["cu"])) - ent.cu
+    # Its CU is the planning answer on the traffic sent (issue 45.4), with its check, not a re-size at the
+    # busiest hour's mean rate: each hour's one request of 3.6M wt needs a bucket that holds it (60 s of 60 CU).
+    assert d.recommended["cu"] == d.evidence["cu_to_buy"] == 60.0
+    assert d.evidence["check_holds"] is True and "Check: 60.0 CU: replayed" in d.action
+    assert d.cu_delta == Decimal("60.0") - ent.cu
 
 
 @pytest.mark.django_db

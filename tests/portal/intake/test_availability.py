@@ -284,7 +284,7 @@ def test_launch_form_rows_follow_what_is_typed(fleet, people, eu_pool):
     resp = c.post("/launch/availability", _form(fleet), HTTP_HX_REQUEST="true")
     assert resp.status_code == 200
     html = resp.content.decode()
-    # 26.000 CU committed (conftest): pool-a has 10 left, pool-b all 280, pool-eu in another region.
+    # 28.300 CU committed (conftest): pool-a has 10 left, pool-b all 280, pool-eu in another region.
     assert 'data-pool="pool-a"' in html and 'data-pool="pool-b"' in html and 'data-pool="pool-eu"' in html
     assert html.index('data-pool="pool-b"') < html.index('data-pool="pool-eu"')
     rows = {p: html.split(f'data-pool="{p}"')[1].split("</tr>")[0] for p in ("pool-a", "pool-b", "pool-eu")}
@@ -303,7 +303,7 @@ def test_the_review_shows_the_rows_at_review_time(fleet, people, submitted):
     html = web_client(people.approver).get(f"/launch/{submitted.uuid}/").content.decode()
     assert 'id="availability-rows"' in html
     row = html.split('data-pool="pool-b"')[1].split("</tr>")[0]
-    assert "10.000" in row and "16.000 CU short" in row
+    assert "10.000" in row and "18.300 CU short" in row
     # The requester's own view of the request has the decision section, and the rows, only for approvers.
     assert (
         'id="availability-rows"' not in web_client(people.requester).get(f"/launch/{submitted.uuid}/").content.decode()

@@ -72,8 +72,10 @@ def test_intake_review_and_sizing_give_one_cu_for_one_class(fleet, people, submi
         "slo": {"ttft_p99_s": 2, "tpot_p99_s": 0.2},
     }
     sized = api_client(people.requester).post("/api/v1/sizing", body, format="json").json()
-    # One answer: the calculator's CU to buy, checked by the same replay, is what the intake grants.
-    assert intake_cu == cu_decimal(sized["cu_to_buy"]) == Decimal("26.000")
+    # One answer: the calculator's CU to buy, checked by the same replay, is what the intake grants. 28.3 holds
+    # the 0.1 % target on 61 of 64 simulated hours (contract §3): the 61st smallest of the draws' own least CU
+    # (24.6 to 30.8) as plan() finds them one draw at a time; draw 0 alone said 25.8 (pinned before as 26.0).
+    assert intake_cu == cu_decimal(sized["cu_to_buy"]) == Decimal("28.300")
     planned = size_request(submitted, []).planned
     assert sized["replay"] == planned.replay.to_dict() and sized["check"] == planned.check
     # The mean-rate conversion is the same float, rounded up to the intake's 0.001 CU.
@@ -83,7 +85,9 @@ def test_intake_review_and_sizing_give_one_cu_for_one_class(fleet, people, submi
     assert shape.prompt == envelope_lengths(fields["prompt_p50"], fields["prompt_p95"], fields["max_prompt_tokens"])
 
 
-@pytest.mark.parametrize(("cv", "cu"), [(0.0, "24.600"), (0.5, "38.100"), (1.5, "118.000")])
+# Each the 61st smallest of the 64 draws' own least CU, by plan() one draw at a time (CV 0: 24.4 to 25.3;
+# CV 0.5: 27.1 to 54.7; CV 1.5: 31.7 to 201.6); draw 0 alone said 24.5, 35.8 and 89.4.
+@pytest.mark.parametrize(("cv", "cu"), [(0.0, "25.200"), (0.5, "49.000"), (1.5, "178.400")])
 def test_intake_and_sizing_give_one_cu_at_the_requests_minute_rate_cv(fleet, people, submitted, cv, cu):
     """The request's own minute-rate CV (issue 30) is the calculator's `minute_rate_cv`: intake's committed
     CU at that CV is POST /api/v1/sizing's cu_to_buy for the same envelope and CV, check for check."""

@@ -1,14 +1,15 @@
 """Issue 30.2 in intake: the sizing panel shows the committed rate's CU to buy with its replay check,
-the calculator's envelope rule (over-dispersed minutes), checked here by an independent replay."""
+the calculator's envelope rule (over-dispersed minutes, answered across 64 draws: issue 45.2), checked
+here on 20 fresh draws of the same envelope."""
 
 from __future__ import annotations
 
 import re
 from types import SimpleNamespace
 
-from capacity.planning_workload import envelope_workload
+from capacity.planning import replay
+from capacity.planning_workload import envelope_workloads
 from portal.sizing_fit import launch_shape
-from tests.capacity.test_planning import independent_share
 from tests.clients import web_client
 
 
@@ -27,7 +28,7 @@ def test_the_sizing_panel_shows_the_cu_to_buy_with_its_check(fleet, people, draf
     body = web_client(people.requester).post(f"/launch/{draft.uuid}/sizing", form).content.decode()
     line = body.split('id="intake-cu-to-buy">')[1].split("</p>")[0]
     cu = float(re.search(r"<strong>([\d.,]+) CU</strong>", line).group(1).replace(",", ""))
-    assert "replayed" in line and "(target 0.1 %)" in line and "coefficient of variation 0.21" in line
+    assert "(target 0.1 %" in line and "coefficient of variation 0.21" in line
     # The same requests, replayed independently: at or under the target at the answer, over it one step less.
     shape = launch_shape(
         SimpleNamespace(
@@ -39,13 +40,15 @@ def test_the_sizing_panel_shows_the_cu_to_buy_with_its_check(fleet, people, draf
             max_output_tokens=None,
         )  # fmt: skip
     )
-    w = envelope_workload(rate_rps=20, prompt=shape.prompt, output=shape.output, w_out=4.0, w_cached=0.0)
-    t, c = w.arrival_s, w.cost_wt
-    assert independent_share(t, c, cu) <= 0.001 < independent_share(t, c, round(cu - 0.1, 1))
+    # Issue 45.2: the answer holds on at least 95 % of 64 draws of the envelope, and on fresh draws too.
+    assert "holds on" in line and "of 64 simulated hours" in line and "a rough one" in line
+    fresh = envelope_workloads(range(1000, 1020), rate_rps=20, prompt=shape.prompt, output=shape.output, w_out=4.0)
+    held = sum(replay(w, cu, 1000.0).throttled_share <= 0.001 for w in fresh)
+    assert held >= 18, held
     # 20 req/s × 1,800 wt is 36 CU at the mean; busier minutes ask more. The scenario's CU (what an
     # approval grants) is this answer, with the same check beside it.
-    assert cu == 37.2
-    assert '<td class="num" data-scenario="committed">37.200</td>' in body
+    assert 36 < cu < 45
+    assert f'<td class="num" data-scenario="committed">{cu:.3f}</td>' in body
     assert "= 36.000 CU at the mean rate" in body
     check = body.split('data-check="committed">')[1].split("</td>")[0]
-    assert "37.2 CU: replayed 72,545 requests, 0.08 % throttled (target 0.1 %); at 37.1 CU 0.156 %" in check
+    assert f"{cu:.1f} CU holds on" in check and f"at {cu - 0.1:.1f} CU" in check
