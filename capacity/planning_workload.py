@@ -31,13 +31,13 @@ import numpy as np
 import numpy.typing as npt
 
 from capacity.lengths import LengthSamples, LengthSpec, draw_lengths, normal_ppf, spec_mean
+from capacity.minute_cv import catalogue_cv
 from capacity.planning import FloatArray, Workload, weighted_costs
 from capacity.steps import num
 
-# The conversation trace in data/ (azure_llm_2023_conv.csv): its one-minute request counts have a
-# coefficient of variation of 0.220, of which Poisson noise at its 333 a minute is 0.055, leaving a
-# minute-rate CV of √(0.220² − 0.055²) = 0.21 (docs/planning.md).
-DEFAULT_MINUTE_RATE_CV = 0.21
+# The catalogue's conversation default (data/workload_cv.csv, measured by capacity.minute_cv): 0.21.
+# A caller with a tenant asks telemetry.minute_cv.envelope_cv, which prefers what the tenant recorded.
+DEFAULT_MINUTE_RATE_CV = catalogue_cv().minute_rate_cv
 ENVELOPE_MINUTES = 60
 # An envelope's replay is bounded whatever the rate: past this many requests in a draw, bundles.
 MAX_ENVELOPE_REQUESTS = 200_000

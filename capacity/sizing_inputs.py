@@ -12,6 +12,7 @@ from capacity.cost import AcceleratorCost, CostInputs, PurchasedAccelerator
 from capacity.failure import FailurePolicy, parse_failure_policy
 from capacity.input_errors import SizingInputError
 from capacity.lengths import LengthSamples, LengthSpec, validate_length
+from capacity.minute_cv import catalogue_cv
 from capacity.operating_points import OperatingPoint, Slo, validate_slo
 from capacity.ranges import in_range
 from capacity.units import TokenWeights
@@ -99,7 +100,7 @@ class SizingInput:
     # The planning answer (docs/planning.md): the share of requests the bucket may throttle, and
     # the burstiness of an envelope's simulated arrivals (used only without arrival times).
     target_throttled_share: float = 0.001
-    minute_rate_cv: float = 0.21
+    minute_rate_cv: float = catalogue_cv().minute_rate_cv  # sizing.parsing asks telemetry.minute_cv
     # An envelope is answered across this many independent draws, at this quantile of them (capacity.realisations).
     realisations: int = 64
     realisation_quantile: float = 0.95

@@ -272,10 +272,9 @@ COST_NETWORK_PER_GB = env_float("COST_NETWORK_PER_GB", 0.0)
 TRACE_MAX_BYTES = env_int("TRACE_MAX_BYTES", 64 * 1024 * 1024)
 # Sizing's prefill bound: the share of dense peak FLOP/s a replica sustains on prompts (issue 15.3).
 SIZING_PREFILL_MFU = env_float("SIZING_PREFILL_MFU", 0.5)
-# The planning answer's default throttled share per traffic class, and the minute-rate burstiness
-# of an envelope's simulated arrivals (docs/planning.md).
+# The planning answer's default throttled share per traffic class (docs/planning.md). An envelope's
+# minute-rate CV defaults to what the tenant recorded, else data/workload_cv.csv (telemetry.minute_cv).
 PLANNING_TARGET_THROTTLED_SHARE = {"reserved": 0.001, "shared": 0.001, "best_effort": 0.01}
-PLANNING_MINUTE_RATE_CV = env_float("PLANNING_MINUTE_RATE_CV", 0.21)
 # Default concurrency caps: Little's law × this burst factor, capped by the KV share (issue 15.5).
 CONCURRENCY_BURST_FACTOR = env_float("CONCURRENCY_BURST_FACTOR", 2.0)
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"

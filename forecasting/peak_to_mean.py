@@ -145,11 +145,22 @@ def window(now: datetime | None = None) -> tuple[datetime, datetime]:
 
 
 def busiest_hour_cu(w: Workload, r_wt_per_s: float) -> float:
-    """The highest hourly mean CU of the workload (hours counted from its origin, the window's start)."""
+    """The highest hourly mean CU of the workload (hours counted from its origin, the window's start),
+    each hour's weighted tokens over the part of it the record covers: from its first arrival's minute
+    to the end of its last arrival's minute. A scope whose record starts or stops inside an hour (a
+    demo's few minutes of live traffic, a scope granted mid-hour) is not diluted by the minutes before
+    or after it was recorded (÷ 3600 s there put 10 minutes of traffic at a sixth of their rate, and the
+    factor planning answer ÷ this mean six times too high: the demo's 705.9 CU gap)."""
     if not len(w):
         return 0.0
-    hours = np.floor(w.arrival_s / 3600.0).astype(np.int64)
-    return float(np.bincount(hours, weights=w.cost_wt).max()) / 3600.0 / r_wt_per_s
+    t = w.arrival_s
+    hours = np.floor(t / 3600.0).astype(np.int64)
+    first = int(hours.min())
+    wt = np.bincount(hours - first, weights=w.cost_wt)
+    lo, hi = np.floor(t.min() / 60.0) * 60.0, (np.floor(t.max() / 60.0) + 1) * 60.0
+    edges = (first + np.arange(len(wt))) * 3600.0
+    covered = np.clip(np.minimum(edges + 3600.0, hi) - np.maximum(edges, lo), 60.0, 3600.0)
+    return float((wt / covered).max()) / r_wt_per_s
 
 
 def peak_to_mean(ent: Entitlement, start: datetime, end: datetime) -> PeakToMean | None:

@@ -15,6 +15,7 @@ from django.core.validators import MaxValueValidator
 
 from capacity.daycost import HOURS
 from capacity.envelope import ENVELOPE_LENGTHS, ENVELOPE_ORDER
+from capacity.minute_cv import catalogue_cv
 from capacity.ordering import ordering_errors, spaced
 from capacity.planning import TARGET_RANGE
 from capacity.rate_basis import BASES
@@ -56,11 +57,12 @@ TARGET_HELP = (
 )
 CV_ERROR = (
     f"minute-rate CV: a coefficient of variation from {CV_RANGE.low:g} to {CV_RANGE.high:g} "
-    f"(0: a steady Poisson stream; the default is {settings.PLANNING_MINUTE_RATE_CV:g})"
+    f"(0: a steady Poisson stream; the default is {catalogue_cv().minute_rate_cv:g})"
 )
 CV_HELP = (
     "how far each minute's request rate swings around the scenario's in the replay (coefficient of variation; "
-    f"0 = steady); empty: the default ({settings.PLANNING_MINUTE_RATE_CV:g})"
+    f"0 = steady); empty: the default ({catalogue_cv().minute_rate_cv:g}) for conversation traffic, or what your "
+    "tenant sent for this model and class over the last 28 days"
 )
 
 

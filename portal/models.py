@@ -128,7 +128,7 @@ class LaunchRequest(ConcurrentTransitionMixin, models.Model):
         help_text="share of requests the token bucket may throttle at the CU to buy; empty: the class default",
     )
     # The envelope replay's minute-rate CV (docs/contract.md §3, capacity.planning_workload): how far each
-    # minute's rate swings around the scenario's. Empty: settings.PLANNING_MINUTE_RATE_CV, as the calculator.
+    # minute's rate swings around the scenario's. Empty: telemetry.minute_cv.envelope_cv's default.
     minute_rate_cv = models.FloatField(
         null=True,
         blank=True,

@@ -24,6 +24,7 @@ from entitlements.services import scope_pool_id
 from forecasting.peak_to_mean import target_for
 from portal.models import SCENARIOS, LaunchRequest, LaunchRequestEvent
 from portal.sizing_fit import PoolFit, committed_fit, launch_shape, replicas_for, scenario_cu
+from telemetry.minute_cv import EnvelopeCv, envelope_cv
 
 Q3 = Decimal("0.001")
 
@@ -94,11 +95,21 @@ def target_of(req: LaunchRequest) -> float:
     return float(own) if own is not None else target_for(req.traffic_class)
 
 
-def minute_rate_cv_of(req: LaunchRequest) -> float:
-    """The request's minute-rate CV for the envelope replay: its own, else settings.PLANNING_MINUTE_RATE_CV
-    (the calculator's default too)."""
+def cv_of(req: LaunchRequest) -> EnvelopeCv:
+    """The request's minute-rate CV for the envelope replay and its source: its own, else what its tenant ×
+    model × class recorded over 28 days, else the catalogue's conversation default (telemetry.minute_cv,
+    the calculator's rule too), with a warning where its own is below the recorded one."""
     own = getattr(req, "minute_rate_cv", None)
-    return float(own) if own is not None else float(settings.PLANNING_MINUTE_RATE_CV)
+    return envelope_cv(
+        stated=float(own) if own is not None else None,
+        tenant=req.tenant.slug if req.tenant_id else None,
+        model=req.model.slug if req.model is not None else None,
+        traffic_class=req.traffic_class,
+    )
+
+
+def minute_rate_cv_of(req: LaunchRequest) -> float:
+    return cv_of(req).value
 
 
 @lru_cache(maxsize=1024)
@@ -119,7 +130,7 @@ def _envelope_answer(
     )
 
 
-def planning_answer(req: LaunchRequest, rps: float | None) -> PlanningAnswer | None:
+def planning_answer(req: LaunchRequest, rps: float | None, cv: float | None = None) -> PlanningAnswer | None:
     """The planning answer (docs/planning.md) for `rps` requests/s of this request's envelope: the
     calculator's envelope answer (capacity.realisations.envelope_answer: 64 independent draws of
     over-dispersed minutes at the request's minute-rate CV, lengths through the envelope's quantiles,
@@ -137,7 +148,7 @@ def planning_answer(req: LaunchRequest, rps: float | None) -> PlanningAnswer | N
         float(m.r_wt_per_s),
         target_of(req),
         float(settings.ADMISSION_BUCKET_DEPTH_S),
-        minute_rate_cv_of(req),
+        minute_rate_cv_of(req) if cv is None else cv,
     )
 
 
@@ -167,6 +178,8 @@ class Sizing:
     traffic_class: str = ""
     minute_rate_cv: float | None = None  # the replay's, the request's own or the default
     minute_rate_cv_is_default: bool = True
+    minute_rate_cv_source: str = ""  # words: stated, recorded (with the measurement) or the catalogue's
+    cv_warnings: tuple[dict[str, Any], ...] = ()
 
     @property
     def target_text(self) -> str:
@@ -260,7 +273,8 @@ def size_request(req: LaunchRequest, regions: list[Region]) -> Sizing:
     """
     labels = {"model": "model", "prompt_p50": "prompt tokens p50", "output_p50": "output tokens p50"}
     missing = [label for name, label in labels.items() if getattr(req, name) is None]
-    planning = {name: planning_answer(req, scenario_rps(req, name)) for name in SCENARIOS}
+    cv = cv_of(req)
+    planning = {name: planning_answer(req, scenario_rps(req, name), cv.value) for name in SCENARIOS}
     cu: dict[str, Decimal | None] = {
         name: None if a is None else cu_decimal(a.cu_to_buy) for name, a in planning.items()
     }
@@ -322,8 +336,10 @@ def size_request(req: LaunchRequest, regions: list[Region]) -> Sizing:
         target_throttled_share=target_of(req),
         target_is_default=getattr(req, "target_throttled_share", None) is None,
         traffic_class=req.traffic_class,
-        minute_rate_cv=minute_rate_cv_of(req),
-        minute_rate_cv_is_default=getattr(req, "minute_rate_cv", None) is None,
+        minute_rate_cv=cv.value,
+        minute_rate_cv_is_default=cv.is_default,
+        minute_rate_cv_source=cv.source,
+        cv_warnings=cv.warnings,
     )
 
 

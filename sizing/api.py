@@ -56,6 +56,9 @@ class SizingView(APIView):
                 "zones": serializers.IntegerField(required=False),
                 "cost": serializers.JSONField(required=False, help_text=", ".join(sorted(COST_KEYS))),
                 "allow_ceiling": serializers.BooleanField(required=False),
+                "workload_kind": serializers.CharField(
+                    required=False, help_text="conversation or coding: the envelope's default minute-rate CV"
+                ),
             },
         ),
         responses={200: OpenApiTypes.OBJECT},

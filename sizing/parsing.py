@@ -17,12 +17,14 @@ from django.conf import settings
 
 from capacity.input_errors import SizingInputError
 from capacity.lengths import LengthQuantiles, LengthSamples, LengthSpec
+from capacity.minute_cv import catalogue
 from capacity.operating_points import Slo
 from capacity.ranges import in_range
 from capacity.rate_basis import BASES, DEFAULT_TRACE_BASIS, MinuteRates, describe_basis, minute_rates
 from capacity.sizing import SizingInput, SizingResult, size
 from entitlements.sizing_specs import CatalogueInputs, CostOptions, catalogue_inputs
 from sizing.latency_answer import latency_fields
+from telemetry.minute_cv import EnvelopeCv, envelope_cv
 from telemetry.models import Trace
 from telemetry.selectors import trace_arrays, visible_trace
 
@@ -40,7 +42,7 @@ NUMBERS = (
     "realisation_quantile",
 )
 OTHER_KEYS = ("model", "accelerator", "arrival_rate_rps", "prompt_tokens", "output_tokens", "slo", "failure_policy")
-KEYS = frozenset(NUMBERS + OTHER_KEYS + ("zones", "cost", "allow_ceiling", "arrival_rate_basis"))
+KEYS = frozenset(NUMBERS + OTHER_KEYS + ("zones", "cost", "allow_ceiling", "arrival_rate_basis", "workload_kind"))
 QUANTILES = ("mean", "p50", "p95", "p99")
 COST_FIELDS = tuple(f.name for f in fields(CostOptions))  # the `cost` object's fields, in CostOptions' order
 COST_KEYS = frozenset(COST_FIELDS)
@@ -58,6 +60,7 @@ class PreparedSizing:
     trace: Trace | None
     basis: str = "explicit"
     minute_rates: MinuteRates | None = None
+    cv: EnvelopeCv | None = None  # the envelope's minute-rate CV and its source (telemetry.minute_cv)
 
 
 def _number(field: str, value: Any) -> float:
@@ -169,7 +172,8 @@ def prepare_sizing(payload: Any, user: Any) -> PreparedSizing:
     )
     extra = {k: payload[k] for k in NUMBERS if payload.get(k) is not None}
     extra.setdefault("target_throttled_share", settings.PLANNING_TARGET_THROTTLED_SHARE["reserved"])
-    extra.setdefault("minute_rate_cv", settings.PLANNING_MINUTE_RATE_CV)
+    cv = _envelope_cv(payload, extra.get("minute_rate_cv"))
+    extra["minute_rate_cv"] = cv.value
     inp = SizingInput(
         model=cat.model,
         operating_points=cat.points,
@@ -190,7 +194,15 @@ def prepare_sizing(payload: Any, user: Any) -> PreparedSizing:
         prefill_mfu=settings.SIZING_PREFILL_MFU,
         **extra,
     )
-    return PreparedSizing(inp, cat, tuple(notes), paired, basis, rates)
+    return PreparedSizing(inp, cat, tuple(notes), paired, basis, rates, cv)
+
+
+def _envelope_cv(payload: Mapping[str, Any], stated: float | None) -> EnvelopeCv:
+    """The stated CV, else the catalogue's for `workload_kind` (the calculator names no tenant)."""
+    kind = payload.get("workload_kind")
+    if kind is not None and (not isinstance(kind, str) or kind not in catalogue()):
+        raise SizingInputError("workload_kind", f"expected one of {', '.join(sorted(catalogue()))}")
+    return envelope_cv(stated=stated, kind=kind)
 
 
 def _planning_rate(payload: Mapping[str, Any], paired: Trace | None) -> tuple[Any, str, MinuteRates | None]:
@@ -247,6 +259,9 @@ def sizing_response(prepared: PreparedSizing, result: SizingResult) -> dict[str,
         body["trace"] = {"id": str(prepared.trace.pk), "name": prepared.trace.name}
     row = prepared.catalogue.row_for(result.operating_point_used)
     body.update(latency_fields(prepared.inp, result, row.pk, prepared.minute_rates))  # docs/latency.md
+    if prepared.cv is not None and prepared.inp.arrival_times_s is None:  # an envelope: its CV and source
+        body.update(prepared.cv.to_dict())
+        body["warnings"] = [*body["warnings"], *prepared.cv.warnings]  # type: ignore[misc]
     return body
 
 

@@ -45,10 +45,11 @@ def test_load_demo_twice_changes_nothing():
     first = snapshot()
     call_command("load_demo", stdout=out)
     assert snapshot() == first
-    # 22: the spilling EU support-bot grant and the second TPU borrower joined the 20 (issue 36's demo)
-    assert first[0]["Entitlement"] == 22
-    assert first[0]["EntitlementHistory"] == 22  # one insert row each, none added by the second run
-    assert "entitlements: 0 granted now, 22 in total" in out.getvalue()
+    # 23: the spilling EU support-bot grant and the second TPU borrower joined the 20 (issue 36's demo), and a
+    # TPU launch from week 12 whose order arrives in time (issue 48.7)
+    assert first[0]["Entitlement"] == 23
+    assert first[0]["EntitlementHistory"] == 23  # one insert row each, none added by the second run
+    assert "entitlements: 0 granted now, 23 in total" in out.getvalue()
 
 
 def test_demo_fleet_has_the_promised_shape():
@@ -123,7 +124,7 @@ def test_demo_grants_are_recorded_with_actor_and_reason():
     load_demo()
     operator = get_user_model().objects.get(username="demo-operator")
     history = m.EntitlementHistory.objects.all()
-    assert history.count() == 22
+    assert history.count() == 23
     assert set(history.values_list("actor_id", flat=True)) == {operator.pk}
     assert all(h.reason.startswith("demo fleet: ") for h in history)
 

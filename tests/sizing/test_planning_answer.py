@@ -111,3 +111,21 @@ def test_the_calculator_shows_the_cu_to_buy_with_its_check(people, burst_trace):
     assert 'id="cu-to-buy"' in html
     check = html.split('id="cu-check">')[1].split("</small>")[0]
     assert "CU: replayed 4,140 requests" in check and "(target 0.1 %); at " in check
+
+
+def test_an_envelopes_cv_defaults_by_workload_kind_and_names_its_source(catalogue, api):
+    """Issue 45.3: no CV stated, the catalogue's for the kind (conversation unless named), with its source."""
+    plain = api("member").post(URL, sizing_body(), format="json").json()
+    coding = api("member").post(URL, sizing_body(workload_kind="coding"), format="json").json()
+    stated = api("member").post(URL, sizing_body(workload_kind="coding", minute_rate_cv=0.5), format="json").json()
+    assert (plain["minute_rate_cv"], coding["minute_rate_cv"], stated["minute_rate_cv"]) == (0.21, 1.04, 0.5)
+    assert "Azure LLM inference trace 2023, conversation" in plain["cv_source"]
+    assert "Azure LLM inference trace 2023, code" in coding["cv_source"] and stated["cv_source"] == "stated"
+    assert coding["cu_to_buy"] > plain["cu_to_buy"]  # burstier minutes need more
+    assert "coefficient of variation 1.04" in coding["planning_basis"]
+
+
+@pytest.mark.parametrize("bad", ["chat", 3, ""])
+def test_an_unknown_workload_kind_is_a_400_naming_it(catalogue, api, bad):
+    r = api("member").post(URL, sizing_body(workload_kind=bad), format="json")
+    assert r.status_code == 400 and "workload_kind" in r.json()["error"]["fields"]

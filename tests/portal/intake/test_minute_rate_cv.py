@@ -1,5 +1,5 @@
 """Issue 30 in intake: the envelope replay's minute-rate CV is shown and editable, as the calculator takes it
-(docs/contract.md §3, `minute_rate_cv` 0-5, empty = settings.PLANNING_MINUTE_RATE_CV), on the form, the API,
+(docs/contract.md §3, `minute_rate_cv` 0-5, empty = the recorded CV else the catalogue default), on the form, the API,
 the panel, the review and the grant. The complete request's committed 10 req/s (conftest): 28.3 CU at the
 default 0.21, 49.0 CU at 0.5, 25.2 CU at 0 (a steady Poisson stream), each holding the reserved class's 0.1 %
 on 61 of 64 simulated hours (contract §3)."""
@@ -162,3 +162,20 @@ def test_a_higher_cv_never_asks_fewer_cu_for_the_same_scenario(draft):
         if cus != sorted(cus):
             drops.append((value, grid, cus))
     assert drops == []
+
+
+def test_empty_takes_what_the_tenant_recorded_and_a_calmer_stated_cv_is_warned(people, submitted):
+    """Issue 45.3: acme sent the public code trace's minutes for this model and class; the review sizes at
+    that CV and names it, and a stated 0.21 below it carries the warning beside the answer."""
+    from tests.telemetry.test_minute_cv import _code_minutes, _record
+
+    _record(_code_minutes(), tenant="acme", model=submitted.model.slug, traffic_class=submitted.traffic_class)
+    page = web_client(people.approver).get(f"/launch/{submitted.uuid}/").content.decode()
+    cv = re.search(r'id="minute-rate-cv">([0-9.]+) \(the default\)</td>', page)
+    assert cv is not None and 0.95 < float(cv.group(1)) < 1.15
+    assert "what acme × llama-test × reserved sent over the last 28 days" in page
+    assert 'data-warning="MINUTE_CV_BELOW_RECORDED"' not in page
+    LaunchRequest.objects.filter(pk=submitted.pk).update(minute_rate_cv=0.21)
+    page = web_client(people.approver).get(f"/launch/{submitted.uuid}/").content.decode()
+    assert 'data-warning="MINUTE_CV_BELOW_RECORDED"' in page
+    assert "The stated minute-rate CV 0.21 is below the 1.0" in page
