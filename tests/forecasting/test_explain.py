@@ -89,7 +89,10 @@ def test_the_operator_page_explains_each_series_with_its_backtest_chart(people, 
     assert "allowed to carry the forecast out of the recent range" in html
     assert "made 4 wk ago with theta method: 8.00 CU vs 10.00 happened" in html and "Bands × 1.40" in html
     figs = [f for f in _figures(html).values() if "made 13 weeks ago" in f["layout"]["title"]["text"]]
-    assert [(t["name"], t["y"][0]) for t in figs[0]["data"]] == [("happened", 11.0), ("forecast (seasonal-trend decomposition)", 10.0)]
+    assert [(t["name"], t["y"][0]) for t in figs[0]["data"]] == [
+        ("happened", 11.0),
+        ("forecast (seasonal-trend decomposition)", 10.0),
+    ]
     # the other series, with no backtest stored, says so instead of drawing one
     assert "history too short to score any horizon" in html
 
