@@ -98,7 +98,7 @@ def launch_request_approve(
     cu = _committed_cu(req)
     rows = list(req.region_rows.select_related("region"))
     placement = place(req, start_date, pools, {row.region.slug: cu for row in rows})
-    granted = {row.region.slug: _grant(req, actor, row, cu, placement) for row in rows}
+    granted = {row.region.slug: {**_grant(req, actor, row, cu, placement), "requested_cu": str(cu)} for row in rows}
     return _conclude(req, actor, method="approve", step="approve", comment=comment, changes={"regions": granted})
 
 
@@ -147,7 +147,8 @@ def launch_request_partially_approve(
     steps.check_may(req, actor, "partially_approve")
     steps.check_state(req, "partially_approve", "partially approve")
     comment = _require_comment(comment, "say why only part is approved")
-    amounts = _parse_region_cu(req, region_cu, _committed_cu(req))
+    committed = _committed_cu(req)
+    amounts = _parse_region_cu(req, region_cu, committed)
     placement = place(req, start_date, pools, amounts)
     granted: dict[str, Any] = {}
     for row in req.region_rows.select_related("region"):
@@ -158,6 +159,7 @@ def launch_request_partially_approve(
             row.approved_cu = Decimal(0)
             row.save(update_fields=["approved_cu"])
             granted[row.region.slug] = {"approved_cu": "0.000"}
+        granted[row.region.slug]["requested_cu"] = str(committed)  # the notice says "approved 6.0 of 10.0 CU"
     return _conclude(
         req, actor, method="partially_approve", step="partially_approve", comment=comment, changes={"regions": granted}
     )
