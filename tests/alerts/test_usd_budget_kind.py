@@ -16,7 +16,9 @@ from tests.factories import grant_kwargs
 
 
 def _open():
-    return sorted(k for k in AlertEpisode.objects.filter(resolved_at__isnull=True).values_list("subject_key", flat=True))
+    return sorted(
+        k for k in AlertEpisode.objects.filter(resolved_at__isnull=True).values_list("subject_key", flat=True)
+    )
 
 
 def test_usd_budget_alerts_at_50_80_and_100_percent_and_resets_with_the_month(fleet, people):
