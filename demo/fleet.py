@@ -21,6 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from demo.loaders import OperatingPointRow, load_operating_points
+from demo.prices import load_prices
 from entitlements import services
 from entitlements.compute_specs import load_compute_specs
 from entitlements.concurrency import derive_max_concurrency
@@ -32,6 +33,7 @@ from entitlements.models import (
     PlatformRole,
     Pool,
     PoolZone,
+    Price,
     Project,
     Region,
     ServedModel,
@@ -105,6 +107,14 @@ class PoolSpec:
     fragmentation_pct: float = 2
     failure_policy: str = "zone"
 
+
+# The commitment the platform holds per pool (docs/contract.md §10): its $ per CU-hour reads data/prices.csv's row
+# for this term; a pool the list has no row for keeps the catalogue's figure (entitlements.pool_price).
+POOL_TERMS = {
+    "llama-2-70b-us-east-h200": "1_year",
+    "llama-2-70b-eu-west-h100": "1_year",
+    "llama-3.1-8b-us-east-h100": "3_year",
+}
 
 POOLS = [
     PoolSpec("llama-2-70b-us-east-h200", "llama-2-70b", "us-east", "h200-141gb", 8, "Server", "Nebius", (3, 3, 2)),
@@ -367,6 +377,7 @@ def _load_pools() -> None:
                 "safety_pct": spec.safety_pct,
                 "fragmentation_pct": spec.fragmentation_pct,
                 "failure_policy": spec.failure_policy,
+                "term": POOL_TERMS.get(spec.slug, "on_demand"),
             },
         )
         for letter, n in zip("abc", spec.replicas, strict=False):
@@ -495,6 +506,7 @@ def load_demo() -> list[str]:
     _load_regions()
     _load_pools()
     users = _load_people()
+    priced = load_prices(actor=users[ACTOR])
     granted = _load_grants(users[ACTOR])
     lines = [
         f"operating points: {len(result.rows)} loaded, {len(result.skipped)} skipped ("
@@ -502,6 +514,7 @@ def load_demo() -> list[str]:
         + ")",
         f"catalogue: {ServedModel.objects.count()} models, {Accelerator.objects.count()} accelerators, "
         f"{Region.objects.count()} regions, {Zone.objects.count()} zones",
+        f"price list: {priced} rows written now, {Price.objects.count()} in total (data/prices.csv)",
         f"entitlements: {granted} granted now, {Entitlement.objects.count()} in total",
         "pools (CU: physical / deliverable / sold now):",
     ]

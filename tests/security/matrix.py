@@ -25,6 +25,7 @@ MATRIX: dict[str, dict[str, int]] = {
     'api/v1/catalogue/accelerators/<dotslug:slug>':         row(401, 200, 200, 200, 200, 403, 200),
     'api/v1/catalogue/operating-points':                 row(401, 200, 200, 200, 200, 403, 200),
     'api/v1/catalogue/operating-points/<int:pk>':        row(401, 200, 200, 200, 200, 403, 200),
+    'api/v1/prices':                                     row(401, 200, 200, 200, 200, 403, 200),
     'api/v1/pools':                                      row(401, 403, 403, 200, 200, 403, 403),
     'api/v1/pools/<dotslug:slug>':                          row(401, 403, 403, 200, 200, 403, 403),
     'api/v1/pools/<dotslug:slug>/reserves':                 row(401, 403, 403, 405, 405, 403, 403),
