@@ -23,6 +23,7 @@ from django.utils import timezone
 from demo.loaders import OperatingPointRow, load_operating_points
 from demo.prices import load_prices
 from entitlements import services
+from entitlements.commitments import commitment_end
 from entitlements.compute_specs import load_compute_specs
 from entitlements.concurrency import derive_max_concurrency
 from entitlements.models import (
@@ -188,19 +189,20 @@ class GrantSpec:
     # Offered this many times its own rate by the simulator (demo.simulator), so the live pages show it
     # spilling or borrowing: the rest of the fleet is offered under its rate and would do neither.
     overdrive: float = 0.0
+    term: str = "on_demand"  # the tenant's commitment (docs/contract.md §10): priced at the list's row for it
 
 
 GRANTS = [
     # Nearly full: 93 % of the H200 pool sold.
     GrantSpec("acme", "support-bot", "llama-2-70b-us-east-h200", "reserved", 0.40),
     GrantSpec("globex", "analytics", "llama-2-70b-us-east-h200", "shared", 0.30, ends_after_days=365),
-    GrantSpec("initech", "codegen", "llama-2-70b-us-east-h200", "reserved", 0.23),
+    GrantSpec("initech", "codegen", "llama-2-70b-us-east-h200", "reserved", 0.23, term="1_year"),
     GrantSpec(
         "umbrella", "research", "llama-2-70b-us-east-h200", "best_effort", 0.05, overage="borrow", borrow_share=1
     ),
     GrantSpec("acme", "search", "llama-2-70b-us-east-b200", "shared", 0.35, ends_after_days=180),
     GrantSpec("umbrella", "research", "llama-2-70b-us-east-b200", "reserved", 0.30),
-    GrantSpec("globex", "analytics", "llama-2-70b-eu-west-h100", "reserved", 0.50),
+    GrantSpec("globex", "analytics", "llama-2-70b-eu-west-h100", "reserved", 0.50, term="1_year"),
     GrantSpec("acme", None, "llama-2-70b-eu-west-h100", "best_effort", 0.10, overage="borrow", borrow_share=1),
     # Spills: a small EU grant driven past its bucket overflows to the same project's US grant (docs/spillover.md).
     GrantSpec(
@@ -473,6 +475,7 @@ def _load_grants(actor: Any) -> int:
         base = b.physical if g.traffic_class == "best_effort" else b.deliverable
         cu = _whole_cu(base * g.share)
         starts = day0 + timedelta(days=g.starts_in_days)
+        ends = starts + timedelta(days=g.ends_after_days) if g.ends_after_days else None
         services.entitlement_grant(
             actor=actor,
             reason=f"demo fleet: {g.tenant} {g.traffic_class.replace('_', ' ')} on {pool.slug}",
@@ -484,8 +487,10 @@ def _load_grants(actor: Any) -> int:
             traffic_class=g.traffic_class,
             cu=cu,
             starts_at=starts,
-            ends_at=starts + timedelta(days=g.ends_after_days) if g.ends_after_days else None,
+            ends_at=ends,
             envelope=_envelope(pool, cu),
+            term=g.term,
+            committed_until=commitment_end(g.term, starts, ends),
             overage=g.overage,
             borrowing_limit_cu=_whole_cu(float(cu) * g.borrow_share),
             lending_limit_cu=None if g.lending_share is None else _whole_cu(float(cu) * g.lending_share),

@@ -138,3 +138,34 @@ def test_the_latest_row_in_force_wins(fleet):
     from entitlements.prices import price_for
 
     assert price_for(pool.accelerator_id, pool.region_id, "on_demand").usd_per_accelerator_hour == Decimal("5.0000")
+
+
+def test_no_commitment_may_cost_more_than_on_demand(fleet):
+    price_save(actor=None, reason="list", price=_row(fleet.pool_a, "on_demand", "4.00"))
+    with pytest.raises(ValidationError) as e:
+        price_save(actor=None, reason="list", price=_row(fleet.pool_a, "1_year", "4.01"))
+    assert "usd_per_accelerator_hour" in e.value.message_dict
+    price_save(actor=None, reason="list", price=_row(fleet.pool_a, "1_year", "2.50"))
+    lower = Price.objects.get(term="on_demand")
+    lower.usd_per_accelerator_hour = Decimal("2.00")
+    with pytest.raises(ValidationError) as e:
+        price_save(actor=None, reason="cut", price=lower)
+    assert "usd_per_accelerator_hour" in e.value.message_dict
+    assert Price.objects.get(term="on_demand").usd_per_accelerator_hour == Decimal("4.0000")
+
+
+def test_demo_price_list_never_quotes_a_commitment_above_on_demand():
+    import csv
+
+    from django.conf import settings
+
+    with (settings.DATA_DIR / "prices.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    on_demand = {
+        (r["accelerator"], r["region"]): float(r["usd_per_accelerator_hour"]) for r in rows if r["term"] == "on_demand"
+    }
+    assert len({r["term"] for r in rows}) == 5
+    for r in rows:
+        assert 0 < float(r["usd_per_accelerator_hour"]) <= on_demand[(r["accelerator"], r["region"])]
+        assert r["source"] and r["read_on"]
+        assert r["term"] == "on_demand" or r["source"].startswith("derived:")
