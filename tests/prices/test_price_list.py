@@ -169,3 +169,20 @@ def test_demo_price_list_never_quotes_a_commitment_above_on_demand():
         assert 0 < float(r["usd_per_accelerator_hour"]) <= on_demand[(r["accelerator"], r["region"])]
         assert r["source"] and r["read_on"]
         assert r["term"] == "on_demand" or r["source"].startswith("derived:")
+
+
+def test_usd_per_weighted_token_is_the_terms_cu_hour_rate_over_r_times_3600(fleet):
+    from entitlements.services import entitlement_grant
+    from entitlements.usd_per_token import usd_per_weighted_token
+    from tests.factories import grant_kwargs
+
+    pool = fleet.pool_a
+    price_save(actor=None, reason="list", price=_row(pool, "on_demand", "6.00"))
+    price_save(actor=None, reason="list", price=_row(pool, "1_year", "3.60"))
+    ent = entitlement_grant(actor=None, reason="t", term="1_year", **grant_kwargs(pool, fleet.acme, 10))
+    per_wt = usd_per_weighted_token(ent)
+    r = pool.model.r_wt_per_s
+    assert per_wt == pytest.approx(pool_cu_hour_rate(pool, "1_year").usd_per_cu_hour / (r * 3600))
+    # on demand costs more per token than the 1-year term: 6.00 / 3.60 (no overheads in this fleet)
+    ent.term = "on_demand"
+    assert usd_per_weighted_token(ent) == pytest.approx(per_wt * 6.00 / 3.60)
