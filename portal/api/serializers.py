@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from capacity.planning import TARGET_RANGE
 from entitlements.models import Region, ServedModel
-from entitlements.models.prices import TERM_MONTHS
+from entitlements.models.prices import Term
 from http_plumbing.fields import NumberField
 from portal.models import CV_RANGE, Basis, LaunchRequest, LaunchRequestEvent
 from portal.quotes import request_quotes
@@ -146,7 +146,7 @@ TERM_HELP = "the commitment term chosen (a row of the request's quotes); default
 
 
 class ApproveIn(CommentIn):
-    term = serializers.ChoiceField(choices=list(TERM_MONTHS), required=False, default="on_demand", help_text=TERM_HELP)
+    term = serializers.ChoiceField(choices=Term.choices, required=False, default="on_demand", help_text=TERM_HELP)
 
 
 class PartialApproveIn(serializers.Serializer):
@@ -155,4 +155,4 @@ class PartialApproveIn(serializers.Serializer):
         help_text="CU to approve per region slug; 0 = none there",
     )
     comment = serializers.CharField(required=False, allow_blank=True, default="")
-    term = serializers.ChoiceField(choices=list(TERM_MONTHS), required=False, default="on_demand", help_text=TERM_HELP)
+    term = serializers.ChoiceField(choices=Term.choices, required=False, default="on_demand", help_text=TERM_HELP)
