@@ -89,7 +89,7 @@ class EntitlementSerializer(serializers.ModelSerializer):
         fields = [
             "id", "tenant", "project", "model", "region", "pool", "traffic_class", "cu", "rate_wt_per_s",
             "starts_at", "ends_at", *ENVELOPE_FIELDS, "max_concurrency_derivation", "overage", "borrowing_limit_cu",
-            "lending_limit_cu", "lending_limit", "weight", "spillover", "spillover_target", "spillover_budget_cu", "overflow", *limits.LIMIT_FIELDS, "version", "active", "revoked_at", "created_at", "updated_at", "history",
+            "lending_limit_cu", "lending_limit", "weight", "spillover", "spillover_target", "spillover_budget_cu", "overflow", *limits.LIMIT_FIELDS, "term", "committed_until", "version", "active", "revoked_at", "created_at", "updated_at", "history",
         ]  # fmt: skip
         read_only_fields = fields
 

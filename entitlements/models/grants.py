@@ -16,6 +16,7 @@ from django.db.models import F, Q
 
 from entitlements import limits
 from entitlements.models.catalogue import Region, ServedModel
+from entitlements.models.prices import Term, validate_term
 from entitlements.models.supply import CU, Pool
 from entitlements.models.tenancy import Project, Tenant
 
@@ -126,6 +127,10 @@ class Entitlement(models.Model):
         max_length=8, choices=Overflow.choices, default=Overflow.ALLOW,
         help_text="whether a reserve that does not say `overflow` spills over",
     )  # fmt: skip
+    # docs/contract.md §10: the term the tenant committed to (launch approval records it) and when that
+    # commitment ends; before then the CU may not be amended down (entitlements.commitments).
+    term = models.CharField(max_length=12, choices=Term.choices, default=Term.ON_DEMAND, validators=[validate_term])
+    committed_until = models.DateTimeField(null=True, blank=True, help_text="empty: no commitment")
     version = models.PositiveIntegerField(default=1)
     revoked_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
