@@ -42,6 +42,8 @@ _THROTTLE = inline_serializer(
         "retry_after_s": serializers.IntegerField(allow_null=True),
         # QUOTA_EXCEEDED only: which limit was hit, the token rate or the request rate (issue 23)
         "limit": serializers.ChoiceField(choices=["rate", "rps", "lending", "fair_share", "usd"], required=False),
+        # BUDGET_EXHAUSTED on a budget of 0 (an Atlas limit of 0): says so; retry_after_s is then null
+        "message": serializers.CharField(required=False),
     },
 )
 

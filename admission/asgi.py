@@ -206,7 +206,8 @@ def _quota(d: dict[str, Any]) -> list[tuple[bytes, bytes]]:
 
 def throttle_response(d: dict[str, Any], quota: list[tuple[bytes, bytes]] = ()) -> list[Message]:  # type: ignore[assignment]
     """The 429: the reason JSON (docs/contract.md §4) plus an OpenAI-style `error` for SDK clients."""
-    body = {**d, "error": {"message": f"{d['reason']} ({d['responsible']})", "code": d["reason"],
+    said = f"{d['reason']} ({d['responsible']})" + (f": {d['message']}" if d.get("message") else "")
+    body = {**d, "error": {"message": said, "code": d["reason"],
                            "type": _OPENAI_TYPE.get(d.get("responsible", ""), "rate_limit_exceeded")}}  # fmt: skip
     ra = d.get("retry_after_s")
     return _json_response(429, body, [*quota, *([(b"retry-after", str(ra).encode())] if ra is not None else [])])

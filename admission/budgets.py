@@ -17,7 +17,9 @@ from typing import Any
 from admission.backends.base import Bucket, Limits, Period, budget_units, periods_at
 from capacity.periods import DAILY, MONTHLY, WT
 
-__all__ = ["LimitSpec", "combine", "keys_around", "limits_for", "spec_of", "units_of", "period_key", "rps_key"]
+__all__ = [
+    "LimitSpec", "combine", "keys_around", "limits_for", "spec_of", "units_of", "period_key", "rps_key", "zero_budget",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,15 @@ def units_of(scope_limits: Limits | None, wt: float, prompt_tokens: int, output_
     if scope_limits is None:
         return 0.0
     return budget_units(scope_limits.unit, wt, prompt_tokens, output_tokens)
+
+
+def zero_budget(scope_limits: Limits | None) -> str | None:
+    """The period ("daily", "monthly") whose budget is 0, if any: every request with tokens is refused
+    (an Atlas limit of 0 blocks its key) and no retry will pass, so a refusal must not name a time to
+    retry at (the period's end would advise waiting for a reset that changes nothing)."""
+    if scope_limits is None:
+        return None
+    return next((per.kind for per in scope_limits.periods if per.limit <= 0), None)
 
 
 def _f(v: Any) -> float | None:

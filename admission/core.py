@@ -307,6 +307,11 @@ def reserve(
     out = throttle(reason, int(ra))
     if limit:
         out.body["limit"] = limit
+    zero = budgets.zero_budget(plan.scope.limits) if reason == reasons.BUDGET_EXHAUSTED else None
+    if zero is not None:  # the period's end would be a retry time no retry can use
+        out.body.update(
+            retry_after_s=None, message=f"the {zero} budget is 0: every request is refused, no retry passes"
+        )
     return Decision(out.status, out.body, headers)
 
 

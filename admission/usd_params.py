@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import logging
 
-from entitlements.cu_hour_rate import usd_per_wt
 from entitlements.models import Pool, Project, Tenant
+from entitlements.usd_per_token import usd_per_wt
 
 log = logging.getLogger(__name__)
 

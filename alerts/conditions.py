@@ -172,7 +172,7 @@ def tenant_throttles_over(rule: AlertRule, ctx: Context) -> dict[str, Finding]:
         pct = 100.0 * own.get(slug, 0) / n if n else 0.0
         if pct > rule.threshold and slug in tenants:
             out[f"tenant:{slug}"] = Finding(
-                f"{slug}: {pct:.1f} % of {n} requests throttled for the tenant's own limits "
+                f"{slug}: {pct:.1f} % of {_count(n, 'request')} throttled for the tenant's own limits "
                 f"over {rule.window_minutes} min",
                 tenants[slug],
                 {"tenant": slug, "throttled_pct": round(pct, 2), "attempts": n, "throttled": own.get(slug, 0)},
@@ -233,11 +233,11 @@ def envelope_drift(rule: AlertRule, ctx: Context) -> dict[str, Finding]:
         mean_o = output / n if n else 0.0
         reasons = []
         if n and mean_p > e.prompt_p50 * k:
-            reasons.append(f"mean prompt {mean_p:.0f} tokens vs p50 {e.prompt_p50}")
+            reasons.append(f"mean prompt {mean_p:,.0f} tokens vs p50 {e.prompt_p50:,}")
         if n and mean_o > e.output_p50 * k:
-            reasons.append(f"mean output {mean_o:.0f} tokens vs p50 {e.output_p50}")
+            reasons.append(f"mean output {mean_o:,.0f} tokens vs p50 {e.output_p50:,}")
         if outside:
-            reasons.append(f"{int(outside)} requests outside the envelope")
+            reasons.append(f"{_count(int(outside), 'request')} outside the envelope")
         if reasons:
             out[f"entitlement:{e.uuid}"] = Finding(
                 f"{_label(e)} drifted from its envelope: {'; '.join(reasons)}",
@@ -381,3 +381,8 @@ EVALUATORS: dict[str, Callable[[AlertRule, Context], dict[str, Finding]]] = {
     Kind.FORECAST_RUN_FAILED: forecast_run_failed,
     Kind.BUDGET_USED: budget_and_usd_used,
 }
+
+
+def _count(n: int, noun: str) -> str:
+    """A count as people read it in an alert: grouped, the noun in the right number ("1 request", "11,768 requests")."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"

@@ -2,7 +2,8 @@
 
 Each attempt is a row (the delivery log). A 2xx ends it; anything else (another status, a timeout,
 a refused connection) schedules the next attempt after base × 2^(attempt−1) seconds (capped),
-until the last allowed attempt, which is marked failed. Nothing is retried forever.
+until the last allowed attempt, which is marked failed. Nothing is retried forever, and what no retry
+can change (an address the SSRF guard refuses, a disabled endpoint, another scheme) fails at once.
 Redirects are not followed (a 3xx is a failure): a signed body is for the URL that was configured.
 A tenant's URL is resolved once, refused unless every address is global, and the connection goes to
 that address (SSRF, DNS rebinding); the tenant's log says "refused"/"failed" (docs/input-limits.md).
@@ -208,7 +209,9 @@ def webhook_delivery_attempt(*, delivery_id: int, now: datetime | None = None) -
         code, error = _post(ep.url, body, headers, ip)
     elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
     ok = code is not None and 200 <= code < 300
-    last = d.attempt >= max_attempts() or error in ("endpoint disabled", "only http and https URLs are called")
+    # A refused address stays refused: no later attempt can pass the guard, so it fails at once.
+    final = refused or error in ("endpoint disabled", "only http and https URLs are called")
+    last = d.attempt >= max_attempts() or final
     status = Status.DELIVERED if ok else (Status.FAILED if last else Status.RETRIED)
     if not ok:  # the whole story for operators; the row (the tenant's delivery log) says refused or failed
         log.info("webhook %s to %s attempt %s: %s %s", d.event_id, ep.url, d.attempt, code, error[:300])

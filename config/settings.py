@@ -422,6 +422,7 @@ SPECTACULAR_SETTINGS = {
         "ScenarioBasisEnum": "portal.models.Basis",
         "BudgetUnitEnum": "entitlements.limits.UNIT_CHOICES",
         "OverflowEnum": "entitlements.models.grants.Entitlement.Overflow",
+        "CommitmentTermEnum": "entitlements.models.prices.Term",
     },
 }
 

@@ -21,7 +21,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from demo.loaders import OperatingPointRow, load_operating_points
+from demo.prices import load_prices
 from entitlements import services
+from entitlements.commitments import commitment_end
 from entitlements.compute_specs import load_compute_specs
 from entitlements.concurrency import derive_max_concurrency
 from entitlements.models import (
@@ -32,6 +34,7 @@ from entitlements.models import (
     PlatformRole,
     Pool,
     PoolZone,
+    Price,
     Project,
     Region,
     ServedModel,
@@ -106,6 +109,14 @@ class PoolSpec:
     failure_policy: str = "zone"
 
 
+# The commitment the platform holds per pool (docs/contract.md §10): its $ per CU-hour reads data/prices.csv's row
+# for this term; a pool the list has no row for keeps the catalogue's figure (entitlements.pool_price).
+POOL_TERMS = {
+    "llama-2-70b-us-east-h200": "1_year",
+    "llama-2-70b-eu-west-h100": "1_year",
+    "llama-3.1-8b-us-east-h100": "3_year",
+}
+
 POOLS = [
     PoolSpec("llama-2-70b-us-east-h200", "llama-2-70b", "us-east", "h200-141gb", 8, "Server", "Nebius", (3, 3, 2)),
     PoolSpec("llama-2-70b-us-east-b200", "llama-2-70b", "us-east", "b200-180gb", 8, "Server", "10.11", (1, 1, 1), 4),
@@ -178,19 +189,20 @@ class GrantSpec:
     # Offered this many times its own rate by the simulator (demo.simulator), so the live pages show it
     # spilling or borrowing: the rest of the fleet is offered under its rate and would do neither.
     overdrive: float = 0.0
+    term: str = "on_demand"  # the tenant's commitment (docs/contract.md §10): priced at the list's row for it
 
 
 GRANTS = [
     # Nearly full: 93 % of the H200 pool sold.
     GrantSpec("acme", "support-bot", "llama-2-70b-us-east-h200", "reserved", 0.40),
     GrantSpec("globex", "analytics", "llama-2-70b-us-east-h200", "shared", 0.30, ends_after_days=365),
-    GrantSpec("initech", "codegen", "llama-2-70b-us-east-h200", "reserved", 0.23),
+    GrantSpec("initech", "codegen", "llama-2-70b-us-east-h200", "reserved", 0.23, term="1_year"),
     GrantSpec(
         "umbrella", "research", "llama-2-70b-us-east-h200", "best_effort", 0.05, overage="borrow", borrow_share=1
     ),
     GrantSpec("acme", "search", "llama-2-70b-us-east-b200", "shared", 0.35, ends_after_days=180),
     GrantSpec("umbrella", "research", "llama-2-70b-us-east-b200", "reserved", 0.30),
-    GrantSpec("globex", "analytics", "llama-2-70b-eu-west-h100", "reserved", 0.50),
+    GrantSpec("globex", "analytics", "llama-2-70b-eu-west-h100", "reserved", 0.50, term="1_year"),
     GrantSpec("acme", None, "llama-2-70b-eu-west-h100", "best_effort", 0.10, overage="borrow", borrow_share=1),
     # Spills: a small EU grant driven past its bucket overflows to the same project's US grant (docs/spillover.md).
     GrantSpec(
@@ -371,6 +383,7 @@ def _load_pools() -> None:
                 "safety_pct": spec.safety_pct,
                 "fragmentation_pct": spec.fragmentation_pct,
                 "failure_policy": spec.failure_policy,
+                "term": POOL_TERMS.get(spec.slug, "on_demand"),
             },
         )
         for letter, n in zip("abc", spec.replicas, strict=False):
@@ -466,6 +479,7 @@ def _load_grants(actor: Any) -> int:
         base = b.physical if g.traffic_class == "best_effort" else b.deliverable
         cu = _whole_cu(base * g.share)
         starts = day0 + timedelta(days=g.starts_in_days)
+        ends = starts + timedelta(days=g.ends_after_days) if g.ends_after_days else None
         services.entitlement_grant(
             actor=actor,
             reason=f"demo fleet: {g.tenant} {g.traffic_class.replace('_', ' ')} on {pool.slug}",
@@ -477,8 +491,10 @@ def _load_grants(actor: Any) -> int:
             traffic_class=g.traffic_class,
             cu=cu,
             starts_at=starts,
-            ends_at=starts + timedelta(days=g.ends_after_days) if g.ends_after_days else None,
+            ends_at=ends,
             envelope=_envelope(pool, cu),
+            term=g.term,
+            committed_until=commitment_end(g.term, starts, ends),
             overage=g.overage,
             borrowing_limit_cu=_whole_cu(float(cu) * g.borrow_share),
             lending_limit_cu=None if g.lending_share is None else _whole_cu(float(cu) * g.lending_share),
@@ -499,6 +515,7 @@ def load_demo() -> list[str]:
     _load_regions()
     _load_pools()
     users = _load_people()
+    priced = load_prices(actor=users[ACTOR])
     granted = _load_grants(users[ACTOR])
     lines = [
         f"operating points: {len(result.rows)} loaded, {len(result.skipped)} skipped ("
@@ -506,6 +523,7 @@ def load_demo() -> list[str]:
         + ")",
         f"catalogue: {ServedModel.objects.count()} models, {Accelerator.objects.count()} accelerators, "
         f"{Region.objects.count()} regions, {Zone.objects.count()} zones",
+        f"price list: {priced} rows written now, {Price.objects.count()} in total (data/prices.csv)",
         f"entitlements: {granted} granted now, {Entitlement.objects.count()} in total",
         "pools (CU: physical / deliverable / sold now):",
     ]

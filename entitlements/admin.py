@@ -12,7 +12,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from entitlements import admin_access, reserve_rules, services  # noqa: F401 - admin_access registers people and access
+from entitlements import admin_access, admin_prices, reserve_rules, services  # noqa: F401 - admin_* register their pages
 from entitlements.models import (
     Accelerator,
     Entitlement,

@@ -10,6 +10,7 @@ from rest_framework.routers import SimpleRouter
 from entitlements.api.catalogue import AcceleratorViewSet, OperatingPointViewSet, RegionViewSet, ServedModelViewSet
 from entitlements.api.entitlements import EntitlementViewSet
 from entitlements.api.pools import PoolViewSet
+from entitlements.api.prices import PriceListView
 from entitlements.api.schema import ApiTokenScheme  # noqa: F401  (registers the token scheme)
 from entitlements.api.snapshot_view import SnapshotView
 from http_plumbing.url_converters import DottedSlugConverter  # noqa: F401  (registers <dotslug:…>)
@@ -24,5 +25,6 @@ router.register("entitlements", EntitlementViewSet, basename="entitlement")
 
 urlpatterns = [
     path("entitlements/snapshot", SnapshotView.as_view(), name="entitlement-snapshot"),
+    path("prices", PriceListView.as_view(), name="price-list"),
     *router.urls,
 ]

@@ -4,8 +4,8 @@ price a CU-hour with this function, so the three show the same figure with the s
 rate = the pool's fully loaded cost per hour ÷ the pool's deliverable CU.
 
 The cost per hour is the cost page's basis (forecasting.cost_report) for an hour of the whole
-provisioned pool: every replica paid, reserve included, at the pool's own pricing (owned where the
-catalogue has a purchase price, else reserved, else on demand: sizing_specs.pool_pricing), with the
+provisioned pool: every replica paid, reserve included, at the pool's own pricing (the price list's
+row for the pool's term, else the catalogue's figure: entitlements.pool_price), with the
 catalogue's host, network, storage and software per accelerator-hour and the idle power draw. The
 energy above idle that work adds is the marginal figure (capacity.cost keeps the two bases apart),
 so it is left out: the rate is then a property of the pool, not of one week's traffic, and a
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from capacity.cost import accelerators_for, pool_cost
 from capacity.input_errors import SizingInputError
 from entitlements.models import Pool
-from entitlements.sizing_specs import PRICING, CostOptions, accelerator_cost, cost_inputs, pool_pricing
+from entitlements.pool_price import pool_chip
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class CuHourRate:
     pricing: str
     lines: tuple[tuple[str, float, str], ...]
     derivation: str
+    term: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -47,21 +48,23 @@ class CuHourRate:
             "pricing": self.pricing,
             "lines": [{"name": n, "per_hour": v, "formula": f} for n, v, f in self.lines],
             "derivation": self.derivation,
+            "term": self.term,
         }
 
 
-def pool_cu_hour_rate(pool: Pool) -> CuHourRate:
-    acc = pool.accelerator
-    pricing = pool_pricing(acc)
+def pool_cu_hour_rate(pool: Pool, term: str | None = None) -> CuHourRate:
+    """`term`: price the pool's accelerators at another term of the list (a quote, a tenant's commitment);
+    default the pool's own."""
     deliverable_cu = float(pool.breakdown().deliverable)
     try:
-        chip = accelerator_cost(acc, pricing)
+        chip = pool_chip(pool, term)
     except SizingInputError as exc:
-        return CuHourRate(pool.slug, None, 0.0, deliverable_cu, pricing, (), f"no price: {exc.message}")
+        return CuHourRate(pool.slug, None, 0.0, deliverable_cu, "unpriced", (), f"no price: {exc.message}", term)
+    pricing = chip.pricing
     n = pool.replicas
     pc = pool_cost(
-        accelerator=chip,
-        inputs=cost_inputs(acc, CostOptions(pricing=pricing)),
+        accelerator=chip.cost,
+        inputs=chip.inputs(pool),
         # a TPU slice is catalogued and priced as one accelerator (entitlements.sizing_specs)
         accelerators=accelerators_for(n, pool.accelerators_per_replica, 1),
         accelerators_per_replica=pool.accelerators_per_replica,
@@ -77,20 +80,10 @@ def pool_cu_hour_rate(pool: Pool) -> CuHourRate:
     shown = " + ".join(f"{name} ${v:,.4f}" for name, v, _ in lines) or "$0"
     if deliverable_cu <= 0:
         why = f"pool {pool.slug} delivers no CU: no rate per CU-hour"
-        return CuHourRate(pool.slug, None, per_hour, deliverable_cu, pricing, lines, why)
+        return CuHourRate(pool.slug, None, per_hour, deliverable_cu, pricing, lines, why, chip.term)
     rate = per_hour / deliverable_cu
     derivation = (
-        f"pool {pool.slug} ({PRICING[pricing]}): {n} replicas, fully loaded ${per_hour:,.4f}/h "
+        f"pool {pool.slug} ({chip.label}): {n} replicas, fully loaded ${per_hour:,.4f}/h "
         f"({shown}) ÷ {deliverable_cu:,.2f} deliverable CU = ${rate:,.4f} per CU-hour"
     )
-    return CuHourRate(pool.slug, rate, per_hour, deliverable_cu, pricing, lines, derivation)
-
-
-def usd_per_wt(pool: Pool) -> float | None:
-    """$ per weighted token served from `pool` (issue 51.3: what a $ budget charges): the CU-hour's
-    rate over the R × 3600 weighted tokens a CU-hour is. None: the pool cannot be priced."""
-    rate = pool_cu_hour_rate(pool)
-    r = pool.model.r_wt_per_s
-    if rate.usd_per_cu_hour is None or r <= 0:
-        return None
-    return rate.usd_per_cu_hour / (r * 3600.0)
+    return CuHourRate(pool.slug, rate, per_hour, deliverable_cu, pricing, lines, derivation, chip.term)

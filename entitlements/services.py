@@ -18,6 +18,7 @@ from django.db.models import F, Q, Sum
 from django.utils import timezone
 
 from entitlements import limits, reserve_rules
+from entitlements.commitments import check_amend, checked_term
 from entitlements.concurrency import derive_max_concurrency
 from entitlements.history import history_context
 from entitlements.models import Entitlement, FailoverReserve, Pool, Region, ServedModel, TrafficClass
@@ -136,6 +137,8 @@ def entitlement_grant(
     spillover_target: Entitlement | None = None,
     spillover_budget_cu: Decimal | float | str | None = None,
     overflow: str = Entitlement.Overflow.ALLOW,
+    term: str = "on_demand",
+    committed_until: datetime | None = None,
     **limit_values: Any,
 ) -> Entitlement:
     """`limit_values`: any of entitlements.limits.LIMIT_FIELDS (budgets, max_rps, burst). The steps, each a
@@ -167,6 +170,8 @@ def entitlement_grant(
         ends_at=ends_at,
         cu=cu_d,
         **terms,
+        term=checked_term(term),
+        committed_until=committed_until,
         **_sized_envelope(envelope, chosen, cu_d).__dict__,
         **limit_values,
     )
@@ -303,6 +308,7 @@ def entitlement_amend(*, actor: Any, reason: str, entitlement: Entitlement, **ch
     ent = Entitlement.objects.select_for_update().select_related("traffic_class").get(pk=entitlement.pk)
     if ent.revoked_at is not None:
         raise ValidationError({"entitlement": "a revoked entitlement cannot be amended"})
+    check_amend(ent, changes)  # docs/contract.md §10: not below a commitment before it ends
     for k, v in changes.items():
         setattr(ent, k, as_cu(v) if k in ("cu", "borrowing_limit_cu") or k in CU_OR_NULL and v is not None else v)
     _limit_defaults(ent, set(changes))

@@ -23,6 +23,16 @@ NAIVE = ("naive_daily", "naive_weekly")  # the baselines every model is scored b
 # repeat the last day or the last week hour by hour, burst and Sunday included, and the guard judges them.
 
 LEAD_ORDER = ("naive_daily", "naive_weekly", "level_shift", "ets_damped", "theta", "mstl")
+# The candidates in words, for pages (the keys stay in the API, the database and the run's text).
+METHOD_WORDS = {
+    "naive_daily": "same hour yesterday",
+    "naive_weekly": "same hour last week",
+    "level_shift": "recent level after its last step",
+    "ets_damped": "exponential smoothing, damped trend",
+    "theta": "theta method",
+    "mstl": "seasonal-trend decomposition",
+    "MASE": "scaled error",  # the error measure: mean absolute error ÷ the naive forecast's
+}
 FITTED = ("ets_damped", "theta", "mstl")  # statsforecast models on the daily series
 TRENDED = FITTED  # the candidates that can carry a level out of the recent range
 PROFILE_WEEKS = 4  # recent weeks whose median shape each fitted candidate's hours follow

@@ -36,7 +36,8 @@ from capacity.cost import (
 from capacity.input_errors import SizingInputError
 from entitlements.cu_hour_rate import pool_cu_hour_rate
 from entitlements.models import Pool
-from entitlements.sizing_specs import CostOptions, accelerator_cost, cost_inputs, pool_pricing
+from entitlements.pool_price import pool_chip, pool_inputs
+from entitlements.sizing_specs import CostOptions
 from forecasting import history, placement
 
 PER_M = "per 1M output tokens"
@@ -45,29 +46,27 @@ UNPRICED = "unpriced: the catalogue has no price for this accelerator (counted a
 ASSUMED_SLO_MET = CostInputs().slo_met_fraction
 
 
-def _inputs(acc: Any, slo_met_fraction: float = 1.0) -> CostInputs:
+def _inputs(pool: Pool, slo_met_fraction: float = 1.0) -> CostInputs:
     # The settings' electricity, PUE and idle draw (CostOptions), the catalogue's overheads.
-    opts = CostOptions(pricing=pool_pricing(acc), slo_met_fraction=min(max(slo_met_fraction, 1e-9), 1.0))
-    return cost_inputs(acc, opts)
+    return pool_inputs(pool, CostOptions(slo_met_fraction=min(max(slo_met_fraction, 1e-9), 1.0)))
 
 
-def _chip(acc: Any) -> tuple[AcceleratorCost, str]:
-    """The pool's accelerator price and its basis (sizing_specs.pool_pricing). An accelerator the
-    catalogue has no price for at all still has its overheads and power counted: the chip is 0 and the
-    row's `pricing` says so (the sizing API refuses instead, naming cost.pricing)."""
-    pricing = pool_pricing(acc)
+def _chip(pool: Pool) -> tuple[AcceleratorCost, str]:
+    """The pool's accelerator price and its basis (entitlements.pool_price: the price list's row for the
+    pool's term, else the catalogue's). An accelerator nothing prices still has its overheads and power
+    counted: the chip is 0 and the row's `pricing` says so (the sizing API refuses instead, naming cost.pricing)."""
     try:
-        return accelerator_cost(acc, pricing), pricing
+        chip = pool_chip(pool)
     except SizingInputError:
         return CloudAccelerator(on_demand_per_hour=0.0), UNPRICED
+    return chip.cost, chip.pricing
 
 
 def _pool_hour(pool: Pool, *, load: float, out_tps: float, slo: float, replicas: int | None = None) -> Any:
-    acc = pool.accelerator
     n = pool.replicas if replicas is None else replicas
     return pool_cost(
-        accelerator=_chip(acc)[0],
-        inputs=_inputs(acc, slo),
+        accelerator=_chip(pool)[0],
+        inputs=_inputs(pool, slo),
         # The catalogue counts and prices a TPU slice as one accelerator, so a pool's accelerators are
         # already whole slices (as in entitlements.sizing_specs).
         accelerators=accelerators_for(n, pool.accelerators_per_replica, 1),
@@ -83,11 +82,10 @@ def _pool_hour(pool: Pool, *, load: float, out_tps: float, slo: float, replicas:
 
 def _pool_hours_cost(pool: Pool, *, load: np.ndarray, out_tps: np.ndarray, slo: np.ndarray) -> PoolCostHours:
     """`_pool_hour` for many hours of one pool at once (arrays of load, output and SLO-met share)."""
-    acc = pool.accelerator
     n = pool.replicas
     return pool_cost_hours(
-        accelerator=_chip(acc)[0],
-        inputs=_inputs(acc),
+        accelerator=_chip(pool)[0],
+        inputs=_inputs(pool),
         accelerators=accelerators_for(n, pool.accelerators_per_replica, 1),
         accelerators_per_replica=pool.accelerators_per_replica,
         replicas_total=n,
@@ -180,7 +178,7 @@ def pool_cost_report(*, days: int = 7, end: datetime | None = None) -> list[dict
             {
                 "pool": pool.slug,
                 "hours": days * 24,
-                "pricing": _chip(acc)[1],
+                "pricing": _chip(pool)[1],
                 "cost_usd": round(cost, 2),
                 "idle_reserve_share": round(idle / cost, 4) if cost else None,
                 "useful_output_tokens": round(useful),

@@ -1,7 +1,9 @@
 """Throttling of invalid API tokens, keyed by the client's address (brute force of keys).
 
-Only failures are counted, so a gateway with a good key is never slowed by its own traffic. Once an
-address has INVALID_TOKEN_RATE failures in the window (from its first failure), a token it presents
+An attempt is counted before its key is looked up (`take`: concurrent guesses cannot all pass one
+check before any failure lands) and given back when the key checks out, so only failures stay
+counted and a gateway with a good key is never slowed by its own traffic. Once an address has
+INVALID_TOKEN_RATE failures in the window (from its first attempt), a token it presents
 is refused with a 429 without being looked up, so a guess cannot be confirmed by a different answer,
 unless that very key was verified within KNOWN_GOOD_S (`known_good`: a guesser cannot present one, and
 a gateway behind the same address as a misconfigured client keeps working). A verified key is
@@ -63,9 +65,14 @@ def remember_good(key_hash: str) -> None:
         log.warning("token throttle: cache unavailable, verified key kept in this process only", exc_info=True)
 
 
+def known_here(key_hash: str) -> bool:
+    """Verified within KNOWN_GOOD_S by this process (no cache round trip)."""
+    return _known_good.get(key_hash, 0.0) > time.monotonic()
+
+
 def known_good(key_hash: str) -> bool:
     """Verified within KNOWN_GOOD_S by this process or another. Asked only for an exhausted address."""
-    if _known_good.get(key_hash, 0.0) > time.monotonic():
+    if known_here(key_hash):
         return True
     try:
         return cache.get(_good_key(key_hash)) is not None
@@ -89,22 +96,41 @@ class InvalidTokenThrottle(SimpleRateThrottle):
     def get_cache_key(self, request: Any, view: Any) -> str:
         return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
 
-    def blocked(self, request: Any) -> float | None:
-        """Seconds to wait when this address is already over the limit, else None (also when the
-        cache cannot be read)."""
+    def take(self, request: Any) -> float | None:
+        """Count this attempt before its key is looked up; seconds to wait when it is over the limit,
+        else None (also when the cache is down). Counting after the lookup let concurrent guesses all
+        pass one check before any failure landed (26 lookups for a limit of 20); one atomic increment
+        first admits exactly the limit. A key that checks out gives its count back (`give_back`)."""
         key = self.get_cache_key(request, None)
         try:
-            got = self.cache.get_many([key, key + ":since"])
+            self.cache.add(key + ":since", self.timer(), self.duration)  # the window opens at its first attempt
+            self.cache.add(key, 0, self.duration)
+            try:
+                count = int(self.cache.incr(key))
+            except ValueError:  # the window lapsed between the two calls: this attempt opens the next
+                self.cache.add(key, 1, self.duration)
+                count = 1
+            if count <= self.num_requests:
+                return None
+            since = float(self.cache.get(key + ":since") or self.timer())
         except Exception:  # noqa: BLE001  (any cache backend's error: Redis down, timeout)
             log.warning("token throttle: cache unavailable, not blocking", exc_info=True)
             return None
-        if int(got.get(key) or 0) < self.num_requests:
-            return None
-        since = float(got.get(key + ":since") or self.timer())
         return max(1.0, self.duration - (self.timer() - since))
 
+    def give_back(self, request: Any) -> None:
+        """A taken attempt whose key checked out: only failures stay counted, so a good key never
+        slows its own address."""
+        try:
+            self.cache.decr(self.get_cache_key(request, None))
+        except ValueError:  # the window lapsed meanwhile: nothing left to give back
+            pass
+        except Exception:  # noqa: BLE001
+            log.warning("token throttle: cache unavailable, attempt not given back", exc_info=True)
+
     def record_failure(self, request: Any) -> None:
-        """One atomic increment: concurrent failures each count (no read-modify-write)."""
+        """A failure not taken before (a key verified before that no longer checks out). One atomic
+        increment: concurrent failures each count (no read-modify-write)."""
         key = self.get_cache_key(request, None)
         try:
             self.cache.add(key + ":since", self.timer(), self.duration)  # the window opens at its first failure

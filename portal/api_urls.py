@@ -11,7 +11,7 @@ urlpatterns = [
     path("launch-requests", v.LaunchRequestList.as_view(), name="api-launch-requests"),
     path("launch-requests/<uuid:uuid>", v.LaunchRequestDetail.as_view(), name="api-launch-request"),
     path("launch-requests/<uuid:uuid>/submit", v.step(intake.launch_request_submit, with_comment=False).as_view()),
-    path("launch-requests/<uuid:uuid>/approve", v.step(intake.launch_request_approve).as_view()),
+    path("launch-requests/<uuid:uuid>/approve", v.Approve.as_view()),
     path("launch-requests/<uuid:uuid>/partially-approve", v.PartiallyApprove.as_view()),
     path("launch-requests/<uuid:uuid>/reject", v.step(intake.launch_request_reject).as_view()),
     path("launch-requests/<uuid:uuid>/return", v.step(intake.launch_request_return).as_view()),

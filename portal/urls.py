@@ -6,7 +6,7 @@ URL names and paths are part of the contract (tests/portal walks them); change n
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from portal.views import favicon, home, intake, live, planning, sizing, statement, tokens
+from portal.views import favicon, finance, home, intake, live, planning, sizing, statement, tokens
 
 urlpatterns = [
     # home (portal/views/home.py)
@@ -52,6 +52,8 @@ urlpatterns = [
     path("planning/runs/", planning.run_now, name="planning-run-now"),
     path("planning/mine/", planning.mine, name="planning-mine"),
     path("planning/pools/<str:slug>/", planning.pool, name="planning-pool"),
+    # charges for finance (portal/views/finance.py, docs/contract.md §10)
+    path("finance/", finance.finance, name="finance"),
     # self-service API tokens (portal/views/tokens.py)
     path("tokens/", tokens.tokens, name="tokens"),
     path("tokens/revoke", tokens.revoke, name="tokens-revoke"),

@@ -25,6 +25,7 @@ from capacity.rate_basis import BASES
 from capacity.traces import TraceParseError
 from entitlements.permissions import IsPerson
 from sizing.parsing import COST_KEYS, NUMBERS, api_field, run_sizing, sizing_response
+from sizing.quotes import check_quote_input, sizing_quotes
 from telemetry.selectors import TraceNotFound, traces_visible_to, visible_trace
 from telemetry.trace_import import owner_tenant, trace_import, trace_summary
 
@@ -59,6 +60,10 @@ class SizingView(APIView):
                 "workload_kind": serializers.CharField(
                     required=False, help_text="conversation or coding: the envelope's default minute-rate CV"
                 ),
+                "region": serializers.CharField(
+                    required=False, help_text="the region whose pool quotes (default: first)"
+                ),
+                "quote_months": serializers.IntegerField(required=False, help_text="quote window, 1-36 months"),
             },
         ),
         responses={200: OpenApiTypes.OBJECT},
@@ -66,12 +71,15 @@ class SizingView(APIView):
     def post(self, request: Request) -> Response:
         """Size one request class: rates, residence, concurrency, KV p99, replicas, cost, and every step."""
         try:
+            check_quote_input(request.data)
             prepared, result = run_sizing(request.data, request.user)
         except SizingInputError as e:
             raise ValidationError({api_field(e.field): [e.message]})
         except TraceNotFound as e:
             raise NotFound(f"{e.field}: {e.message}")
-        return Response(sizing_response(prepared, result))
+        body = sizing_response(prepared, result)
+        body.update(sizing_quotes(request.data, body, prepared))  # docs/contract.md §10
+        return Response(body)
 
 
 def _max_trace_bytes() -> int:

@@ -371,10 +371,12 @@ def _envelope(ent: Entitlement, tot: _Totals, requests: _Requests) -> dict[str, 
 
 def _cost(ent: Entitlement, billed: float, borrowed: bool) -> dict[str, Any]:
     """What the period costs: settled CU-hours for a borrowing class, bought ones otherwise, at the pool's
-    one $ per CU-hour, the same the cost page and planning show (issue 33)."""
-    rate = pool_cu_hour_rate(ent.pool)
+    one $ per CU-hour (issue 33) with its accelerators priced at the entitlement's term (docs/contract.md §10:
+    the pool's own term gives the figure the cost page and planning show)."""
+    rate = pool_cu_hour_rate(ent.pool, ent.term)
     price = rate.usd_per_cu_hour
     return {
+        "term": ent.term,
         "usd": round(billed * price, 2) if price is not None else None,
         "cu_hours": round(billed, 6),
         "usd_per_cu_hour": round(price, 4) if price is not None else None,

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 
 from django.db.models import Q
 
-from entitlements.cu_hour_rate import usd_per_wt
 from entitlements.models import Pool, Project, Tenant
+from entitlements.usd_per_token import usd_per_wt
 from telemetry.usage import period_sums
 
 

@@ -89,7 +89,7 @@ class EntitlementSerializer(serializers.ModelSerializer):
         fields = [
             "id", "tenant", "project", "model", "region", "pool", "traffic_class", "cu", "rate_wt_per_s",
             "starts_at", "ends_at", *ENVELOPE_FIELDS, "max_concurrency_derivation", "overage", "borrowing_limit_cu",
-            "lending_limit_cu", "lending_limit", "weight", "spillover", "spillover_target", "spillover_budget_cu", "overflow", *limits.LIMIT_FIELDS, "version", "active", "revoked_at", "created_at", "updated_at", "history",
+            "lending_limit_cu", "lending_limit", "weight", "spillover", "spillover_target", "spillover_budget_cu", "overflow", *limits.LIMIT_FIELDS, "term", "committed_until", "version", "active", "revoked_at", "created_at", "updated_at", "history",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -162,8 +162,8 @@ class _LimitFields(serializers.Serializer):
 
 class _LendingFields(serializers.Serializer):
     """Lending and fair share (issue 36.3, docs/contract.md §5): the ranges here; which class may carry
-    which (a lending limit only on reserved/shared, at most the CU; a weight only on best_effort)
-    is the model's rule (Entitlement.lending_errors), so every writer shares it. null clears one."""
+    which (a lending limit only on reserved/shared, at most the CU; a weight only on best_effort with
+    overage borrow) is the model's rule (Entitlement.lending_errors), so every writer shares it. null clears one."""
 
     lending_limit_cu = serializers.DecimalField(
         max_digits=14, decimal_places=3, min_value=0, required=False, allow_null=True,

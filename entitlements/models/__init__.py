@@ -7,6 +7,7 @@ from entitlements.models.grants import (
     ReasonCode,
     TrafficClass,
 )
+from entitlements.models.prices import Price, PriceChange, Term
 from entitlements.models.supply import FailoverReserve, Pool, PoolZone
 from entitlements.models.tenancy import ApiToken, Membership, PlatformRole, Project, Tenant, UsdBudgetChange
 
@@ -22,12 +23,15 @@ __all__ = [
     "PlatformRole",
     "Pool",
     "PoolZone",
+    "Price",
+    "PriceChange",
     "Project",
     "ReasonCode",
     "Region",
     "RoleChange",
     "ServedModel",
     "Tenant",
+    "Term",
     "TrafficClass",
     "UsdBudgetChange",
     "Zone",

@@ -16,6 +16,7 @@ from django.db.models import F, Q
 
 from entitlements import limits
 from entitlements.models.catalogue import Region, ServedModel
+from entitlements.models.prices import Term, validate_term
 from entitlements.models.supply import CU, Pool
 from entitlements.models.tenancy import Project, Tenant
 
@@ -126,6 +127,10 @@ class Entitlement(models.Model):
         max_length=8, choices=Overflow.choices, default=Overflow.ALLOW,
         help_text="whether a reserve that does not say `overflow` spills over",
     )  # fmt: skip
+    # docs/contract.md §10: the term the tenant committed to (launch approval records it) and when that
+    # commitment ends; before then the CU may not be amended down (entitlements.commitments).
+    term = models.CharField(max_length=12, choices=Term.choices, default=Term.ON_DEMAND, validators=[validate_term])
+    committed_until = models.DateTimeField(null=True, blank=True, help_text="empty: no commitment")
     version = models.PositiveIntegerField(default=1)
     revoked_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -206,7 +211,8 @@ class Entitlement(models.Model):
 
     def lending_errors(self) -> dict[str, str]:
         """docs/contract.md §5 (issue 36.3): a lending limit only on a lender, within 0 and its CU; a weight
-        only on best_effort, 0 < weight ≤ 1000. One message per field, naming it."""
+        only on best_effort, 0 < weight ≤ 1000; a borrowing limit or weight only with overage borrow.
+        One message per field, naming it."""
         errors: dict[str, str] = {}
         cls = self.traffic_class_id
         if self.lending_limit_cu is not None:
@@ -221,6 +227,13 @@ class Entitlement(models.Model):
                 errors["weight"] = f"only {BORROWING_CLASS} has a fair-share weight; {cls} does not"
             elif not 0 < self.weight <= MAX_WEIGHT:
                 errors["weight"] = f"must be greater than 0 and at most {MAX_WEIGHT:g}"
+        # Overage throttle never borrows, so a borrowing limit or weight would be a term that does nothing.
+        if cls == BORROWING_CLASS and self.overage == self.Overage.THROTTLE:
+            never = "overage throttle never borrows: set overage to borrow"
+            if self.borrowing_limit_cu:
+                errors.setdefault("borrowing_limit_cu", f"{never}, or the borrowing limit to 0")
+            if self.weight is not None:
+                errors.setdefault("weight", f"{never}, or leave the weight empty")
         return errors
 
     def spillover_errors(self) -> dict[str, str]:

@@ -12,6 +12,7 @@ from django.db.models import F, Q
 from capacity.deliverable import Deliverable, PoolSupply, deliverable
 from capacity.failure import parse_failure_policy
 from entitlements.models.catalogue import Accelerator, OperatingPoint, Region, ServedModel, Zone
+from entitlements.models.prices import Term, validate_term
 
 CU: dict[str, Any] = {"max_digits": 14, "decimal_places": 3}
 
@@ -45,6 +46,9 @@ class Pool(models.Model):
     safety_pct = models.FloatField(default=5)
     fragmentation_pct = models.FloatField(default=2)
     failure_policy = models.CharField(max_length=32, default="zone", validators=[validate_failure_policy])
+    # The commitment the platform holds on this pool's accelerators: its $ per CU-hour reads the price
+    # list's row for this term (docs/contract.md §10).
+    term = models.CharField(max_length=12, choices=Term.choices, default=Term.ON_DEMAND, validators=[validate_term])
     physical_cu = models.DecimalField(**CU, default=Decimal(0), editable=False)
     reserve_held_cu = models.DecimalField(**CU, default=Decimal(0), editable=False)
 

@@ -8,8 +8,10 @@ from rest_framework import serializers
 
 from capacity.planning import TARGET_RANGE
 from entitlements.models import Pool, Region, ServedModel
+from entitlements.models.prices import Term
 from http_plumbing.fields import NumberField
 from portal.models import CV_RANGE, Basis, LaunchRequest, LaunchRequestEvent
+from portal.quotes import request_quotes
 from portal.selectors import Sizing, size_request
 from portal.services.intake import EDITABLE_FIELDS
 
@@ -30,6 +32,7 @@ class LaunchRequestOut(serializers.ModelSerializer):
     regions = serializers.SerializerMethodField()
     scenario_cu = serializers.SerializerMethodField()
     scenario_planning = serializers.SerializerMethodField()
+    quotes = serializers.SerializerMethodField()
     events = serializers.SerializerMethodField()
 
     class Meta:
@@ -43,6 +46,7 @@ class LaunchRequestOut(serializers.ModelSerializer):
             "regions",
             "scenario_cu",
             "scenario_planning",
+            "quotes",
             "submitted_at",
             "decided_at",
             "decision_comment",
@@ -82,6 +86,11 @@ class LaunchRequestOut(serializers.ModelSerializer):
         replay, replay_one_step_less, planning_basis); null in lists."""
         sized = self._sizing(obj)
         return None if sized is None else {k: None if a is None else a.to_dict() for k, a in sized.planning.items()}
+
+    def get_quotes(self, obj: LaunchRequest) -> list[dict[str, Any]] | None:
+        """docs/contract.md §10: the committed CU per term of the price list (portal.quotes); null in lists."""
+        sized = self._sizing(obj)
+        return None if sized is None else request_quotes(obj, sized)["quotes"]
 
     def get_events(self, obj: LaunchRequest) -> list[dict[str, Any]]:
         if not self.context.get("with_events"):
@@ -137,9 +146,17 @@ class CommentIn(serializers.Serializer):
     comment = serializers.CharField(required=False, allow_blank=True, default="")
 
 
+TERM_HELP = "the commitment term chosen (a row of the request's quotes); default on_demand"
+
+
+class ApproveIn(CommentIn):
+    term = serializers.ChoiceField(choices=Term.choices, required=False, default="on_demand", help_text=TERM_HELP)
+
+
 class PartialApproveIn(serializers.Serializer):
     regions = serializers.DictField(
         child=serializers.DecimalField(max_digits=14, decimal_places=3, min_value=0),
         help_text="CU to approve per region slug; 0 = none there",
     )
     comment = serializers.CharField(required=False, allow_blank=True, default="")
+    term = serializers.ChoiceField(choices=Term.choices, required=False, default="on_demand", help_text=TERM_HELP)

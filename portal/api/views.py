@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 
 from entitlements import roles
 from entitlements.permissions import IsPerson
-from portal.api.serializers import CommentIn, LaunchRequestIn, LaunchRequestOut, PartialApproveIn
+from portal.api.serializers import ApproveIn, CommentIn, LaunchRequestIn, LaunchRequestOut, PartialApproveIn
 from portal.forms import LaunchRequestFilter
 from portal.models import LaunchRequest
 from portal.selectors import launch_requests_visible_to
@@ -101,12 +101,28 @@ def step(service: Callable[..., LaunchRequest], *, with_comment: bool = True) ->
     return extend_schema(request=CommentIn, responses=LaunchRequestOut)(view)
 
 
+class Approve(_Step):
+    service = staticmethod(intake.launch_request_approve)
+    body = ApproveIn
+
+    def kwargs_from(self, data: dict[str, Any]) -> dict[str, Any]:
+        return {"comment": data["comment"], "term": data["term"]}
+
+    @extend_schema(request=ApproveIn, responses=LaunchRequestOut)
+    def post(self, request: Request, uuid: str) -> Response:
+        # The role decides before the body does (as for a partial approval).
+        call(intake.launch_request_get, actor=request.user, request=uuid)
+        if not roles.has_any(request.user, roles.APPROVER):
+            raise exceptions.PermissionDenied("only an approver may approve a launch request")
+        return super().post(request, uuid)
+
+
 class PartiallyApprove(_Step):
     service = staticmethod(intake.launch_request_partially_approve)
     body = PartialApproveIn
 
     def kwargs_from(self, data: dict[str, Any]) -> dict[str, Any]:
-        return {"region_cu": data["regions"], "comment": data["comment"]}
+        return {"region_cu": data["regions"], "comment": data["comment"], "term": data["term"]}
 
     @extend_schema(request=PartialApproveIn, responses=LaunchRequestOut)
     def post(self, request: Request, uuid: str) -> Response:

@@ -128,12 +128,13 @@ def by_source(usage: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def sources_figure(usage: dict[str, Any]) -> dict[str, Any]:
-    """Requests admitted on borrowed capacity and spilled over, one line each, apart from the own ones."""
+def sources_figure(usage: dict[str, Any], whose: str = "your") -> dict[str, Any]:
+    """Requests admitted on borrowed capacity and spilled over, one line each, apart from the own ones;
+    `whose` own capacity: "your" on a tenant's pages, "tenants'" on the operator's fleet."""
     s, t = usage["series"], usage["t"]
     fig = {
         "data": [_line(label, t, s[f"admitted_{k}"], colour) for k, (label, colour) in SOURCES.items()],
-        "layout": _layout("Admitted beyond your own capacity: borrowed and spilled over", "requests"),
+        "layout": _layout(f"Admitted beyond {whose} own capacity: borrowed and spilled over", "requests"),
     }
     return with_range(fig, usage, "Nothing borrowed or spilled over in this range")
 

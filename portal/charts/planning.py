@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from forecasting.candidates import METHOD_WORDS
 from portal.charts import style
 
 SCENARIO_STYLE = {
@@ -107,7 +108,10 @@ def series_backtest(s: dict[str, Any]) -> dict[str, Any] | None:
     if not chart:
         return None
     weeks = list(range(1, len(chart["actual"]) + 1))
-    layout = _layout(f"made {chart['made_weeks_ago']} weeks ago: {s['method']} vs what happened", "CU (weekly mean)")
+    layout = _layout(
+        f"made {chart['made_weeks_ago']} weeks ago: {METHOD_WORDS.get(s['method'], s['method'])} vs what happened",
+        "CU (weekly mean)",
+    )
     layout["height"] = 200
     layout["xaxis"] = {"title": {"text": "weeks after the forecast was made"}}
     return {
@@ -123,7 +127,7 @@ def series_backtest(s: dict[str, Any]) -> dict[str, Any] | None:
             {
                 "type": "scatter",
                 "mode": "lines",
-                "name": f"forecast ({s['method']})",
+                "name": f"forecast ({METHOD_WORDS.get(s['method'], s['method'])})",
                 "x": weeks,
                 "y": chart["forecast"],
                 "line": SCENARIO_STYLE["expected"],

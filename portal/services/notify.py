@@ -35,7 +35,9 @@ def launch_request_notify(event_id: int) -> None:
     title = f'Launch request "{req.title or req.uuid}" {verb}'
     body = (
         f'{req.tenant.slug}: "{req.title}" {verb} by {ev.actor.get_username()}.\n'
-        f"State: {ev.from_state} → {ev.to_state}\n" + (f"Comment: {ev.comment}\n" if ev.comment else "")
+        f"State: {_state(ev.from_state)} → {_state(ev.to_state)}\n"
+        + "".join(f"{line}\n" for line in granted_lines(ev.changes))
+        + (f"Comment: {ev.comment}\n" if ev.comment else "")
     )
     message = Message(
         kind=f"launch_request.{ev.transition}",
@@ -55,3 +57,20 @@ def launch_request_notify(event_id: int) -> None:
     if ev.transition in TO_APPROVERS:
         approvers = platform_staff(roles=("approver",)).exclude(pk__in={req.created_by_id, ev.actor_id})
         message_deliver(message=message, people=approvers, email=ev.transition == "submit")
+
+
+def _state(key: str) -> str:
+    """A state in words ("partially_approved" → "Partially approved"), as the pages show it."""
+    from portal.models import State
+
+    return str(State(key).label) if key in State.values else key.replace("_", " ")
+
+
+def granted_lines(changes: dict) -> list[str]:
+    """What a decision granted, per region: "us-east: approved 6.0 of 10.0 CU" (an approval grants all)."""
+    out = []
+    for region, got in sorted((changes.get("regions") or {}).items()):
+        if isinstance(got, dict) and "approved_cu" in got:
+            asked = f" of {float(got['requested_cu']):,.1f}" if got.get("requested_cu") else ""
+            out.append(f"{region}: approved {float(got['approved_cu']):,.1f}{asked} CU")
+    return out

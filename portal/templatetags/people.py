@@ -7,6 +7,8 @@ TEMPLATES builtins), so no page needs a `{% load %}` for it.
 - `reason_meaning`: a reason code's one-line meaning, from entitlements.reasons (the registry).
 - `evidence_rows`: a finding's evidence or recommendation as (label, value) rows, in words, numbers
   formatted, nested figures flattened one level.
+- `forecast_words`: forecast method keys and "MASE" in words, inside any text (`ets_damped` → `exponential
+  smoothing, damped trend`), from forecasting.candidates.METHOD_WORDS.
 - `code_keys`: API field names inside a sentence marked as <code> (the calculator mirrors the sizing API).
 """
 
@@ -84,6 +86,20 @@ def label(key: Any) -> str:
     if _iso(k):  # evidence keyed by hour (a pool in review's hours) reads as a time
         return when(k)
     return LABELS.get(k) or " ".join(_WORDS.get(p, p) for p in k.split("_"))
+
+
+def _forecast_pattern() -> re.Pattern[str]:
+    from forecasting.candidates import METHOD_WORDS
+
+    return re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, METHOD_WORDS)) + r")(?![\w-])")
+
+
+@register.filter
+def forecast_words(value: Any) -> str:
+    from forecasting.candidates import METHOD_WORDS
+
+    text = "" if value is None else str(value)
+    return _forecast_pattern().sub(lambda m: METHOD_WORDS[m.group(1)], text)
 
 
 @register.filter

@@ -22,12 +22,14 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from entitlements import roles
 from entitlements.models import Region, TrafficClass
+from entitlements.models.prices import Term
 from http_plumbing.form_errors import add_validation_errors
 from portal import access
 from portal.availability import Ask, availability
 from portal.charts import intake as charts_intake
 from portal.forms import CommentForm, LaunchRequestFilter, LaunchRequestForm
 from portal.models import LaunchRequest, State
+from portal.quotes import request_quotes
 from portal.selectors import (
     chart_horizon,
     commitments_in,
@@ -350,6 +352,13 @@ def _placement_rows(req: LaunchRequest, result: Any) -> list[dict[str, Any]]:
     return out
 
 
+def _quotes(req: LaunchRequest, result: Any) -> dict[str, Any]:
+    """docs/contract.md §10: the request's quotes with each term in words (portal.quotes)."""
+    q = request_quotes(req, result)
+    rows = [{**row, "label": Term(row["term"]).label} for row in q["quotes"]]
+    return {"rows": rows, "basis": q["quotes_basis"]["basis"]}
+
+
 def _detail_context(request: HttpRequest, req: LaunchRequest, **extra: Any) -> dict[str, Any]:
     r = roles.roles_of(request.user)
     result = size_request(req, _regions_of(req))
@@ -369,6 +378,7 @@ def _detail_context(request: HttpRequest, req: LaunchRequest, **extra: Any) -> d
         "commitments": commitments_in(pools, result.window) if staff and result.window else [],
         "charts": _charts(req, result) if staff else [],
         "comment_form": CommentForm(),
+        "quotes": _quotes(req, result),
     }
     if ctx["can_decide"]:
         ctx["placement"] = _placement_rows(req, result)
@@ -437,13 +447,18 @@ def _placement(request: HttpRequest) -> dict[str, Any]:
     return {"start_date": request.POST.get("start_date", ""), "pools": pools}
 
 
+def _term(request: HttpRequest) -> dict[str, Any]:
+    """The commitment term the approver chose from the quotes (blank: on demand)."""
+    return {"term": request.POST.get("term", "") or "on_demand"}
+
+
 def _approve(request: HttpRequest) -> dict[str, Any]:
-    return {**_comment(request), **_placement(request)}
+    return {**_comment(request), **_placement(request), **_term(request)}
 
 
 def _partial(request: HttpRequest) -> dict[str, Any]:
     region_cu = {k.removeprefix("cu_"): v for k, v in request.POST.items() if k.startswith("cu_")}
-    return {"region_cu": region_cu, "comment": request.POST.get("comment", ""), **_placement(request)}
+    return {"region_cu": region_cu, "comment": request.POST.get("comment", ""), **_placement(request), **_term(request)}
 
 
 approve = _decision(intake.launch_request_approve, _approve)

@@ -113,6 +113,8 @@ def fleet(request: HttpRequest) -> HttpResponse:
         "totals": charts_live.totals(usage),
         "level": usage["level"],
         "decisions_fig": charts_live.decisions_figure(usage),
+        "sources": charts_live.by_source(usage),
+        "sources_fig": charts_live.sources_figure(usage, "tenants'"),
         "tenant_fig": tenant_fig,
         "platform_fig": platform_fig,
         "quarantined": (quarantined := quarantined_by_stage()),

@@ -222,9 +222,16 @@ def test_each_key_is_throttled_where_atlas_throttles_it(keyset, store, sink):
     if isinstance(store, MemoryBackend):
         assert store.used(bucket) == 999_900  # ...it reached it through the database, at the snapshot check
     assert reason(reserve(gateway, "acme", "reserved", "c-2", 50, 50)) == "OK"
-    assert reason(reserve(gateway, "acme", "reserved", "c-3", 1, 0)) == "BUDGET_EXHAUSTED"
-    # limit 0: every request refused, as in Atlas
-    assert reason(reserve(gateway, "acme", "best_effort", "z-1", 1, 0)) == "BUDGET_EXHAUSTED"
+    spent = reserve(gateway, "acme", "reserved", "c-3", 1, 0)
+    assert reason(spent) == "BUDGET_EXHAUSTED"
+    assert spent.json()["retry_after_s"] >= 1 and "Retry-After" in spent and "message" not in spent.json()
+    # limit 0: every request refused, as in Atlas; no time to retry at (the day's end would reset nothing)
+    zero = reserve(gateway, "acme", "best_effort", "z-1", 1, 0)
+    assert reason(zero) == "BUDGET_EXHAUSTED"
+    assert zero.json()["retry_after_s"] is None and "Retry-After" not in zero
+    assert zero.json()["message"] == "the daily budget is 0: every request is refused, no retry passes"
+    again = reserve(gateway, "acme", "best_effort", "z-1", 1, 0)  # the same request id, replayed
+    assert (again.json()["retry_after_s"], again.json()["message"]) == (None, zero.json()["message"])
     # `urgent` (normal in Atlas) with its day exhausted in Atlas
     assert reason(reserve(gateway, "acme", "shared", "u-1", 1, 0)) == "BUDGET_EXHAUSTED"
     # two keys, one scope: 30,000 a day, 7,000 spent → two 10,000-token requests fit, a third does not

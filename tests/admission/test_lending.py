@@ -63,6 +63,13 @@ def _body(**over):
         ({"traffic_class": "best_effort", "cu": "1", "weight": True}, "weight", "valid number"),
         ({"weight": 2}, "weight", "only best_effort"),
         ({"traffic_class": "shared", "weight": 1}, "weight", "only best_effort"),
+        # Overage throttle never borrows: a weight or borrowing limit beside it is a term that does nothing.
+        ({"traffic_class": "best_effort", "cu": "1", "weight": 2}, "weight", "overage throttle never borrows"),
+        (
+            {"traffic_class": "best_effort", "cu": "1", "overage": "throttle", "borrowing_limit_cu": "5"},
+            "borrowing_limit_cu",
+            "overage throttle never borrows",
+        ),
     ],
 )
 def test_grant_with_a_bad_lending_limit_or_weight_is_a_400_naming_the_field(operator_api, over, field, words):
@@ -79,7 +86,7 @@ def test_grant_and_amend_lending_limit_and_weight_over_the_api(operator_api):
     lender = client.post(URL, _body(cu="100", lending_limit_cu="40"), format="json")
     assert lender.status_code == 201, lender.json()
     assert (lender.json()["lending_limit_cu"], lender.json()["weight"]) == (40.0, None)
-    be = client.post(URL, _body(traffic_class="best_effort", cu="1", weight=3), format="json").json()
+    be = client.post(URL, _body(traffic_class="best_effort", cu="1", overage="borrow", weight=3), format="json").json()
     assert (be["weight"], be["lending_limit_cu"]) == (3.0, None)
     url = f"{URL}/{lender.json()['id']}"
     assert client.patch(url, {"lending_limit_cu": "100", "reason": "lend all"}, format="json").status_code == 200
@@ -93,6 +100,18 @@ def test_grant_and_amend_lending_limit_and_weight_over_the_api(operator_api):
         "weight": ["must be greater than 0"]
     }
     assert client.patch(wurl, {"weight": 7.5, "reason": "more"}, format="json").json()["weight"] == 7.5
+
+
+def test_amending_a_borrower_to_overage_throttle_names_what_it_would_keep(operator_api):
+    body = _body(traffic_class="best_effort", cu="1", overage="borrow", borrowing_limit_cu="5", weight=3)
+    be = operator_api.post(URL, body, format="json").json()
+    url = f"{URL}/{be['id']}"
+    bad = operator_api.patch(url, {"overage": "throttle", "reason": "stop borrowing"}, format="json")
+    assert bad.status_code == 400
+    assert set(bad.json()["error"]["fields"]) == {"borrowing_limit_cu", "weight"}
+    change = {"overage": "throttle", "borrowing_limit_cu": "0", "weight": None, "reason": "stop borrowing"}
+    done = operator_api.patch(url, change, format="json").json()
+    assert (done["overage"], done["borrowing_limit_cu"], done["weight"]) == ("throttle", 0.0, None)
 
 
 @pytest.mark.parametrize(

@@ -222,8 +222,8 @@ print(json.dumps([d["decision"], done["status"], sorted(m for m in sys.modules i
 
 def test_library_mode_enforces_the_usd_budget_the_portal_sets(portal, library):
     """Issue 51.3: the snapshot carries $ budgets and prices; the library holds, refuses and settles alike."""
-    from entitlements.cu_hour_rate import usd_per_wt
     from entitlements.usd_budget_services import set_usd_budget
+    from entitlements.usd_per_token import usd_per_wt
 
     _, _, world = portal
     acc = world.pool.accelerator

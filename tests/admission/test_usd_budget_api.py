@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import pytest
 
 from admission import events, params, usd
-from entitlements.cu_hour_rate import usd_per_wt
 from entitlements.models import Project, UsdBudgetChange
+from entitlements.usd_per_token import usd_per_wt
 from tests.admission.world import body, build_world, client_for
 
 RESERVE, COMPLETE, BUDGETS = "/api/v1/admission/reserve", "/api/v1/admission/complete", "/api/v1/usd-budgets"

@@ -104,7 +104,14 @@ def test_envelope_drift_from_window_means_and_outside_envelope_throttles(fleet, 
     assert alert_rules_evaluate(now=t)["opened"] == 1
     ((key, summary),) = _open()
     assert key == f"entitlement:{ent.uuid}"
-    assert summary.endswith("drifted from its envelope: mean prompt 2000 tokens vs p50 1000")
+    # Numbers grouped as on every page (the reviewer read "16000" and "11768" in alerts).
+    assert summary.endswith("drifted from its envelope: mean prompt 2,000 tokens vs p50 1,000")
+
+
+def test_alert_counts_read_as_words_grouped_and_pluralised():
+    from alerts.conditions import _count
+
+    assert [_count(1, "request"), _count(11768, "request")] == ["1 request", "11,768 requests"]
 
 
 def test_forecast_run_failed_holds_until_a_later_run_succeeds(fleet, people):

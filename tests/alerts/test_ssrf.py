@@ -84,7 +84,9 @@ def test_a_tenant_delivery_to_a_non_global_address_is_refused_and_says_only_that
     with django_capture_on_commit_callbacks(execute=True):
         webhook_event_enqueue(endpoints=[ep], event_type="alert.opened", data={})
     d = WebhookDelivery.objects.get(endpoint=ep, attempt=1)
-    assert (d.status, d.status_code, d.error) == ("retried", None, "refused: the URL is not a public http(s) address")
+    # Failed at once, with the reason: no retry can pass the guard (it was retried to the attempt limit).
+    assert (d.status, d.status_code, d.error) == ("failed", None, "refused: the URL is not a public http(s) address")
+    assert WebhookDelivery.objects.filter(endpoint=ep).count() == 1
 
 
 def test_the_connection_goes_to_the_pinned_address_not_a_second_lookup():

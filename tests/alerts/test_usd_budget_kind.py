@@ -7,9 +7,9 @@ from datetime import timedelta
 
 from alerts.evaluation import alert_rules_evaluate
 from alerts.models import AlertEpisode
-from entitlements.cu_hour_rate import usd_per_wt
 from entitlements.services import entitlement_grant
 from entitlements.usd_budget_services import set_usd_budget
+from entitlements.usd_per_token import usd_per_wt
 from tests.alerts.conftest import minutes, now, rule
 from tests.alerts.test_budget_kind import _completes
 from tests.factories import grant_kwargs

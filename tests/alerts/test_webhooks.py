@@ -122,7 +122,11 @@ def test_tenant_endpoints_may_not_call_private_addresses(
         webhook_event_enqueue(endpoints=[ep], event_type="alert.opened", data={})
     assert rec.received == []
     d = WebhookDelivery.objects.get(endpoint=ep, attempt=1)
-    assert d.status == "retried" and d.error == "refused: the URL is not a public http(s) address"
+    # Failed at once with the reason: no retry can pass the guard (it was retried to the attempt limit).
+    assert d.status == "failed" and d.error == "refused: the URL is not a public http(s) address"
+    far = timezone.now() + timedelta(days=1)
+    assert _due(far) == []
+    assert _log(ep) == [(1, "failed", None)]
 
 
 def test_a_redelivered_attempt_sends_nothing_twice(fleet, hook_server, django_capture_on_commit_callbacks):

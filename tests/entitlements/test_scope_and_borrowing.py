@@ -68,7 +68,17 @@ def test_the_database_refuses_borrowing_on_reserved_written_around_the_services(
 def test_snapshot_and_enforcement_agree_on_who_borrows(fleet):
     _grant(fleet, fleet.pool_a, "10")
     _grant(fleet, fleet.pool_a, "1", traffic_class="best_effort", overage="borrow", borrowing_limit_cu="4")
-    _grant(fleet, fleet.pool_a, "1", tenant=fleet.globex, traffic_class="best_effort", borrowing_limit_cu="2")
+    legacy = _grant(
+        fleet,
+        fleet.pool_a,
+        "1",
+        tenant=fleet.globex,
+        traffic_class="best_effort",
+        overage="borrow",
+        borrowing_limit_cu="2",
+    )
+    # A row written before the services refused a borrowing limit beside overage throttle.
+    Entitlement.objects.filter(pk=legacy.pk).update(overage="throttle")
     exported = {
         (e["tenant"], e["traffic_class"]): (e["borrowing_limit_wt_per_s"], e["pool"])
         for e in build_snapshot()["entitlements"]

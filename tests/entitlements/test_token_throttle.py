@@ -96,3 +96,39 @@ def test_an_exhausted_address_keeps_a_key_another_process_verified(redis_cache, 
     token.revoked_at = timezone.now()
     token.save(update_fields=["revoked_at"])
     assert c.get("/api/v1/catalogue/models", HTTP_AUTHORIZATION=f"Token {known}").status_code == 401
+
+
+def test_attempts_overlapping_their_lookups_get_no_more_than_the_limit(fleet, monkeypatch):
+    """Each guess's lookup still running when the next one arrives (nested here, so the overlap is
+    exact, not timed): counting after the lookup let every one pass the check before any failure
+    landed (26 lookups for a limit of 20); counting first allows exactly the limit."""
+    from entitlements import auth
+
+    cache.clear()
+    real_lookup = auth.lookup
+    lookups: list[str] = []
+    statuses: list[int] = []
+    tries = LIMIT + 6
+
+    def authenticate(i: int) -> None:
+        request = RequestFactory().get("/", REMOTE_ADDR="10.8.0.5", HTTP_AUTHORIZATION=f"Token guess-{i}")
+        try:
+            auth.ApiTokenAuthentication().authenticate(request)
+        except auth.exceptions.Throttled:
+            statuses.append(429)
+        except auth.exceptions.AuthenticationFailed:
+            statuses.append(401)
+
+    def overlapping_lookup(key: str) -> ApiToken:
+        lookups.append(key)
+        i = len(lookups)
+        if i + len(statuses) < tries:
+            authenticate(i)  # the next guess arrives while this one is being looked up
+        return real_lookup(key)
+
+    monkeypatch.setattr(auth, "lookup", overlapping_lookup)
+    authenticate(0)
+    while len(statuses) < tries:  # guesses after the nest is unwound, one at a time
+        authenticate(len(statuses) + 100)
+    assert len(lookups) == LIMIT
+    assert sorted(statuses) == [401] * LIMIT + [429] * (tries - LIMIT)

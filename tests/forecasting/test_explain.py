@@ -82,18 +82,21 @@ def _figures(html: str) -> dict[str, dict]:
 
 def test_the_operator_page_explains_each_series_with_its_backtest_chart(people, explained):
     html = web_client(people["operator"]).get("/planning/").content.decode()
-    assert "Why mstl, its error at the lead time, its backtest" in html
+    assert "Why seasonal-trend decomposition, its error at the lead time, its backtest" in html
     assert "Scored at 1, 4, 13 weeks; not scorable on this history: 26 weeks" in html
-    assert "Lead time 26 weeks. Runner-up: theta." in html
+    assert "Lead time 26 weeks. Runner-up: theta method." in html
     assert "week 1 level 4.20 outside 8.00–13.00" in html  # what the guard refused, beside its errors
     assert "allowed to carry the forecast out of the recent range" in html
-    assert "made 4 wk ago with theta: 8.00 CU vs 10.00 happened" in html and "Bands × 1.40" in html
+    assert "made 4 wk ago with theta method: 8.00 CU vs 10.00 happened" in html and "Bands × 1.40" in html
     figs = [f for f in _figures(html).values() if "made 13 weeks ago" in f["layout"]["title"]["text"]]
-    assert [(t["name"], t["y"][0]) for t in figs[0]["data"]] == [("happened", 11.0), ("forecast (mstl)", 10.0)]
+    assert [(t["name"], t["y"][0]) for t in figs[0]["data"]] == [
+        ("happened", 11.0),
+        ("forecast (seasonal-trend decomposition)", 10.0),
+    ]
     # the other series, with no backtest stored, says so instead of drawing one
     assert "history too short to score any horizon" in html
 
 
 def test_a_tenant_sees_the_explanation_of_its_series(people, explained):
     html = web_client(people["member"]).get("/planning/mine/").content.decode()
-    assert "Runner-up: theta." in html and "made 13 weeks ago" in html
+    assert "Runner-up: theta method." in html and "made 13 weeks ago" in html

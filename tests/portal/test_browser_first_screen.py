@@ -140,3 +140,34 @@ def test_sizing_accelerator_list_follows_the_model(browser, serial_live_server, 
         assert offered and set(offered) == measured, model
     assert errors == []
     ctx.close()
+
+
+CLIPPED = """() => Array.from(document.querySelectorAll("main table")).map(t => {
+  // What a reader cannot see without scrolling sideways: the cells' right edge past the table's scroll box
+  // (cells, not the box's scrollWidth: a tooltip's hidden text widens that without hiding anything).
+  const right = Math.min(t.parentElement.getBoundingClientRect().right, window.innerWidth);
+  const cells = Array.from(t.querySelectorAll("th, td")).map(c => c.getBoundingClientRect().right);
+  return {id: t.id || (t.querySelector("caption") || {}).textContent || t.className,
+          hidden: Math.round(Math.max(0, ...cells) - right)};
+}).filter(t => t.hidden > 1)"""
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_planning_tables_fit_at_1280_without_sideways_scrolling(browser, serial_live_server, demo):
+    """The action list's "what to order" column and the pools tables are read whole at 1280 px: no table's
+    scroll box hides a part of it (they were clipped, the order column out of sight)."""
+    ctx, page, errors = _sign_in(browser, serial_live_server.url, "demo-operator")
+    page.goto("/planning/")
+    page.wait_for_selector("#action-list")
+    order = page.locator("#action-list td[data-replicas]").first.bounding_box()
+    clipped = {"/planning/": page.evaluate(CLIPPED)}
+    page.locator("#action-list tbody tr a").first.click()
+    page.wait_for_url("**/planning/pools/**")
+    clipped["pool"] = page.evaluate(CLIPPED)
+    page.goto("/")
+    clipped["/"] = page.evaluate(CLIPPED)
+    assert clipped == {"/planning/": [], "pool": [], "/": []}
+    assert order is not None and order["x"] + order["width"] <= W  # the order column in sight
+    assert errors == []
+    ctx.close()

@@ -182,6 +182,22 @@ def test_the_live_pages_show_borrowed_and_spilled_lines(mixed, fleet):
     assert one.context["sources"]["borrowed"] == {"label": "on borrowed capacity", "admitted": 0, "wt": 0.0}
 
 
+@pytest.mark.django_db
+def test_the_operators_fleet_shows_borrowed_and_spilled_lines(mixed):
+    """/fleet/ across every tenant: the rows and the figure the tenant's live pages have (the operator's
+    view showed neither)."""
+    operator = client_for(person("fleet-operator", platform="operator"))
+    r = operator.get("/fleet/", {"range": "7d"})
+    assert r.status_code == 200
+    fig = r.context["sources_fig"]
+    assert [(t["name"], sum(t["y"])) for t in fig["data"]] == [("on borrowed capacity", 3), ("spilled over", 2)]
+    html = r.content.decode()
+    assert 'id="fleet-sources"' in html and 'id="fleet-sources-chart"' in html
+    assert _row(html, "borrowed") == ["on borrowed capacity", "3", "240 wt"]
+    assert _row(html, "spilled") == ["spilled over", "2", "200 wt"]
+    assert "beyond the tenants' own capacity" in html and "beyond your own" not in html
+
+
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
 def test_a_viewer_sees_borrowed_and_spilled_rows_in_a_browser(mixed, fleet, serial_live_server, browser):

@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from entitlements.commitments import checked_term, commitment_end
 from entitlements.services import ENVELOPE_FIELDS, Envelope, OversellError, ScopePoolConflict, entitlement_grant
 from portal.intake_errors import HeadroomGone
 from portal.models import LaunchRequest, LaunchRequestRegion
@@ -45,7 +46,7 @@ def _envelope(req: LaunchRequest) -> Envelope:
 
 
 def _grant(
-    req: LaunchRequest, actor: Any, row: LaunchRequestRegion, cu: Decimal, placement: Placement
+    req: LaunchRequest, actor: Any, row: LaunchRequestRegion, cu: Decimal, placement: Placement, term: str
 ) -> dict[str, Any]:
     window = window_of(placement.start, req.end_date)
     try:
@@ -61,6 +62,9 @@ def _grant(
             ends_at=window.end,
             envelope=_envelope(req),
             pool=placement.pools.get(row.region.slug),
+            # docs/contract.md §10: the term the approver chose, committed in whole terms covering the window
+            term=term,
+            committed_until=commitment_end(term, window.start, window.end),
         )
     except ScopePoolConflict as exc:
         raise ValidationError({f"pool_{row.region.slug}": "; ".join(exc.messages)})
@@ -70,7 +74,13 @@ def _grant(
     row.approved_cu = ent.cu
     row.entitlement = ent
     row.save(update_fields=["approved_cu", "entitlement"])
-    return {"approved_cu": str(ent.cu), "pool": ent.pool.slug, "entitlement": str(ent.uuid)}
+    return {
+        "approved_cu": str(ent.cu),
+        "pool": ent.pool.slug,
+        "entitlement": str(ent.uuid),
+        "term": ent.term,
+        "committed_until": ent.committed_until.isoformat() if ent.committed_until else None,
+    }
 
 
 def _committed_cu(req: LaunchRequest) -> Decimal:
@@ -88,18 +98,25 @@ def launch_request_approve(
     comment: str = "",
     start_date: Any = None,
     pools: dict[str, Any] | None = None,
+    term: str = "on_demand",
 ) -> LaunchRequest:
     """Grant the committed CU in every region, all or nothing: one OversellError rolls back every
-    grant and leaves the request submitted. `start_date` (default the launch date) and `pools`
-    (region slug -> pool slug, default per region: default_pool) are the approver's choices."""
+    grant and leaves the request submitted. `start_date` (default the launch date), `pools`
+    (region slug -> pool slug, default per region: default_pool) and `term` (a term of the price list's
+    quotes, default on demand) are the approver's choices."""
+    term = checked_term(term or "on_demand")
     req = steps.lock(actor, request)
     steps.check_may(req, actor, "approve")
     steps.check_state(req, "approve", "approve")
     cu = _committed_cu(req)
     rows = list(req.region_rows.select_related("region"))
     placement = place(req, start_date, pools, {row.region.slug: cu for row in rows})
-    granted = {row.region.slug: _grant(req, actor, row, cu, placement) for row in rows}
-    return _conclude(req, actor, method="approve", step="approve", comment=comment, changes={"regions": granted})
+    granted = {
+        row.region.slug: {**_grant(req, actor, row, cu, placement, term), "requested_cu": str(cu)} for row in rows
+    }
+    return _conclude(
+        req, actor, method="approve", step="approve", comment=comment, changes={"regions": granted, "term": term}
+    )
 
 
 def _parse_region_cu(req: LaunchRequest, region_cu: dict[str, Any], committed: Decimal) -> dict[str, Decimal]:
@@ -141,26 +158,31 @@ def launch_request_partially_approve(
     comment: str,
     start_date: Any = None,
     pools: dict[str, Any] | None = None,
+    term: str = "on_demand",
 ) -> LaunchRequest:
     """Per region an approver-chosen CU (0 = nothing there); every grant still checks headroom."""
+    term = checked_term(term or "on_demand")
     req = steps.lock(actor, request)
     steps.check_may(req, actor, "partially_approve")
     steps.check_state(req, "partially_approve", "partially approve")
     comment = _require_comment(comment, "say why only part is approved")
-    amounts = _parse_region_cu(req, region_cu, _committed_cu(req))
+    committed = _committed_cu(req)
+    amounts = _parse_region_cu(req, region_cu, committed)
     placement = place(req, start_date, pools, amounts)
     granted: dict[str, Any] = {}
     for row in req.region_rows.select_related("region"):
         cu = amounts[row.region.slug]
         if cu > 0:
-            granted[row.region.slug] = _grant(req, actor, row, cu, placement)
+            granted[row.region.slug] = _grant(req, actor, row, cu, placement, term)
         else:
             row.approved_cu = Decimal(0)
             row.save(update_fields=["approved_cu"])
             granted[row.region.slug] = {"approved_cu": "0.000"}
+        granted[row.region.slug]["requested_cu"] = str(committed)  # the notice says "approved 6.0 of 10.0 CU"
     return _conclude(
-        req, actor, method="partially_approve", step="partially_approve", comment=comment, changes={"regions": granted}
-    )
+        req, actor, method="partially_approve", step="partially_approve", comment=comment,
+        changes={"regions": granted, "term": term},
+    )  # fmt: skip
 
 
 def _decide_with_comment(

@@ -28,6 +28,7 @@ def test_this_apps_schema_generates_without_warnings_and_validates():
         "/api/v1/pools/{slug}",
         "/api/v1/pools/{slug}/move-scope",
         "/api/v1/pools/{slug}/reserves",
+        "/api/v1/prices",
     ]
     assert schema["components"]["securitySchemes"]["tokenAuth"]["name"] == "Authorization"
 

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('entitlements', '0014_spillover'),
+        ('entitlements', '0015_prices_and_terms'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
