@@ -104,6 +104,7 @@ def test_admin_save_of_a_pool_is_seen_by_the_next_reserve(ent, fleet, client):
         "slug": pool.slug, "model": pool.model_id, "region": pool.region_id, "accelerator": pool.accelerator_id,
         "operating_point": pool.operating_point_id, "accelerators_per_replica": pool.accelerators_per_replica,
         "maintenance_pct": 50, "safety_pct": 0, "fragmentation_pct": 0, "failure_policy": pool.failure_policy,
+        "term": pool.term,
         "zones-TOTAL_FORMS": len(zones), "zones-INITIAL_FORMS": len(zones), "zones-MIN_NUM_FORMS": 0,
         "zones-MAX_NUM_FORMS": 1000, "reserves_held-TOTAL_FORMS": 0, "reserves_held-INITIAL_FORMS": 0,
         "reserves_held-MIN_NUM_FORMS": 0, "reserves_held-MAX_NUM_FORMS": 1000,

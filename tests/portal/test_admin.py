@@ -29,6 +29,7 @@ def pool_form(pool, zone_replicas):
         "safety_pct": pool.safety_pct,
         "fragmentation_pct": pool.fragmentation_pct,
         "failure_policy": pool.failure_policy,
+        "term": pool.term,  # issue 51: the price-list term the pool is bought on
         "reserves_held-TOTAL_FORMS": 0,
         "reserves_held-INITIAL_FORMS": 0,
         "zones-TOTAL_FORMS": len(zone_replicas),

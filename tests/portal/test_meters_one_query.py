@@ -42,7 +42,7 @@ def test_every_demo_entitlements_meters_are_its_statements_figures_exactly():
         )
     ents = list(Entitlement.objects.select_related("tenant", "project", "model", "region").order_by("pk"))
     _settled_minutes(ents[:6], now)
-    assert len(ents) == 22 and len({e.tenant_id for e in ents}) == 4
+    assert len(ents) == 23 and len({e.tenant_id for e in ents}) == 4
     # when every tenant's meters are read at once, per tenant
     got = {}
     for tenant in Tenant.objects.filter(entitlements__isnull=False).distinct():

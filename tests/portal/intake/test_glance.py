@@ -107,5 +107,5 @@ def test_decisions_reach_the_requesters_inbox(people, submitted, django_capture_
     assert "partially approved" in note.title and note.link == f"/launch/{submitted.uuid}/"
     assert "what fits" in note.body
     # How much was granted, and the states in words (the body said "submitted → partially_approved").
-    assert "us-test: approved 5.0 of 26.0 CU" in note.body
+    assert "us-test: approved 5.0 of 28.3 CU" in note.body
     assert "State: Submitted → Partially approved" in note.body and "_" not in note.body

@@ -65,9 +65,10 @@ def test_sizing_partial_shows_cu_replicas_and_headroom(fleet, people, draft):
         },
     )
     body = resp.content.decode()
-    # 20 × 1800 wt/s = 36 CU at the mean rate; replayed at the 0.1 % target, 37.2 CU (the planning answer);
+    # 20 × 1800 wt/s = 36 CU at the mean rate; at the 0.1 % target on 61 of 64 simulated hours, 40.4 CU
+    # (the planning answer across draws, docs/contract.md §3);
     # 70 CU per replica → 1 replica; pool-a 280 − 100 sold = 180 headroom.
-    assert '<td class="num" data-scenario="committed">37.200</td>' in body
+    assert '<td class="num" data-scenario="committed">40.400</td>' in body
     assert "committed: 20 req/s × 1,800.0 wt ÷ 1,000 = 36.000 CU at the mean rate" in body
     assert re.search(
         r'data-pool="pool-a">\s*<td>pool-a</td>\s*'
@@ -131,11 +132,11 @@ def test_review_page_has_chart_commitments_and_gap(fleet, people, submitted):
     assert [t["name"] for t in fig["data"]][:3] == ["already sold", "this request", "deliverable"]
     # The window starts at midnight, the globex grants two hours later: sold steps 0 → 270 inside it.
     assert fig["data"][0]["y"][:2] == [0.0, 270.0]
-    assert set(fig["data"][1]["y"]) == {26.0} and set(fig["data"][2]["y"]) == {280.0}
+    assert set(fig["data"][1]["y"]) == {28.3} and set(fig["data"][2]["y"]) == {280.0}
     assert body.count("<td>globex</td>") == 2  # the two commitments
-    # pool-a has 10 CU, pool-b 15 CU: the 26.0 CU asked is 16.0 and 11.0 short; the region is 11.0 CU short.
-    assert '<td class="num gap">16.000</td>' in body and '<td class="num gap">11.000</td>' in body
-    assert "Supply gap in us-test: 11.000 CU short in the best pool." in body
+    # pool-a has 10 CU, pool-b 15 CU: the 28.3 CU asked is 18.3 and 13.3 short; the region is 13.3 CU short.
+    assert '<td class="num gap">18.300</td>' in body and '<td class="num gap">13.300</td>' in body
+    assert "Supply gap in us-test: 13.300 CU short in the best pool." in body
     assert 'id="approve"' in body
 
 

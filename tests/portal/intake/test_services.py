@@ -60,13 +60,13 @@ def test_approve_grants_committed_cu_per_region_with_envelope(
     assert req.state == "approved"
     ents = list(Entitlement.objects.filter(tenant=fleet.acme).order_by("region__slug"))
     assert [(e.region.slug, e.pool.slug, e.cu, e.traffic_class_id) for e in ents] == [
-        ("eu-test", "pool-eu", Decimal("26.000"), "reserved"),
-        ("us-test", "pool-a", Decimal("26.000"), "reserved"),
+        ("eu-test", "pool-eu", Decimal("28.300"), "reserved"),  # 61 of 64 simulated hours (contract §3)
+        ("us-test", "pool-a", Decimal("28.300"), "reserved"),
     ]
     assert (ents[0].prompt_p50, ents[0].output_p95, ents[0].max_concurrency) == (1000, 800, 64)
     assert ents[0].starts_at.date() == req.launch_date and ents[0].ends_at.date() == req.end_date
     ev = req.events.get(transition="approve")
-    assert ev.changes["regions"]["us-test"]["approved_cu"] == "26.000"
+    assert ev.changes["regions"]["us-test"]["approved_cu"] == "28.300"
     assert [m.to for m in mail.outbox] == [["acme-req@example.org"]]
 
 
@@ -131,9 +131,9 @@ def test_partially_approve_validates_per_region_and_comment(fleet, people, submi
     assert exc.value.message_dict == {"comment": ["required: say why only part is approved"]}
     with pytest.raises(ValidationError) as exc:
         intake.launch_request_partially_approve(
-            actor=people.approver, request=submitted, region_cu={"us-test": "26.001"}, comment="x"
+            actor=people.approver, request=submitted, region_cu={"us-test": "28.301"}, comment="x"
         )
-    assert exc.value.message_dict == {"regions.us-test": ["more than the 26.000 CU requested"]}
+    assert exc.value.message_dict == {"regions.us-test": ["more than the 28.300 CU requested"]}
     with pytest.raises(ValidationError) as exc:
         intake.launch_request_partially_approve(actor=people.approver, request=submitted, region_cu={}, comment="x")
     assert exc.value.message_dict == {"regions.us-test": ["enter the CU to approve here (0 for none)"]}

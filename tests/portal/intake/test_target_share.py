@@ -1,6 +1,7 @@
 """Issue 30 in intake: each scenario's CU is the planning answer at the request's target throttled share
 (docs/contract.md §3, range 0.0001-0.5, empty = the class default from settings), on the form, the API and
-the grant. The complete request's committed 10 req/s (conftest): 26.0 CU at 0.1 %, 25.1 CU at 1 %."""
+the grant. The complete request's committed 10 req/s (conftest): 28.3 CU at 0.1 %, 26.7 CU at 1 %, each holding
+on 61 of 64 simulated hours (docs/contract.md §3)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from portal.services import intake
 from tests.clients import api_client, web_client
 
 API = "/api/v1/launch-requests"
-AT_1_PERCENT = "25.1 CU: replayed 36,168 requests, 0.854 % throttled (target 1 %); at 25.0 CU 1 %"
+AT_1_PERCENT = (
+    "26.7 CU holds on 61 of 64 simulated hours (95 % asked); a calm hour needs 23.9, a typical one 25.1, a rough one"
+    " 26.7; at 26.6 CU 59 of 64 hold (target 1 % throttled in each hour)"
+)
 
 
 def _autosave(people, draft, **fields):
@@ -37,14 +41,14 @@ def test_the_requests_own_target_sizes_every_scenario_and_the_grant(people, draf
     # Empty: the reserved class default, said so beside the numbers.
     page = web_client(people.approver).get(f"/launch/{submitted.uuid}/").content.decode()
     assert "target 0.1 % of requests throttled (0.001), the reserved class default" in page
-    assert 'data-scenario="committed">26.000<' in page
+    assert 'data-scenario="committed">28.300<' in page  # 61 of 64 simulated hours (contract §3)
     LaunchRequest.objects.filter(pk=submitted.pk).update(target_throttled_share=0.01)
     page = web_client(people.approver).get(f"/launch/{submitted.uuid}/").content.decode()
     assert "target 1 % of requests throttled (0.01)</span>" in page
-    assert 'data-scenario="committed">25.100<' in page
+    assert 'data-scenario="committed">26.700<' in page
     assert AT_1_PERCENT in page.split('data-check="committed">')[1].split("</td>")[0]
     intake.launch_request_approve(actor=people.approver, request=submitted)
-    assert Entitlement.objects.get(tenant=submitted.tenant).cu == Decimal("25.100")
+    assert Entitlement.objects.get(tenant=submitted.tenant).cu == Decimal("26.700")
 
 
 def test_autosave_stores_a_good_target_and_an_empty_one_goes_back_to_the_default(people, draft):
@@ -61,7 +65,7 @@ def test_best_effort_defaults_to_its_class_target(people, draft):
     body = api_client(people.requester).get(f"{API}/{draft.uuid}").json()
     assert body["target_throttled_share"] is None
     assert body["scenario_planning"]["committed"]["target_throttled_share"] == 0.01
-    assert body["scenario_cu"]["committed"] == "25.100"
+    assert body["scenario_cu"]["committed"] == "26.700"
 
 
 def test_the_api_takes_the_target_and_answers_with_the_planning_fields(people, draft):
@@ -73,13 +77,16 @@ def test_the_api_takes_the_target_and_answers_with_the_planning_fields(people, d
     assert r.status_code == 200
     body = r.json()
     committed = body["scenario_planning"]["committed"]
-    assert body["target_throttled_share"] == 0.01 and body["scenario_cu"]["committed"] == "25.100"
-    assert committed["cu_to_buy"] == 25.1 and committed["check"] == AT_1_PERCENT and committed["check_holds"]
-    assert committed["replay"] == {"cu": 25.1, "throttled_share": pytest.approx(309 / 36168), "requests": 36168}
-    assert committed["replay_one_step_less"]["cu"] == 25.0
+    assert body["target_throttled_share"] == 0.01 and body["scenario_cu"]["committed"] == "26.700"
+    assert committed["cu_to_buy"] == 26.7 and committed["check"] == AT_1_PERCENT and committed["check_holds"]
+    # All 64 hours replayed at once (1,197,746 simulated requests), each hour's own share held to 1 %.
+    assert committed["replay"]["cu"] == 26.7 and committed["replay"]["requests"] == 1197746
+    assert committed["realisations"] == {"n": 64, "quantile": 0.95, "cu_p5": 23.9, "cu_p50": 25.1, "cu_p95": 26.7,
+                                         "holding": 61, "holding_one_step_less": 59}  # fmt: skip
+    assert committed["replay_one_step_less"]["cu"] == 26.6
     assert "coefficient of variation 0.21" in committed["planning_basis"]
     r = c.patch(f"{API}/{draft.uuid}", {"target_throttled_share": None}, format="json")
-    assert r.status_code == 200 and r.json()["scenario_cu"]["committed"] == "26.000"
+    assert r.status_code == 200 and r.json()["scenario_cu"]["committed"] == "28.300"
 
 
 def test_a_list_leaves_the_replays_to_each_request(people, draft):
