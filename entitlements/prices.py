@@ -8,6 +8,9 @@ same transaction as the change, so no edit of a price is unexplained.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import date
 from decimal import Decimal
 from typing import Any
@@ -22,8 +25,36 @@ from entitlements.models.prices import TERM_MONTHS
 REASON_MAX = 500
 
 
+# Inside `prices_read_once`: the rows in force on its date, (accelerator, region, term) -> row.
+_IN_FORCE: ContextVar[tuple[date, dict[tuple[int, int, str], Price]] | None] = ContextVar(
+    "prices_in_force", default=None
+)
+
+
+@contextmanager
+def prices_read_once() -> Iterator[None]:
+    """Within it, `price_for` for today reads the list once (one query for every row in force), not once
+    per pool and call: a page that prices every pool several times (the gap, the cost report) stays at a
+    bounded number of queries. Nested uses share the outer read."""
+    if _IN_FORCE.get() is not None:
+        yield
+        return
+    today = timezone.now().date()
+    rows: dict[tuple[int, int, str], Price] = {}
+    for row in Price.objects.filter(effective_from__lte=today).order_by("effective_from"):
+        rows[(row.accelerator_id, row.region_id, row.term)] = row  # the latest effective_from wins
+    token = _IN_FORCE.set((today, rows))
+    try:
+        yield
+    finally:
+        _IN_FORCE.reset(token)
+
+
 def price_for(accelerator_id: int, region_id: int, term: str, on: date | None = None) -> Price | None:
     on = on or timezone.now().date()
+    read = _IN_FORCE.get()
+    if read is not None and read[0] == on:
+        return read[1].get((accelerator_id, region_id, term))
     return (
         Price.objects.filter(accelerator_id=accelerator_id, region_id=region_id, term=term, effective_from__lte=on)
         .order_by("-effective_from")

@@ -37,6 +37,7 @@ from capacity.input_errors import SizingInputError
 from entitlements.cu_hour_rate import pool_cu_hour_rate
 from entitlements.models import Pool
 from entitlements.pool_price import pool_chip, pool_inputs
+from entitlements.prices import prices_read_once
 from entitlements.sizing_specs import CostOptions
 from forecasting import history, placement
 
@@ -122,6 +123,7 @@ def _slo_basis(met: float, total: float) -> tuple[float, str]:
     return ASSUMED_SLO_MET, "assumed: sizing's default, no settled request in the window"
 
 
+@prices_read_once()  # the price list read once for every pool's rate and cost, not per pool and call
 def pool_cost_report(*, days: int = 7, end: datetime | None = None) -> list[dict[str, Any]]:
     end = history.floor_hour(end or timezone.now())
     usage = history.hourly_usage(start=end - timedelta(days=days), end=end)

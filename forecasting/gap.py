@@ -23,6 +23,7 @@ from capacity.planning_orders import Order, add_replicas, order_to_close
 from entitlements.cu_hour_rate import pool_cu_hour_rate
 from entitlements.models import Entitlement
 from entitlements.models.supply import as_cu
+from entitlements.prices import prices_read_once
 from entitlements.selectors import Window, peak_sold
 from forecasting.models import CommittedAdjustment, ForecastRun, PoolDemand, SupplyOrder
 from forecasting.peak_to_mean import pool_factor
@@ -235,6 +236,7 @@ def committed_adjustments(pool_ids: list[int]) -> list[tuple[int, tuple]]:
     return out
 
 
+@prices_read_once()  # the price list read once for every pool's rate and cost, not per pool and call
 def supply_gap(*, run: ForecastRun | None = None, today: date | None = None) -> tuple[ForecastRun | None, list[dict]]:
     run = run or latest_run()
     if run is None:

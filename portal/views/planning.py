@@ -23,6 +23,7 @@ from admission import lending
 from capacity.input_errors import SizingInputError
 from entitlements import roles
 from entitlements.models import Pool
+from entitlements.prices import prices_read_once
 from forecasting import cost_report, gap, selectors, services
 from forecasting.models import ForecastRun, SupplyOrder
 from portal.charts import planning as charts_planning
@@ -113,6 +114,7 @@ def planning(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @login_required
+@prices_read_once()  # one read of the price list for the gap's and the cost report's rates of every pool
 def pool(request: HttpRequest, slug: str) -> HttpResponse:
     _staff(request)
     try:

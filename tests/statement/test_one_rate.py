@@ -105,9 +105,12 @@ def test_planning_prices_idle_cu_hours_at_that_rate(planned, fleet):
     hours = len(row["weeks"]) * gap.WEEK_H
     assert row["stranded"]["cost_usd"] == pytest.approx(row["stranded"]["mean_cu"] * hours * rate)
     # the fixture's two scenarios planned above what came, over the supply gap's weeks: pinned from the
-    # fixture (were only "> 0"), so a change in the idle-hour rule shows here
+    # fixture (were only "> 0"), so a change in the idle-hour rule shows here. (upside - expected) and
+    # (stress - expected) = 4 and 10 CU an hour × the peak-to-mean factor 60 (0.1 CU planned ÷ the busiest
+    # hour's mean over the 7 minutes recorded, issue 48.7; was 3,600/7 with the mean over the whole hour)
+    # × 26 weeks × 168 h
     assert [w["over_idle_cu_hours"] for w in row["cost_of_being_wrong"]] == pytest.approx(
-        [8_985_600.624, 22_463_999.376], rel=1e-12
+        [1_048_320.0, 2_620_800.0], rel=1e-12
     )
     for w in row["cost_of_being_wrong"]:
         assert w["over_idle_cost_usd"] == pytest.approx(w["over_idle_cu_hours"] * rate)
