@@ -266,7 +266,8 @@ def _row(
     short = ask.cu - available
     replicas = replicas_for_rest(pool.supply(), pool.deliverable_cu - headroom, ask.cu)
     need = (
-        f"{replicas} more replicas of {pool.cu_per_replica:.2f} CU each would cover it"
+        f"{replicas} more {'replica' if replicas == 1 else 'replicas'} of {pool.cu_per_replica:.2f} CU"
+        f"{'' if replicas == 1 else ' each'} would cover it"
         if replicas is not None
         else "no number of replicas covers it"
     )

@@ -59,9 +59,9 @@ def test_file_submit_refuse_self_approve_approve_and_see_entitlement(browser, se
         page.fill(f"#id_{name}", str(value))
     page.fill("#id_justification", "Public launch")
     # 10 req/s × (1,384.69 + 4 × 283.18) wt (the envelope's means) = 25,174 wt/s = 25.175 CU at the mean
-    # rate; replayed through the bucket at the 0.1 % target, 26.0 CU (conftest), sized live with its check.
-    expect(page.locator("[data-scenario=committed]")).to_have_text("26.000")
-    expect(page.locator("[data-check=committed]")).to_contain_text("26.0 CU: replayed 36,168 requests")
+    # rate; at the 0.1 % target on 61 of 64 simulated hours, 28.3 CU (conftest), sized live with its check.
+    expect(page.locator("[data-scenario=committed]")).to_have_text("28.300")
+    expect(page.locator("[data-check=committed]")).to_contain_text("28.3 CU holds on 61 of 64 simulated hours")
     expect(page.locator("tr[data-pool=pool-a] .headroom")).to_have_text("280.000")
     page.screenshot(path=str(SHOTS / "intake-1-form.png"), full_page=True)
     page.click("#submit-request")
@@ -92,7 +92,7 @@ def test_file_submit_refuse_self_approve_approve_and_see_entitlement(browser, se
     expect(apage.locator("#state")).to_have_text("Approved")
     apage.screenshot(path=str(SHOTS / "intake-4-approved.png"), full_page=True)
     ent = Entitlement.objects.get()
-    assert (ent.tenant.slug, str(ent.cu), ent.pool.slug) == ("acme", "26.000", "pool-a")
+    assert (ent.tenant.slug, str(ent.cu), ent.pool.slug) == ("acme", "28.300", "pool-a")
 
     # The requester sees the entitlement on their home page; another tenant does not.
     page.goto("/")

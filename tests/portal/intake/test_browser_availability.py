@@ -3,7 +3,7 @@ launch form, the availability rows appear (every pool serving the model, the ask
 one marked, no other tenant named), and the alternative region can be asked for instead.
 
 Fleet: pool-a and pool-b (280 CU each) in us-test, pool-eu (280 CU) in eu-test; globex holds 270 CU of
-pool-a, so the 26.000 CU the form sizes fits pool-b best (pool-a has 10.000 left).
+pool-a, so the 28.300 CU the form sizes fits pool-b best (pool-a has 10.000 left).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def test_rows_appear_as_the_form_is_typed(browser, serial_live_server, fleet, pe
     expect(page.locator("#availability-rows tbody tr[data-pool=pool-eu]")).to_have_count(1)
     expect(page.locator("#availability-rows .best-mark")).to_have_count(1)
     expect(page.locator("tr[data-pool=pool-b] .best-mark")).to_have_count(1)
-    expect(page.locator("tr[data-pool=pool-a] .why")).to_contain_text("16.000 CU short")
+    expect(page.locator("tr[data-pool=pool-a] .why")).to_contain_text("18.300 CU short; 1 more replica of 70.00 CU would cover it")
     assert "globex" not in page.locator("#availability").inner_html()
     # More CU typed (120 req/s, over 280 CU): no pool fits it, none is marked, without a reload.
     page.fill("#id_committed_value", "120")
