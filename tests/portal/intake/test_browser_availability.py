@@ -61,7 +61,9 @@ def test_rows_appear_as_the_form_is_typed(browser, serial_live_server, fleet, pe
     expect(page.locator("#availability-rows tbody tr[data-pool=pool-eu]")).to_have_count(1)
     expect(page.locator("#availability-rows .best-mark")).to_have_count(1)
     expect(page.locator("tr[data-pool=pool-b] .best-mark")).to_have_count(1)
-    expect(page.locator("tr[data-pool=pool-a] .why")).to_contain_text("18.300 CU short; 1 more replica of 70.00 CU would cover it")
+    expect(page.locator("tr[data-pool=pool-a] .why")).to_contain_text(
+        "18.300 CU short; 1 more replica of 70.00 CU would cover it"
+    )
     assert "globex" not in page.locator("#availability").inner_html()
     # More CU typed (120 req/s, over 280 CU): no pool fits it, none is marked, without a reload.
     page.fill("#id_committed_value", "120")
