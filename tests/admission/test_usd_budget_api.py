@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from admission import events, params, usd
+from entitlements.cu_hour_rate import pool_cu_hour_rate
 from entitlements.models import Project, UsdBudgetChange
 from entitlements.usd_per_token import usd_per_wt
 from tests.admission.world import body, build_world, client_for
@@ -40,7 +41,8 @@ def reserve(w, rid, tenant="acme", **kw):
 def price(w) -> float:
     w.pool.refresh_from_db()
     got = usd_per_wt(w.pool)
-    assert got is not None and got > 0
+    # One CU-hour is R × 3,600 wt (R = 1,000 here): the $ per wt is the pool's $ per CU-hour over that.
+    assert got == pool_cu_hour_rate(w.pool).usd_per_cu_hour / 3_600_000
     return got
 
 
