@@ -125,6 +125,8 @@ def test_a_zero_budget_refuses_every_request(w, op):
         ({"tenant": "acme", "budget_usd": "lots", "reason": "x"}, "budget_usd"),
         ({"tenant": "acme", "reason": "x"}, "budget_usd"),
         ({"tenant": "nobody", "budget_usd": 5, "reason": "x"}, "tenant"),
+        ({"tenant": "ac\x00me", "budget_usd": 5, "reason": "x"}, "tenant"),
+        ({"tenant": "acme", "budget_usd": 5, "reason": "why\x00"}, "reason"),
         ({"tenant": "acme", "project": "nope", "budget_usd": 5, "reason": "x"}, "project"),
         ({"tenant": "acme", "budget_usd": 5, "reason": " "}, "reason"),
     ],
