@@ -25,7 +25,7 @@ class AdmissionConfig(AppConfig):
         setting_changed.connect(params.setting_changed, dispatch_uid="admission-snap-settings")
         # The event buffer's sink is given here, not imported by admission.events: no import circle
         # through the tasks, and events.py knows nothing of telemetry.
-        events.configure(sink=tasks.default_sink, dead_letter=sinks.dead_letter_batch)
+        events.configure(sink=tasks.default_sink, dead_letter=sinks.dead_letter_batch, confirm=sinks.recorded)
 
         # The gateway snapshot carries what this serving path enforces, for library-mode gateways.
         from admission import snapshot_export

@@ -29,30 +29,50 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from admission.event_receipts import Confirm, Receipts
+
 log = logging.getLogger(__name__)
 
 Sink = Callable[[list[dict[str, Any]]], Any]
 THREAD_NAME = "admission-events"
+
+
+class _HandedOff:
+    """What a sink returns when it gave the batch to a broker: sent, not yet recorded (receipts follow)."""
+
+    def __repr__(self) -> str:
+        return "HANDED_OFF"
+
+
+HANDED_OFF = _HandedOff()
 MAX_ATTEMPTS = 5  # per batch, with exponential backoff between them; then the batch is dead-lettered
 
 
 DeadLetter = Callable[[list[dict[str, Any]], str], Any]
 _sink: Sink | None = None
 _dead_letter: DeadLetter | None = None
+_confirm: Confirm | None = None
 
 
-def configure(*, sink: Sink, dead_letter: DeadLetter) -> None:
+def configure(*, sink: Sink, dead_letter: DeadLetter, confirm: Confirm | None = None) -> None:
     """Where batches go and where a batch the sink gave up on is quarantined. AdmissionConfig.ready()
     sets them (admission.tasks.default_sink, admission.sinks.dead_letter_batch), so this module imports
-    neither telemetry nor the tasks that import it."""
-    global _sink, _dead_letter
-    _sink, _dead_letter = sink, dead_letter
+    neither telemetry nor the tasks that import it. `confirm` (admission.sinks.recorded) says which
+    handed-off events PostgreSQL has (admission.event_receipts)."""
+    global _sink, _dead_letter, _confirm
+    _sink, _dead_letter, _confirm = sink, dead_letter, confirm
 
 
 def configured_sink(events: list[dict[str, Any]]) -> Any:
     if _sink is None:
         raise RuntimeError("admission events: no sink configured (AdmissionConfig.ready() sets it)")
     return _sink(events)
+
+
+def configured_confirm(event_ids: list[str]) -> Any:
+    if _confirm is None:
+        raise RuntimeError("admission events: no confirm configured (AdmissionConfig.ready() sets it)")
+    return _confirm(event_ids)
 
 
 def configured_dead_letter(batch: list[dict[str, Any]], error: str) -> Any:
@@ -65,7 +85,7 @@ class EventBuffer:
     def __init__(
         self, sink: Sink = configured_sink, *, bound: int = 100_000, batch: int = 500, flush_s: float = 1.0,
         max_backoff_s: float = 30.0, autostart: bool = True, max_attempts: int = MAX_ATTEMPTS,
-        dead_letter: DeadLetter = configured_dead_letter,
+        dead_letter: DeadLetter = configured_dead_letter, receipts: Receipts | None = None,
     ) -> None:  # fmt: skip
         self.sink = sink
         self.bound, self.batch, self.flush_s, self.max_backoff_s = bound, batch, flush_s, max_backoff_s
@@ -79,6 +99,7 @@ class EventBuffer:
         self.autostart = autostart  # False: only explicit flush() sends (tests, one-shot commands)
         self._backoff = 0.0
         self.max_attempts, self.dead_letter = max_attempts, dead_letter
+        self.receipts = receipts  # None: the sink records before it returns (inline ingest, tests)
         self._attempts = 0  # failures of the batch at the front of the buffer
         self.counts = {"emitted": 0, "flushed": 0, "dropped": 0, "rejected": 0, "sink_failures": 0,
                        "dead_lettered": 0}  # fmt: skip
@@ -115,6 +136,13 @@ class EventBuffer:
                 # next full batch). Draining to the last event would, under steady load, hand the sink
                 # a stream of tiny batches, each paying the sink's whole fixed cost on the web worker.
                 self._flush(whole_batches=full and not self._backoff)
+                self.check_receipts()
+
+    def check_receipts(self) -> int:
+        """Resend what a broker took and PostgreSQL never got (admission.event_receipts). → events resent."""
+        if self.receipts is None:
+            return 0
+        return self.receipts.check(resend=self.sink, dead_letter=self.dead_letter)
 
     def flush(self) -> int:
         """Send what is buffered, batch by batch; stop at the first failure. → events delivered."""
@@ -141,6 +169,8 @@ class EventBuffer:
                     return sent
                 continue  # the batch is quarantined: go on with the rest
             self._attempts = 0
+            if result is HANDED_OFF and self.receipts is not None:
+                self.receipts.track(batch)
             with self._lock:
                 for _ in batch:
                     self._q.popleft()
@@ -204,8 +234,10 @@ class EventBuffer:
         return len(self._q)
 
     def stats(self) -> dict[str, int]:
+        receipts = self.receipts.counts if self.receipts is not None else {}
+        tracked = {"awaiting_receipt": self.receipts.pending()} if self.receipts is not None else {}
         with self._lock:
-            return {**self.counts, "pending": len(self._q), "bound": self.bound}
+            return {**self.counts, **receipts, **tracked, "pending": len(self._q), "bound": self.bound}
 
 
 _buffer: EventBuffer | None = None
@@ -220,10 +252,13 @@ def buffer() -> EventBuffer:
                 from django.conf import settings
 
                 install_shutdown_flush()
+                receipts = Receipts(configured_confirm, after_s=settings.ADMISSION_EVENT_CONFIRM_S,
+                                    tries=settings.ADMISSION_EVENT_CONFIRM_TRIES, bound=settings.ADMISSION_EVENT_BUFFER)  # fmt: skip
                 _buffer = EventBuffer(
                     bound=settings.ADMISSION_EVENT_BUFFER,
                     batch=settings.ADMISSION_EVENT_BATCH,
                     flush_s=settings.ADMISSION_EVENT_FLUSH_S,
+                    receipts=receipts,
                 )
     return _buffer
 

@@ -18,16 +18,18 @@ from django.db import DatabaseError, InterfaceError, OperationalError, close_old
 
 from admission.events import THREAD_NAME
 from telemetry.deadletter import dead_letter
+from telemetry.models import EventKey
 from telemetry.services import IngestResult, ingest_events
 
 STAGE = "admission.events"
+SOURCE = "admission"  # the source ingest stores these events under
 # Failures of the connection or the server: the batch is fine, try it again later, whole.
 TRANSIENT = (OperationalError, InterfaceError)
 
 
 def _ingest_isolating(events: list[dict[str, Any]], offset: int, result: IngestResult) -> None:
     try:
-        part = ingest_events(source="admission", events=events)
+        part = ingest_events(source=SOURCE, events=events)
     except TRANSIENT:
         raise
     except (DatabaseError, ValueError, TypeError, ArithmeticError) as exc:  # the data, not the database
@@ -67,6 +69,25 @@ def ingest(events: list[dict[str, Any]]) -> Any:
         return _ingest(events)
     finally:
         close_old_connections()
+
+
+RECEIPT_CHUNK = 1000  # event ids per primary-key lookup
+
+
+def recorded(event_ids: list[str]) -> set[str]:
+    """Which of these admission events PostgreSQL has: their dedup keys, written with them by ingest."""
+    own = threading.current_thread().name == THREAD_NAME
+    if own:
+        close_old_connections()
+    try:
+        got: set[str] = set()
+        for i in range(0, len(event_ids), RECEIPT_CHUNK):
+            chunk = event_ids[i : i + RECEIPT_CHUNK]
+            got.update(EventKey.objects.filter(source=SOURCE, event_id__in=chunk).values_list("event_id", flat=True))
+        return got
+    finally:
+        if own:
+            close_old_connections()
 
 
 def dead_letter_batch(batch: list[dict[str, Any]], error: str) -> None:

@@ -43,8 +43,9 @@ def ingest_events_batch(self: Any, events_: list[dict[str, Any]]) -> None:
 def default_sink(events_: list[dict[str, Any]]) -> Any:
     """The event buffer's sink (AdmissionConfig.ready()): with a Celery broker, ingest runs in a worker
     (not on the web worker's GIL); without one, here. A broker that is down raises: the batch stays
-    buffered."""
+    buffered. Handed to a broker, the batch is not yet recorded: the buffer keeps its receipt
+    (admission.event_receipts)."""
     if settings.CELERY_TASK_ALWAYS_EAGER:
         return sinks.ingest(events_)
     ingest_events_batch.delay(events_)
-    return None
+    return events.HANDED_OFF

@@ -163,6 +163,10 @@ ADMISSION_EVENT_BUFFER = env_int("ADMISSION_EVENT_BUFFER", 100000)
 ADMISSION_EVENT_BATCH = env_int("ADMISSION_EVENT_BATCH", 500)
 ADMISSION_EVENT_FLUSH_S = env_float("ADMISSION_EVENT_FLUSH_S", 1)
 ADMISSION_EVENT_SHUTDOWN_S = env_float("ADMISSION_EVENT_SHUTDOWN_S", 10)
+# A batch handed to the broker is checked against PostgreSQL after this wait, doubling per resend
+# (admission.event_receipts: kombu's Redis transport can lose a popped message when the broker dies).
+ADMISSION_EVENT_CONFIRM_S = env_float("ADMISSION_EVENT_CONFIRM_S", 30)
+ADMISSION_EVENT_CONFIRM_TRIES = env_int("ADMISSION_EVENT_CONFIRM_TRIES", 5)
 # Most events or fleet samples one telemetry POST may carry.
 TELEMETRY_MAX_BATCH = env_int("TELEMETRY_MAX_BATCH", 20000)
 # A JSON body's limit (Django reads it into memory): room for a full TELEMETRY_MAX_BATCH of events at
