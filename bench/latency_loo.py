@@ -1,6 +1,7 @@
 """The leave-one-out table of docs/latency.md: every catalogue pair with two or more usable points,
 each point held out in turn and predicted by the curve fitted on the rest (capacity/latency_validation.py):
-TTFT p99 and TPOT p99 at a latency point's throughput, saturation at an Offline point's. Prints the
+TTFT p99 and TPOT p99 at a latency point's throughput, saturation at an Offline point's; each row's
+reference mix (prompt ÷ output tokens) as the catalogue loads it (demo/loaders.py). Prints the
 summary (per quantity: points, median and worst error, against the goal of median ≤ 15 % and worst
 ≤ 50 % per half) and the table; `--write` puts both into docs/latency.md between its markers.
 
@@ -18,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from capacity.latency_validation import leave_one_out, markdown_table, pairs_from_rows, summary  # noqa: E402
+from demo.loaders import prompt_per_output  # noqa: E402
 
 START, END = "<!-- leave-one-out: start (bench/latency_loo.py --write) -->", "<!-- leave-one-out: end -->"
 GOAL_MEDIAN, GOAL_WORST = 0.15, 0.50
@@ -25,7 +27,7 @@ GOAL_MEDIAN, GOAL_WORST = 0.15, 0.50
 
 def section() -> str:
     with open(ROOT / "data" / "operating_points.csv", newline="", encoding="utf-8") as fh:
-        rows = leave_one_out(pairs_from_rows(csv.DictReader(fh)))
+        rows = leave_one_out(pairs_from_rows(csv.DictReader(fh), prompt_per_output))
     lines = [
         "| quantity | points | median error | worst error | goal (median ≤ 15 %, worst ≤ 50 %) |",
         "|---|---:|---:|---:|---|",

@@ -10,7 +10,7 @@ measured. The table and its median live in docs/latency.md; a test keeps the med
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from capacity.latency_curve import CurveError, LatencyCurve, MeasuredPoint, Shape, donors_for, fit, fit_pairs
@@ -23,9 +23,13 @@ def _ms(text: str) -> float | None:
     return float(text) / 1000.0 if text.strip() else None
 
 
-def pairs_from_rows(rows: Iterable[Mapping[str, str]]) -> Pairs:
+def pairs_from_rows(
+    rows: Iterable[Mapping[str, str]], mix_of: Callable[[Mapping[str, str]], float | None] | None = None
+) -> Pairs:
     """Rows of data/operating_points.csv → pairs. A row without a latency bound is a ceiling; a row with
-    a bound needs both measured p99s to count (vendor rows that report only means are left out)."""
+    a bound needs both measured p99s to count (vendor rows that report only means are left out).
+    `mix_of(row)`: the row's reference mix as prompt ÷ output tokens (the CSV does not state it; the
+    catalogue loader knows it), which a one-point pair's TTFT elasticity is borrowed by."""
     out: dict[str, tuple[str, list[MeasuredPoint]]] = {}
     for row in rows:
         key = (
@@ -40,6 +44,7 @@ def pairs_from_rows(rows: Iterable[Mapping[str, str]]) -> Pairs:
             ttft_p99_s=_ms(row["measured_ttft_p99_ms"]),
             tpot_p99_s=_ms(row["measured_tpot_p99_ms"]),
             is_ceiling=ceiling,
+            prompt_per_output=mix_of(row) if mix_of else None,
         )
         if ceiling or point.has_latency:
             out.setdefault(key, (row["accelerator"], []))[1].append(point)
@@ -66,12 +71,14 @@ def leave_one_out(pairs: Pairs) -> list[HeldOut]:
     for key, (acc, pts) in pairs.items():
         if len(pts) < 2:
             continue
+        # Donors are the other pairs' curves: nothing of the held-out point's pair reaches its prediction.
         others = {k: (pairs[k][0], c.shape(k)) for k, c in curves.items() if k != key and not c.is_borrowed}
         donors: list[Shape] = donors_for(acc, others)
+        every = [s for _, s in others.values()]
         for i, held in enumerate(pts):
             rest = [p for j, p in enumerate(pts) if j != i]
             try:
-                curve = fit(rest, donors)
+                curve = fit(rest, donors, every)
             except CurveError:
                 continue
             out.extend(_predict(key, held, curve))

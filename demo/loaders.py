@@ -221,6 +221,13 @@ def parse_row(row: dict[str, str]) -> OperatingPointRow | str:
     )
 
 
+def prompt_per_output(row: dict[str, str]) -> float | None:
+    """A CSV row's reference mix as the catalogue loads it, prompt ÷ output tokens (None: not loaded).
+    The leave-one-out of docs/latency.md (bench/latency_loo.py) reads the CSV without the catalogue."""
+    parsed = parse_row(row)
+    return parsed.ref_mean_prompt / parsed.ref_mean_output if isinstance(parsed, OperatingPointRow) else None
+
+
 def load_operating_points(path: Path | None = None) -> LoadResult:
     result = LoadResult()
     with open(path or default_path(), newline="", encoding="utf-8") as fh:

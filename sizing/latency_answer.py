@@ -40,6 +40,8 @@ def catalogue_curves() -> tuple[dict[str, LatencyCurve], dict[int, str]]:
             ttft_p99_s=_s(op.measured_ttft_p99_ms),
             tpot_p99_s=_s(op.measured_tpot_p99_ms),
             is_ceiling=bool(op.is_ceiling),
+            # The reference mix behind its p99s: a one-point pair borrows TTFT's elasticity by it.
+            prompt_per_output=op.ref_mean_prompt / op.ref_mean_output,
         )
         pairs.setdefault(key, (op.accelerator.slug, []))[1].append(point)
     frozen = {k: (acc, tuple(pts)) for k, (acc, pts) in pairs.items()}

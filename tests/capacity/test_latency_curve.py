@@ -98,11 +98,62 @@ def test_fit_pairs_borrows_from_the_same_accelerator_first():
         "c on X": ("X", (MeasuredPoint("S", 2000, 1.0, 0.1), MeasuredPoint("O", 2100, is_ceiling=True))),
     }
     curves = fit_pairs(pairs)
-    assert curves["c on X"].borrowed and "a on X" in curves["c on X"].borrowed[0]
-    assert "b on Y" not in curves["c on X"].borrowed[0]
+    u_part, ttft_part = curves["c on X"].borrowed[0].split(";")
+    assert "a on X" in u_part and "b on Y" not in u_part
+    # TTFT's elasticity follows the mix, not the chip: every accelerator's pairs lend it (no mix known here).
+    assert "a on X" in ttft_part and "b on Y" in ttft_part
 
 
-curves = st.builds(
+def _two_point(key_mix: float, ttft_lo: float, ttft_hi: float) -> tuple[MeasuredPoint, ...]:
+    # TPOT doubles between the points; TTFT rises ttft_hi ÷ ttft_lo: β = log2 of that.
+    return (
+        MeasuredPoint("I", 500, ttft_lo, 0.02, prompt_per_output=key_mix),
+        MeasuredPoint("S", 1000, ttft_hi, 0.04, prompt_per_output=key_mix),
+        MeasuredPoint("O", 1100, is_ceiling=True, prompt_per_output=key_mix),
+    )
+
+
+def test_one_point_borrows_ttft_elasticity_from_the_nearest_reference_mix():
+    pairs = {
+        "chatty on X": ("X", _two_point(1.0, 0.2, 0.4 * 2**-0.1)),  # β = 0.9
+        "prompt-heavy on Y": ("Y", _two_point(12.0, 0.2, 0.4 * 2**0.25)),  # β = 1.25
+        "one on X": (
+            "X",
+            (
+                MeasuredPoint("S", 2000, 1.0, 0.1, prompt_per_output=10.0),
+                MeasuredPoint("O", 2100, is_ceiling=True, prompt_per_output=10.0),
+            ),
+        ),
+    }
+    c = fit_pairs(pairs)["one on X"]
+    assert c.ttft_beta == pytest.approx(1.25)
+    assert "prompt-heavy on Y" in c.borrowed[0].split(";")[1] and "chatty" not in c.borrowed[0].split(";")[1]
+    assert c.ttft_p99(2000) == pytest.approx(1.0, rel=1e-9)  # through its own point
+    x = 1000.0
+    assert c.ttft_p99(x) == pytest.approx(1.0 * (c.tpot_p99(x) / 0.1) ** 1.25, rel=1e-9)
+    assert c.p_s == pytest.approx(c.ttft_p99(0.0), rel=1e-9)  # the floor is the curve at no load
+    # The SLO's TTFT limit is where the elastic TTFT reaches it.
+    assert c.ttft_p99(c.max_load(0.8, 10.0)) == pytest.approx(0.8, rel=1e-9)
+
+
+def test_a_donor_whose_ttft_falls_with_load_lends_a_flat_ttft_not_a_falling_one():
+    pairs = {
+        "odd on X": ("X", _two_point(1.0, 0.4, 0.3)),  # TTFT fell as TPOT doubled: β < 0
+        "one on X": (
+            "X",
+            (
+                MeasuredPoint("S", 2000, 1.0, 0.1, prompt_per_output=1.0),
+                MeasuredPoint("O", 2100, is_ceiling=True, prompt_per_output=1.0),
+            ),
+        ),
+    }
+    c = fit_pairs(pairs)["one on X"]
+    assert c.ttft_beta == 0.0
+    assert c.ttft_p99(100.0) == pytest.approx(1.0) and c.ttft_p99(2050.0) == pytest.approx(1.0)
+    assert c.max_load(1.0, 10.0) == c.x_sat and c.max_load(0.99, 10.0) == 0.0
+
+
+queue_curves = st.builds(
     lambda a, u, p, q, sat: LatencyCurve(a, sat / u, sat, p, q * p, ()),
     st.floats(0.001, 0.2),
     st.floats(0.05, 0.98),
@@ -110,6 +161,19 @@ curves = st.builds(
     st.floats(0.0, 2.0),
     st.floats(100.0, 1e6),
 )
+# One-point pairs: TTFT ∝ TPOT^β through the point (anchor TPOT = f × a), β as borrowed (never under 0).
+elastic_curves = st.builds(
+    lambda a, u, sat, ratio, beta, f: LatencyCurve(
+        a, sat / u, sat, ratio * a * f ** (1 - beta), 0.0, (), ("borrowed",), ratio, beta, a * f
+    ),
+    st.floats(0.001, 0.2),
+    st.floats(0.05, 0.98),
+    st.floats(100.0, 1e6),
+    st.floats(1.0, 50.0),
+    st.floats(0.0, 2.5),
+    st.floats(1.0, 20.0),
+)
+curves = st.one_of(queue_curves, elastic_curves)
 fleets = st.builds(
     lambda c, wr, wo, lb: Fleet(c, wr, wo, lb),
     curves,
