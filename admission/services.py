@@ -12,11 +12,12 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from admission import core, events, ids, params, plans, reclaims, sweeper
+from admission import core, events, ids, params, plans, reclaims, settle, sweeper
 from admission.backends import get_backend
 from admission.backends.base import BEST_EFFORT
-from admission.core import NEVER_PASSES, OVERFLOWS, CompleteRequest, Decision, ReserveRequest, throttle
+from admission.core import NEVER_PASSES, throttle
 from admission.idcodec import record_name
+from admission.serving_types import OVERFLOWS, CompleteRequest, Decision, ReserveRequest
 from http_plumbing.api_guards import SURROGATE_MESSAGE
 
 __all__ = ["NEVER_PASSES", "CompleteRequest", "Decision", "ReserveRequest", "throttle"]
@@ -168,7 +169,7 @@ def _fail_mode(req: ReserveRequest, cost: float, meta: dict[str, Any], sp: Any) 
 
 
 def complete(req: CompleteRequest, epoch: str | None = None) -> tuple[int, dict[str, Any]]:
-    return core.complete(req, ids.verify(req.reservation_id), params.current(), get_backend(), rid_key=ids.record_key(),
+    return settle.complete(req, ids.verify(req.reservation_id), params.current(), get_backend(), rid_key=ids.record_key(),
                          plan_for=plans.plan_for, emit=events.emit, idem_ttl_s=plans.idem_ttl_s(), epoch=epoch)  # fmt: skip
 
 
