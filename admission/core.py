@@ -143,7 +143,7 @@ NO_HOOKS = Hooks()
 
 
 # The remaining-quota headers that do not change per request, and the names of those the store answers,
-# in its order (base.quota_raw): built with the scope's plan, so a reserve only zips them together (a
+# in its order (backends/quota.quota_raw): built with the scope's plan, so a reserve only zips them together (a
 # lookup per request by the scope's identity cost 2-3 µs of the ~5 the headers take after the round
 # trip, where Python runs with cold caches: bench/quota_headers.py). QuotaNames: serving_types.py.
 def quota_names(s: Scope) -> QuotaNames:
@@ -162,7 +162,7 @@ def quota_headers(n: QuotaNames, q: str) -> dict[str, str]:
     capacity units in admission/README.md): whole weighted tokens left in the scope's own bucket and
     seconds until it is full again; requests left in the request-rate bucket where `max_rps` is set;
     what each period budget has left, in its unit, where budgets are set. A bucket in debt reads 0.
-    `n`: the scope's quota_names; `q`: the store's answer (base.quota_raw's form; its last field, the
+    `n`: the scope's quota_names; `q`: the store's answer (quota.quota_raw's form; its last field, the
     store's clock, has no name)."""
     h = n[0].copy()
     h.update(zip(n[1], q.split("|"), strict=False))

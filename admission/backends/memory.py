@@ -31,7 +31,6 @@ from admission.backends.base import (
     lost_charges,
     new_epoch,
     periods_at,
-    quota_raw,
     retry_after_s,
     settled_part,
     spent,
@@ -39,6 +38,7 @@ from admission.backends.base import (
 )
 from admission.backends.memory_fair import FairLedger
 from admission.backends.memory_store import _Res, _Store, _unix_monotonic
+from admission.backends.quota import quota_raw
 from admission.backends.usd_memory import MemoryUsd
 from admission.usd import UsdAnswer, UsdHold
 from capacity.bucket import refilled
