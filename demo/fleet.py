@@ -40,7 +40,7 @@ from demo.fleet_data import (
 )
 from demo.loaders import OperatingPointRow, load_operating_points
 from demo.prices import load_prices
-from entitlements import services
+from entitlements import pool_locks, services
 from entitlements.commitments import commitment_end
 from entitlements.compute_specs import load_compute_specs
 from entitlements.concurrency import derive_max_concurrency
@@ -163,8 +163,8 @@ def _load_pools() -> None:
                 pool=pool, zone=Zone.objects.get(slug=f"{spec.region}-{letter}"), defaults={"replicas": n}
             )
         with transaction.atomic():
-            services.lock_pools({pool.pk})
-            services.pool_refresh(pool)
+            pool_locks.lock_pools({pool.pk})
+            pool_locks.pool_refresh(pool)
     for host, protected_pool, protected_zone, cu, note in RESERVES:
         services.reserve_set(
             host_pool=Pool.objects.get(slug=host),
