@@ -56,7 +56,9 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class _Derived:
+class Derived:
+    """The scopes and pool totals at one instant (scope_table.derive; tests/admission/scope_spec.py states the same)."""
+
     scopes: dict[tuple[str, str, str, str, str], ScopeParams]
     reserved_rate: dict[int, float]  # wt/s of active reserved entitlements per pool
     sold: dict[int, float]  # CU of active entitlements that count as sold, per pool
@@ -66,9 +68,7 @@ class _Derived:
     withheld: dict[int, float] = field(default_factory=dict)
 
 
-def derive_pools(
-    bases: list[PoolBase], health: dict[int, tuple[int, int] | None], d: _Derived
-) -> dict[int, PoolParams]:
+def derive_pools(bases: list[PoolBase], health: dict[int, tuple[int, int] | None], d: Derived) -> dict[int, PoolParams]:
     depth_s = settings.ADMISSION_BUCKET_DEPTH_S
     margin_frac = settings.ADMISSION_RECLAIM_MARGIN
     pools: dict[int, PoolParams] = {}
@@ -181,7 +181,7 @@ def _refresh(snap: Snapshot | None, now: float, *, own: bool = True) -> Snapshot
     assert table is not None
     table.advance(t.timestamp())  # the scopes a window start or end reached (no query)
     reserved, sold, withheld = table.totals()
-    d = _with_spill(_Derived(dict(table.scopes), reserved, sold, table.next_boundary(), withheld), _held.spill, t)
+    d = _with_spill(Derived(dict(table.scopes), reserved, sold, table.next_boundary(), withheld), _held.spill, t)
     until = _held.full_at
     if d.next_boundary is not None:
         until = min(until, now + max(0.0, d.next_boundary - t.timestamp()))
@@ -326,7 +326,7 @@ def _after_fork() -> None:
 os.register_at_fork(after_in_child=_after_fork)
 
 
-def _with_spill(d: _Derived, rows: list[Any], t: datetime) -> _Derived:
+def _with_spill(d: Derived, rows: list[Any], t: datetime) -> Derived:
     """The scopes with their spillover (issue 36.1) at `t`; the next boundary counts the spill rows' too."""
     ts = t.timestamp()
     d.scopes = spill_params.attach(d.scopes, rows, ts)
@@ -346,7 +346,7 @@ def build(now: datetime | None = None, version: int = 0) -> Snapshot:
     """A whole snapshot read afresh, outside the process's cache (bench/scale.py times this)."""
     t = now or timezone.now()
     bases = snapshot_reads.pool_rows()
-    d = _with_spill(_Derived(*derive_table(scope_sums.read(t), t.timestamp())), spill_params.read(t), t)
+    d = _with_spill(Derived(*derive_table(scope_sums.read(t), t.timestamp())), spill_params.read(t), t)
     pools = derive_pools(bases, snapshot_reads.health_rows([b.pool_id for b in bases]), d)
     limits = usd_params.read_limits()
     usd = UsdBook(limits, usd_params.read_prices()) if limits else EMPTY

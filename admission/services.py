@@ -92,12 +92,22 @@ def _cached(d: dict[str, Any], prompt: int) -> int:
     return cached
 
 
-def parse_reserve(d: Any) -> ReserveRequest:
+def _object(d: Any) -> dict[str, Any]:
     if not isinstance(d, dict):
         raise ValidationError({"non_field_errors": "expected a JSON object"})
-    cls = _str(d, "traffic_class")
-    if cls not in CLASSES:
-        raise ValidationError({"traffic_class": f"must be one of {', '.join(CLASSES)}"})
+    return d
+
+
+def _choice(d: dict[str, Any], name: str, allowed: tuple[str, ...]) -> str:
+    v = _str(d, name)
+    if v not in allowed:
+        raise ValidationError({name: f"must be one of {', '.join(allowed)}"})
+    return v
+
+
+def parse_reserve(d: Any) -> ReserveRequest:
+    d = _object(d)
+    cls = _choice(d, "traffic_class", CLASSES)
     prompt = _int(d, "prompt_tokens") or 0
     return ReserveRequest(
         request_id=_str(d, "request_id"), tenant=_str(d, "tenant"), project=_str(d, "project", required=False),
@@ -115,11 +125,8 @@ def _overflow(v: Any) -> str | None:
 
 
 def parse_complete(d: Any) -> CompleteRequest:
-    if not isinstance(d, dict):
-        raise ValidationError({"non_field_errors": "expected a JSON object"})
-    status = _str(d, "status")
-    if status not in STATUSES:
-        raise ValidationError({"status": f"must be one of {', '.join(STATUSES)}"})
+    d = _object(d)
+    status = _choice(d, "status", STATUSES)
     prompt = _int(d, "prompt_tokens") or 0
     return CompleteRequest(
         reservation_id=_str(d, "reservation_id"), prompt_tokens=prompt, cached_prompt_tokens=_cached(d, prompt),

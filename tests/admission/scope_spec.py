@@ -7,7 +7,6 @@ statement of the same rules, so it lives with the tests, not on the serving path
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +14,7 @@ from django.db.models import FloatField, Q, TextField
 
 from admission import budgets
 from admission.budgets import LimitSpec
+from admission.params import Derived
 from admission.snapshot_reads import Epoch, FloatCast, TextCast
 from admission.snapshot_types import ScopeParams
 from entitlements.models import Entitlement
@@ -55,17 +55,6 @@ def entitlement_rows(t: datetime) -> list[EntRow]:
 
 
 LIMIT_NAMES = ENT_FIELDS[LIMITS]
-
-
-@dataclass
-class Derived:
-    scopes: dict[tuple[str, str, str, str, str], ScopeParams]
-    reserved_rate: dict[int, float]  # wt/s of active reserved entitlements per pool
-    sold: dict[int, float]  # CU of active entitlements that count as sold, per pool
-    next_boundary: float | None  # epoch s of the next instant some held entitlement starts or ends
-    # wt/s lenders keep back from borrowers per pool: (CU − lending_limit) × R of each active
-    # entitlement with a lending limit (issue 36.3)
-    withheld: dict[int, float] = field(default_factory=dict)
 
 
 def derive_scopes(rows: list[EntRow], t: float) -> Derived:
