@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from admission import core, idcodec
+from admission import core, idcodec, settle
 from admission.client import QUOTA_KEY
-from admission.core import CompleteRequest, ReserveRequest
 from admission.events import EventBuffer
+from admission.serving_types import OVERFLOWS, CompleteRequest, Plan, ReserveRequest
 from admission.snapshot_types import PoolParams, ScopeParams, Snapshot, SpillSpec
 from admission.usd import EMPTY, UsdBook
 from capacity.input_errors import FieldError
@@ -125,7 +125,7 @@ class View:
 
     def plan_for(
         self, snap: Snapshot, sp: ScopeParams, pool: PoolParams, prefix: str, who: tuple[str, str, str, str]
-    ) -> core.Plan:
+    ) -> Plan:
         key = (prefix, sp.key)
         got = snap.plans.get(key)
         if got is None:
@@ -347,8 +347,8 @@ class Library:
         cached = _int("cached_prompt_tokens", cached_prompt_tokens, required=False) or 0
         if cached > prompt:
             raise InvalidRequest("cached_prompt_tokens", "cannot exceed prompt_tokens")
-        if overflow is not None and overflow not in core.OVERFLOWS:
-            raise InvalidRequest("overflow", f"must be one of {', '.join(core.OVERFLOWS)}")
+        if overflow is not None and overflow not in OVERFLOWS:
+            raise InvalidRequest("overflow", f"must be one of {', '.join(OVERFLOWS)}")
         req = ReserveRequest(
             request_id=_str("request_id", request_id), tenant=_str("tenant", tenant),
             project=_str("project", project, required=False), model=_str("model", model),
@@ -390,13 +390,13 @@ class Library:
             e2e_ms=_ms("e2e_ms", e2e_ms),
         )  # fmt: skip
         view = cast(View, self.snapshot.view)  # a View once started (start() loads the first)
-        return core.complete(req, idcodec.verify(reservation_id, self._keys), view.snap, self.backend,
+        return settle.complete(req, idcodec.verify(reservation_id, self._keys), view.snap, self.backend,
                              rid_key=self._rid_key, plan_for=view.plan_for, emit=self._emit,
                              idem_ttl_s=view.idem_ttl_s)  # fmt: skip
 
     def sweep(self) -> int:
         """Settle this store's reservations past their TTL (also every `sweep_every_s` in a thread)."""
-        return core.sweep(self.backend, self._emit)
+        return settle.sweep(self.backend, self._emit)
 
     def _sweeper(self, every_s: float) -> None:
         while not self._stop.wait(every_s):

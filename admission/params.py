@@ -29,7 +29,6 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from uuid import UUID
 
 from django.conf import settings
 from django.db import DatabaseError, connection
@@ -37,7 +36,6 @@ from django.utils import timezone
 
 from admission import (
     atlas_carry,
-    budgets,
     scope_sums,
     snapshot_delta,
     snapshot_reads,
@@ -45,24 +43,22 @@ from admission import (
     spill_params,
     usd_params,
 )
-from admission import snapshot_reads as rd
 from admission.backends import get_backend
-from admission.budgets import LimitSpec
 from admission.scope_table import derive as derive_table
-from admission.snapshot_reads import EntRow, PoolBase
+from admission.snapshot_reads import PoolBase
 from admission.snapshot_types import PoolParams, ScopeParams, Snapshot
 from admission.usd import EMPTY, UsdBook
 
-LIMIT_NAMES = rd.ENT_FIELDS[rd.LIMITS]
 log = logging.getLogger(__name__)
-pool_health = snapshot_reads.pool_health
 
 
 # ---- derivation: pure, from rows already held ---------------------------------------------------
 
 
 @dataclass
-class _Derived:
+class Derived:
+    """The scopes and pool totals at one instant (scope_table.derive; tests/admission/scope_spec.py states the same)."""
+
     scopes: dict[tuple[str, str, str, str, str], ScopeParams]
     reserved_rate: dict[int, float]  # wt/s of active reserved entitlements per pool
     sold: dict[int, float]  # CU of active entitlements that count as sold, per pool
@@ -72,90 +68,7 @@ class _Derived:
     withheld: dict[int, float] = field(default_factory=dict)
 
 
-def derive_scopes(rows: list[EntRow], t: float) -> _Derived:
-    """The row-by-row specification admission.scope_sums is tested equal to (the snapshot sums in SQL).
-    Several active entitlements in one scope add up (rate, borrowing, concurrency); the envelope is
-    the widest; the scope names its lowest-pk entitlement (rows come by pk). `t`: epoch seconds.
-    A hot loop over every held row: tuple indices (snapshot_reads), floats, one dict lookup."""
-    acc: dict[tuple[str, str, str, str, str], list[Any]] = {}
-    reserved: dict[int, float] = {}
-    sold: dict[int, float] = {}
-    withheld: dict[int, float] = {}
-    nxt: float | None = None
-    lims: dict[tuple[str, str, str, str, str], LimitSpec | None] = {}  # scopes with budgets or a request rate
-    for e in rows:
-        starts, ends = e[rd.STARTS], e[rd.ENDS]
-        if starts > t:
-            nxt = starts if nxt is None or starts < nxt else nxt
-            continue
-        if ends is not None:
-            if ends <= t:
-                continue
-            nxt = ends if nxt is None or ends < nxt else nxt
-        pool, r = e[rd.POOL], e[rd.R]
-        rate = e[rd.CU] * r
-        if e[rd.CLASS] == "reserved":
-            reserved[pool] = reserved.get(pool, 0.0) + rate
-        if e[rd.SOLD]:
-            sold[pool] = sold.get(pool, 0.0) + e[rd.CU]
-        borrow = e[rd.BORROW] * r if e[rd.MAY_BORROW] and e[rd.OVERAGE] == "borrow" else 0.0
-        lend = e[rd.LENDING]
-        kept = 0.0 if lend is None else (e[rd.CU] - lend) * r
-        if lend is not None:
-            withheld[pool] = withheld.get(pool, 0.0) + kept
-        weight = 1.0 if e[rd.WEIGHT] is None else e[rd.WEIGHT]
-        key = (e[rd.TENANT], e[rd.PROJECT] or "", e[rd.MODEL], e[rd.REGION], e[rd.CLASS])
-        if e[rd.DAILY_BUDGET] is not None or e[rd.MONTHLY_BUDGET] is not None or e[rd.MAX_RPS] is not None:
-            lims[key] = budgets.combine(
-                lims.get(key), budgets.spec_of(dict(zip(LIMIT_NAMES, e[rd.LIMITS], strict=True)))
-            )
-        a = acc.get(key)
-        if a is None:
-            acc[key] = [e, rate, borrow, e[rd.MAX_PROMPT], e[rd.MAX_OUTPUT], e[rd.OUT_P95], e[rd.MAX_CONC],
-                        e[rd.TTFT], e[rd.TPOT], e[rd.CU] if lend is None else lend, lend is not None, weight,
-                        kept]  # fmt: skip
-            continue
-        a[1] += rate
-        a[2] += borrow
-        a[3] = max(a[3], e[rd.MAX_PROMPT])
-        a[4] = max(a[4], e[rd.MAX_OUTPUT])
-        a[5] = max(a[5], e[rd.OUT_P95])
-        a[6] += e[rd.MAX_CONC]
-        a[7] = max(a[7], e[rd.TTFT])
-        a[8] = max(a[8], e[rd.TPOT])
-        a[9] += e[rd.CU] if lend is None else lend
-        a[10] = a[10] or lend is not None
-        a[11] += weight
-        a[12] += kept
-    scopes = {
-        k: ScopeParams(
-            ":".join(k),
-            str(UUID(a[0][rd.UUID])),
-            k[4],
-            a[1],
-            a[2],
-            a[3],
-            a[4],
-            a[5],
-            a[6],
-            a[7],
-            a[8],
-            a[0][rd.W_OUT],
-            a[0][rd.W_CACHED],
-            a[0][rd.POOL],
-            lims.get(k),
-            a[9] if a[10] else None,
-            a[11],
-            keep_back=a[12],
-        )
-        for k, a in acc.items()
-    }
-    return _Derived(scopes, reserved, sold, nxt, withheld)
-
-
-def derive_pools(
-    bases: list[PoolBase], health: dict[int, tuple[int, int] | None], d: _Derived
-) -> dict[int, PoolParams]:
+def derive_pools(bases: list[PoolBase], health: dict[int, tuple[int, int] | None], d: Derived) -> dict[int, PoolParams]:
     depth_s = settings.ADMISSION_BUCKET_DEPTH_S
     margin_frac = settings.ADMISSION_RECLAIM_MARGIN
     pools: dict[int, PoolParams] = {}
@@ -268,7 +181,7 @@ def _refresh(snap: Snapshot | None, now: float, *, own: bool = True) -> Snapshot
     assert table is not None
     table.advance(t.timestamp())  # the scopes a window start or end reached (no query)
     reserved, sold, withheld = table.totals()
-    d = _with_spill(_Derived(dict(table.scopes), reserved, sold, table.next_boundary(), withheld), _held.spill, t)
+    d = _with_spill(Derived(dict(table.scopes), reserved, sold, table.next_boundary(), withheld), _held.spill, t)
     until = _held.full_at
     if d.next_boundary is not None:
         until = min(until, now + max(0.0, d.next_boundary - t.timestamp()))
@@ -413,7 +326,7 @@ def _after_fork() -> None:
 os.register_at_fork(after_in_child=_after_fork)
 
 
-def _with_spill(d: _Derived, rows: list[Any], t: datetime) -> _Derived:
+def _with_spill(d: Derived, rows: list[Any], t: datetime) -> Derived:
     """The scopes with their spillover (issue 36.1) at `t`; the next boundary counts the spill rows' too."""
     ts = t.timestamp()
     d.scopes = spill_params.attach(d.scopes, rows, ts)
@@ -433,7 +346,7 @@ def build(now: datetime | None = None, version: int = 0) -> Snapshot:
     """A whole snapshot read afresh, outside the process's cache (bench/scale.py times this)."""
     t = now or timezone.now()
     bases = snapshot_reads.pool_rows()
-    d = _with_spill(_Derived(*derive_table(scope_sums.read(t), t.timestamp())), spill_params.read(t), t)
+    d = _with_spill(Derived(*derive_table(scope_sums.read(t), t.timestamp())), spill_params.read(t), t)
     pools = derive_pools(bases, snapshot_reads.health_rows([b.pool_id for b in bases]), d)
     limits = usd_params.read_limits()
     usd = UsdBook(limits, usd_params.read_prices()) if limits else EMPTY

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from admission.core import Plan, build_plan, spill_target
+from admission.core import build_plan, spill_target
+from admission.serving_types import Plan
 from admission.snapshot_types import PoolParams, ScopeParams, Snapshot
 
 __all__ = ["Plan", "plan_for", "ttl_s", "idem_ttl_s"]

@@ -7,8 +7,7 @@ are per row's pool), and a group starts and ends as one row would, so when a win
 the held groups are derived again without a query. Entitlements sold together share a window, so
 groups are far fewer than rows. `read(t, scopes)` re-sums only the given scopes (issue 35.2: the
 incremental refresh after a write). admission.scope_table.derive gives the same result as
-admission.params.derive_scopes over entitlement_rows (the row-by-row specification, tested equal on a
-varied fixture): rates and
+the row-by-row specification (tests/admission/scope_spec.py, tested equal on a varied fixture): rates and
 borrowing add up, the envelope is the widest, concurrency adds up, the scope names its lowest-pk
 entitlement, budgets combine in pk order (the few rows with limits are held as rows).
 """

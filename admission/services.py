@@ -12,11 +12,12 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from admission import core, events, ids, params, plans, reclaims, sweeper
+from admission import core, events, ids, params, plans, reclaims, settle, sweeper
 from admission.backends import get_backend
 from admission.backends.base import BEST_EFFORT
-from admission.core import NEVER_PASSES, OVERFLOWS, CompleteRequest, Decision, ReserveRequest, throttle
+from admission.core import NEVER_PASSES, throttle
 from admission.idcodec import record_name
+from admission.serving_types import OVERFLOWS, CompleteRequest, Decision, ReserveRequest
 from http_plumbing.api_guards import SURROGATE_MESSAGE
 
 __all__ = ["NEVER_PASSES", "CompleteRequest", "Decision", "ReserveRequest", "throttle"]
@@ -91,12 +92,22 @@ def _cached(d: dict[str, Any], prompt: int) -> int:
     return cached
 
 
-def parse_reserve(d: Any) -> ReserveRequest:
+def _object(d: Any) -> dict[str, Any]:
     if not isinstance(d, dict):
         raise ValidationError({"non_field_errors": "expected a JSON object"})
-    cls = _str(d, "traffic_class")
-    if cls not in CLASSES:
-        raise ValidationError({"traffic_class": f"must be one of {', '.join(CLASSES)}"})
+    return d
+
+
+def _choice(d: dict[str, Any], name: str, allowed: tuple[str, ...]) -> str:
+    v = _str(d, name)
+    if v not in allowed:
+        raise ValidationError({name: f"must be one of {', '.join(allowed)}"})
+    return v
+
+
+def parse_reserve(d: Any) -> ReserveRequest:
+    d = _object(d)
+    cls = _choice(d, "traffic_class", CLASSES)
     prompt = _int(d, "prompt_tokens") or 0
     return ReserveRequest(
         request_id=_str(d, "request_id"), tenant=_str(d, "tenant"), project=_str(d, "project", required=False),
@@ -114,11 +125,8 @@ def _overflow(v: Any) -> str | None:
 
 
 def parse_complete(d: Any) -> CompleteRequest:
-    if not isinstance(d, dict):
-        raise ValidationError({"non_field_errors": "expected a JSON object"})
-    status = _str(d, "status")
-    if status not in STATUSES:
-        raise ValidationError({"status": f"must be one of {', '.join(STATUSES)}"})
+    d = _object(d)
+    status = _choice(d, "status", STATUSES)
     prompt = _int(d, "prompt_tokens") or 0
     return CompleteRequest(
         reservation_id=_str(d, "reservation_id"), prompt_tokens=prompt, cached_prompt_tokens=_cached(d, prompt),
@@ -168,7 +176,7 @@ def _fail_mode(req: ReserveRequest, cost: float, meta: dict[str, Any], sp: Any) 
 
 
 def complete(req: CompleteRequest, epoch: str | None = None) -> tuple[int, dict[str, Any]]:
-    return core.complete(req, ids.verify(req.reservation_id), params.current(), get_backend(), rid_key=ids.record_key(),
+    return settle.complete(req, ids.verify(req.reservation_id), params.current(), get_backend(), rid_key=ids.record_key(),
                          plan_for=plans.plan_for, emit=events.emit, idem_ttl_s=plans.idem_ttl_s(), epoch=epoch)  # fmt: skip
 
 

@@ -1,20 +1,18 @@
 """The snapshot's database reads, one per part, as plain rows (no model instances).
 
-`entitlement_rows` is the large one (10,000s of rows at scale): one query with the catalogue
-columns joined in SQL and returned as tuples, so a rebuild costs a join and a loop, not tens of
-thousands of model instances. Pools are few; they go through the model for the deliverable
+Entitlements are summed by the database (admission.scope_sums); the casts below keep 10,000s of
+values as plain floats and strings. Pools are few; they go through the model for the deliverable
 formula (capacity.deliverable via Pool.breakdown), which must stay the one formula.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, NamedTuple
 
-from django.db.models import FloatField, Func, Q, TextField
+from django.db.models import FloatField, Func
 from django.db.models.functions import Cast
 
-from entitlements.models import Entitlement, Pool
+from entitlements.models import Pool
 from entitlements.models.supply import as_cu
 from telemetry.selectors import latest_pool_health, supply_alerts_down
 
@@ -43,41 +41,6 @@ class FloatCast(Cast):
 
 class TextCast(Cast):
     convert_value = staticmethod(Cast._convert_value_noop)  # type: ignore[attr-defined]
-
-
-# One entitlement as a plain tuple, read by index in admission.params.derive_scopes (a hot loop:
-# index access, floats, no Decimal or datetime objects). Timestamps are epoch seconds.
-ENT_FIELDS = (
-    "pk", "uuid_s", "tenant__slug", "project__slug", "model__slug", "region__slug", "traffic_class_id", "pool_id",
-    "starts", "ends", "cu_f", "borrow_f", "max_prompt_tokens", "max_output_tokens", "output_p95", "max_concurrency",
-    "ttft_p99_ms", "tpot_p99_ms", "overage", "model__r_wt_per_s", "model__w_out", "model__w_cached",
-    "traffic_class__may_borrow", "traffic_class__counts_as_sold",
-    "daily_budget", "monthly_budget", "budget_unit", "budget_tz", "max_rps", "burst", "lending_f", "weight",
-)  # fmt: skip
-(PK, UUID, TENANT, PROJECT, MODEL, REGION, CLASS, POOL, STARTS, ENDS, CU, BORROW, MAX_PROMPT, MAX_OUTPUT, OUT_P95,
- MAX_CONC, TTFT, TPOT, OVERAGE, R, W_OUT, W_CACHED, MAY_BORROW, SOLD,
- DAILY_BUDGET, MONTHLY_BUDGET, BUDGET_UNIT, BUDGET_TZ, MAX_RPS, BURST, LENDING, WEIGHT) = range(len(ENT_FIELDS))  # fmt: skip
-LIMITS = slice(DAILY_BUDGET, BURST + 1)  # the entitlement's budgets and request rate (issue 23)
-EntRow = tuple[Any, ...]
-
-
-def entitlement_rows(t: datetime) -> list[EntRow]:
-    """Every entitlement not revoked and not ended at t (active now or starting later), by pk."""
-    qs = (
-        Entitlement.objects.filter(revoked_at__isnull=True)
-        .filter(Q(ends_at__isnull=True) | Q(ends_at__gt=t))
-        .annotate(
-            uuid_s=TextCast("uuid", TextField()),  # a str: no uuid.UUID object per row
-            starts=Epoch("starts_at"),
-            ends=Epoch("ends_at"),
-            cu_f=FloatCast("cu", FloatField()),
-            borrow_f=FloatCast("borrowing_limit_cu", FloatField()),
-            lending_f=FloatCast("lending_limit_cu", FloatField()),
-        )  # fmt: skip
-        .order_by("pk")
-        .values_list(*ENT_FIELDS)
-    )
-    return list(qs)
 
 
 class PoolBase(NamedTuple):

@@ -17,7 +17,7 @@ import threading
 from django.conf import settings
 from django.db import close_old_connections
 
-from admission import core, events
+from admission import events, settle
 from admission.backends import StoreUnavailable, get_backend
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ def ensure_started() -> None:
 def sweep(limit: int = 1000) -> int:
     """Settle reservations past their TTL at their full estimate (Celery beat + lazily on access).
     Here, not in admission.services (which starts this thread): no import back into the services."""
-    return core.sweep(get_backend(), events.emit, limit)
+    return settle.sweep(get_backend(), events.emit, limit)
 
 
 def _run(stop: threading.Event) -> None:

@@ -65,7 +65,8 @@ def build(n: int):
         Tenant,
         Zone,
     )
-    from entitlements.services import Envelope, lock_pools, pool_refresh
+    from entitlements.pool_locks import lock_pools, pool_refresh
+    from entitlements.services import Envelope
 
     model, _ = ServedModel.objects.get_or_create(
         slug="scale-model",

@@ -12,7 +12,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from entitlements import admin_access, admin_prices, reserve_rules, services  # noqa: F401 - admin_* register their pages
+from entitlements import admin_access, admin_prices, pool_locks, reserve_rules  # noqa: F401 - admin_* register their pages
 from entitlements.models import (
     Accelerator,
     Entitlement,
@@ -154,8 +154,8 @@ class PoolAdmin(admin.ModelAdmin):
         super().save_related(request, form, formsets, change)
         # Zones arrive with the inlines, so the stored totals are recomputed after them, under the lock.
         with transaction.atomic():
-            services.lock_pools({form.instance.pk})
-            pool = services.pool_refresh(form.instance)
+            pool_locks.lock_pools({form.instance.pk})
+            pool = pool_locks.pool_refresh(form.instance)
             # Supply can shrink for real (lost hardware), so the change is kept, but said out loud.
             try:
                 reserve_rules.check_all_zone_rooms(pool, "zones")

@@ -15,8 +15,8 @@ from django.utils import timezone
 from entitlements import reserve_rules
 from entitlements.models import Pool, PoolZone, Zone
 from entitlements.models.supply import as_cu, validate_failure_policy
+from entitlements.pool_locks import lock_pools, pool_refresh
 from entitlements.selectors import Window, pool_sold_peak
-from entitlements.services import lock_pools, pool_refresh
 
 PCT_FIELDS = ("maintenance_pct", "safety_pct", "fragmentation_pct")
 

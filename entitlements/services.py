@@ -1,6 +1,6 @@
 """Writes to the source of truth. Every grant, amendment and revocation checks headroom over
-its whole window under row locks on every pool it touches, and is captured by the history
-triggers with who and why.
+its whole window under row locks on every pool it touches (entitlements.pool_locks), and is
+captured by the history triggers with who and why.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F, Q, Sum
+from django.db.models import F
 from django.utils import timezone
 
 from entitlements import limits, reserve_rules
@@ -25,17 +25,10 @@ from entitlements.models import Entitlement, FailoverReserve, Pool, Region, Serv
 from entitlements.models.grants import BORROWING_CLASS
 from entitlements.models.supply import as_cu
 from entitlements.pool_choice import choose_pool, headroom_rows
+
+# OversellError and ScopePoolConflict are the grant's errors: its callers catch them from here too.
+from entitlements.pool_locks import OversellError, ScopePoolConflict, check_headroom, lock_pools, pool_refresh
 from entitlements.selectors import Window, peak_sold, pool_sold_peak, scope_entitlements
-
-
-class OversellError(ValidationError):
-    """A write that would make sold(t) exceed deliverable somewhere in its window."""
-
-
-class ScopePoolConflict(OversellError):
-    """docs/contract.md §5, one scope one pool: the grant does not fit the pool its scope lives in (409)."""
-
-    http_status = 409
 
 
 def _validate_borrowing(traffic_class: str, overage: str, borrowing_limit_cu: Decimal) -> None:
@@ -46,49 +39,6 @@ def _validate_borrowing(traffic_class: str, overage: str, borrowing_limit_cu: De
         raise ValidationError({"borrowing_limit_cu": f"only {BORROWING_CLASS} borrows; {traffic_class} must have 0"})
     if overage != Entitlement.Overage.THROTTLE:
         raise ValidationError({"overage": f"only {BORROWING_CLASS} borrows; {traffic_class} overage is throttle"})
-
-
-def lock_pools(pool_ids: set[int]) -> dict[int, Pool]:
-    """Lock these pools plus every pool linked to them by a failover reserve, in pk order.
-
-    Ordered locking avoids deadlocks; including reserve-linked pools serialises a grant with a
-    change to a reserve that moves the same pool's deliverable capacity.
-    """
-    ids = set(pool_ids)
-    linked = FailoverReserve.objects.filter(Q(host_pool_id__in=ids) | Q(protected_pool_id__in=ids))
-    for host, protected in linked.values_list("host_pool_id", "protected_pool_id"):
-        ids.add(host)
-        if protected:
-            ids.add(protected)
-    locked = Pool.objects.select_for_update().filter(pk__in=sorted(ids)).order_by("pk")
-    return {p.pk: p for p in locked}
-
-
-def pool_refresh(pool: Pool) -> Pool:
-    """Recompute the stored physical and reserve totals (call under the pool's lock)."""
-    pool = Pool.objects.select_related("operating_point__model").get(pk=pool.pk)
-    physical = as_cu(pool.breakdown().physical)
-    held = FailoverReserve.objects.filter(host_pool=pool).aggregate(s=Sum("cu"))["s"] or Decimal(0)
-    Pool.objects.filter(pk=pool.pk).update(physical_cu=physical, reserve_held_cu=held)
-    pool.physical_cu, pool.reserve_held_cu = physical, held
-    return pool
-
-
-def _check_headroom(
-    pool: Pool, window: Window, extra_cu: Decimal, *, exclude_pk: int | None = None, peak: Decimal | None = None
-) -> None:
-    """`peak`: the pool's sold peak over `window` when the caller read it under the same lock (no second read)."""
-    deliverable = pool.deliverable_cu
-    if peak is None:
-        peak = pool_sold_peak(pool, window, exclude_pk=exclude_pk)
-    if peak + extra_cu > deliverable:
-        left = max(Decimal(0), deliverable - peak)
-        raise OversellError(
-            {
-                "cu": f"pool {pool.slug} has {left} CU of headroom left in that window "
-                f"(deliverable {deliverable}, already sold {peak}); {extra_cu} CU would oversell it"
-            }
-        )
 
 
 @dataclass(frozen=True)
@@ -237,7 +187,7 @@ def _placed(
     if counts_as_sold:
         peak = next(chosen.deliverable_cu - headroom for p, headroom in rows if p.pk == chosen.pk)
         try:
-            _check_headroom(chosen, window, cu, peak=peak)
+            check_headroom(chosen, window, cu, peak=peak)
         except OversellError as exc:
             if home is not None:
                 # The scope cannot go elsewhere: a conflict (409); the message names its pool and headroom.
@@ -315,7 +265,7 @@ def entitlement_amend(*, actor: Any, reason: str, entitlement: Entitlement, **ch
     _validate_window(ent.starts_at, ent.ends_at)
     _validate_borrowing(ent.traffic_class_id, ent.overage, ent.borrowing_limit_cu)
     if ent.traffic_class.counts_as_sold:
-        _check_headroom(locked[ent.pool_id], Window(ent.starts_at, ent.ends_at), ent.cu, exclude_pk=ent.pk)
+        check_headroom(locked[ent.pool_id], Window(ent.starts_at, ent.ends_at), ent.cu, exclude_pk=ent.pk)
     ent.version += 1
     ent.full_clean()
     with history_context(actor=actor, reason=reason):

@@ -12,7 +12,8 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from entitlements import models as m
-from entitlements.services import Envelope, pool_refresh
+from entitlements.pool_locks import pool_refresh
+from entitlements.services import Envelope
 
 User = get_user_model()
 

@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from itertools import takewhile
 
 from admission.backends import fair, inputs
 from admission.backends.base import (
-    FAIR_FORGET_WT,
     SPILLABLE,
     Answer,
     CompleteOp,
     EpochChanged,
-    Lends,
     Period,
     ReserveOp,
     Settled,
@@ -30,63 +26,28 @@ from admission.backends.base import (
     bounded,
     bounded_used,
     budget_units,
-    decayed,
     decide,
     has_rps,
-    lender_split,
     lost_charges,
     new_epoch,
     periods_at,
-    quota_raw,
     retry_after_s,
     settled_part,
     spent,
     spill_decide,
 )
+from admission.backends.memory_fair import FairLedger
+from admission.backends.memory_store import _Res, _Store, _unix_monotonic
+from admission.backends.quota import quota_raw
 from admission.backends.usd_memory import MemoryUsd
 from admission.usd import UsdAnswer, UsdHold
 from capacity.bucket import refilled
 from entitlements import reasons
 
 
-def _unix_monotonic() -> Callable[[], float]:
-    offset = time.time() - time.monotonic()
-    return lambda: time.monotonic() + offset
+class MemoryBackend(FairLedger):
+    """The store's operations under one lock; the lending and fair-share accounts in memory_fair.py."""
 
-
-@dataclass
-class _Res:
-    state: str
-    inflight_key: str
-    charged: tuple[str, float, float]  # key, rate, depth
-    pool: tuple[str, float, float]
-    est: float
-    w_out: float
-    w_cached: float
-    meta: str
-    gone_at: float  # when the record itself is forgotten
-    max_out: int
-    result: dict | None = None
-    # Period budgets charged at reserve: (unit, units, ((period key, limit, period end), ...)).
-    budget: tuple[str, float, tuple[tuple[str, float, float], ...]] | None = None
-    # Issue 36.3: what the reserve charged the lend / keep-back buckets ((key, rate, depth, wt), ...) and
-    # the fair-share table ((table, member, weight, window, wt, when)): complete settles them in proportion.
-    lending: tuple[tuple[str, float, float, float], ...] = ()
-    fair: tuple[str, str, float, float, float, float] | None = None
-
-
-@dataclass
-class _Store:
-    buckets: dict[str, tuple[float, float]] = field(default_factory=dict)  # key → (level, at)
-    idem: dict[str, tuple[str, float]] = field(default_factory=dict)  # reservation id → (answer, gone_at)
-    inflight: dict[str, dict[str, float]] = field(default_factory=dict)  # scope → {rid: expires}
-    res: dict[str, _Res] = field(default_factory=dict)
-    periods: dict[str, tuple[float, float]] = field(default_factory=dict)  # period key → (used, period end)
-    # A pool's fair-share table (issue 36.3): member → [borrowed in window, written at, weight, active until]
-    fair: dict[str, dict[str, list[float]]] = field(default_factory=dict)
-
-
-class MemoryBackend:
     name = "memory"
     prefix = "adm:"
 
@@ -247,72 +208,6 @@ class MemoryBackend:
             return Answer(
                 raw=raw, replay=False, expired_metas=expired, in_flight=len(scope), quota=self._quota(op, now)
             )
-
-    def _lender_charge(self, ln: Lends, cost: float, now: float) -> tuple[tuple[str, float, float, float], ...]:
-        """An own admission's charge to the lend bucket (reserve.lua's twin): the keep-back pays first;
-        never a refusal, the lend bucket's debt bounded at one depth. → what each bucket was charged."""
-        out: tuple[tuple[str, float, float, float], ...] = ()
-        x, kb, lend = 0.0, ln.keep, ln.lend
-        if kb is not None:
-            keep_l = self._level(kb.key, kb.rate, kb.depth, now)
-            x = lender_split(cost, keep_l)
-            self._s.buckets[kb.key] = (keep_l - x, now)
-            out = ((kb.key, kb.rate, kb.depth, x),)
-        lend_l = self._level(lend.key, lend.rate, lend.depth, now)
-        self._s.buckets[lend.key] = (bounded(lend_l - (cost - x), lend.depth), now)
-        return (*out, (lend.key, lend.rate, lend.depth, cost - x))
-
-    def _fair_settle(self, rec: tuple[str, str, float, float, float, float], back: float, delta: float,
-                     now: float) -> None:  # fmt: skip
-        """Settle a borrowed reservation in the fair-share table (complete.lua's twin, fair.settled_entry):
-        `back` its count's share of the difference, `delta` the borrow bucket's."""
-        fk, member, weight, window, _, at = rec
-        table = self._s.fair.setdefault(fk, {})
-        entry = table.get(member, [0.0, now, weight, now])
-        table[member] = fair.settled_entry(entry, back, delta, at, now, window)
-
-    def _fair_read(self, op: ReserveOp, now: float) -> tuple[float, float, float, list[tuple[float, float, float]]]:
-        """(this scope's borrowed tokens in the window, the active borrowers' together, their weights
-        together, (held, weight, can take) of each other active one), this scope counted as active
-        (fair.active); entries neither active nor borrowing are dropped (reserve.lua's fair_read)."""
-        sh = op.scope.share
-        assert sh is not None
-        v = inputs.of(op.scope)
-        window = v["window_s"]
-        table = self._s.fair.get(sh.fair, {})
-        mine, used, weights = 0.0, 0.0, v["weight"]
-        others: list[tuple[float, float, float]] = []
-        for member, f in list(table.items()):
-            got = decayed(f[0], f[1], now, window)
-            if member == v["member"]:
-                mine = got
-                used += got
-            elif fair.active(f, now):
-                used += got
-                weights += f[2]
-                others.append((got, f[2], fair.can_take(f, now)))
-            elif f[3] <= now and got < FAIR_FORGET_WT:
-                del table[member]
-        return mine, used, weights, others
-
-    def _fair_entry(self, op: ReserveOp, now: float, bor_l: float, add: float = 0.0) -> None:
-        """Write this scope's entry: its borrowed tokens decayed to now plus `add`, active for active_s more,
-        and its borrow bucket after this attempt (`bor_l`) with that bucket's rate, depth and this cost."""
-        if op.scope.share is None:
-            return
-        v = inputs.of(op.scope)
-        table = self._s.fair.setdefault(op.scope.share.fair, {})
-        got = table.get(v["member"])
-        u = decayed(got[0], got[1], now, v["window_s"]) if got is not None else 0.0
-        table[v["member"]] = [u + add, now, v["weight"], now + v["active_s"], bor_l, v["borrow_rate"],
-                              v["borrow_depth"], op.cost]  # fmt: skip
-
-    def fair_state(self, fair_key: str, window_s: float) -> dict[str, tuple[float, float, bool]]:
-        """A pool's fair-share table now: member → (borrowed wt in the window, weight, active: fair.active)."""
-        with self._lock:
-            now = self.clock()
-            return {m: (decayed(f[0], f[1], now, window_s), f[2], fair.active(f, now))
-                    for m, f in self._s.fair.get(fair_key, {}).items()}  # fmt: skip
 
     def _periods_now(self, op: ReserveOp, now: float) -> list[tuple[str, float, float, float]]:
         """The period buckets in force at `now`: (key, limit, end, used) each (reserve.lua's periods_now)."""

@@ -89,7 +89,7 @@ def _pools() -> list[dict[str, Any]]:
     rows = snapshot_pool_rows()
     out = []
     for r in rows:
-        # physical_cu is kept current by services.pool_refresh; as one "replica" of that size it
+        # physical_cu is kept current by pool_locks.pool_refresh; as one "replica" of that size it
         # feeds the same deliverable formula the pool pages use, without loading zones.
         supply = PoolSupply(
             replicas_per_zone=(1,),

@@ -32,7 +32,7 @@ def validate_failure_policy(value: str) -> None:
 class Pool(models.Model):
     """One model served in one region on one accelerator type.
 
-    `physical_cu` and `reserve_held_cu` are kept by `entitlements.services.pool_refresh` under the
+    `physical_cu` and `reserve_held_cu` are kept by `entitlements.pool_locks.pool_refresh` under the
     pool's row lock so the database itself can refuse reserves larger than the pool.
     """
 

@@ -1,7 +1,7 @@
 """A borrowed admission's complete and expiry events say `source_kind: borrowed` (issue 36: the statement
 and the live views count borrowed traffic apart; a statement read "2,061 borrowed admitted, 0 settled"
 because the store's record kept the reserve's meta, written before the store chose the bucket). Both
-backends, through the serving path's own code (admission.core with a hand-built snapshot, as
+backends, through the serving path's own code (admission.core and settle with a hand-built snapshot, as
 test_spillover_contract.py does): the record the store writes, the id the store forgot (claims_meta),
 and a reservation swept past its TTL (memory backend, its own clock).
 
@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import uuid
 
-from admission import core
+from admission import core, settle
 from admission.backends import memory as memory_backend
 from admission.idcodec import verify
+from admission.serving_types import CompleteRequest, ReserveRequest
 from admission.snapshot_types import ScopeParams, Snapshot
 from tests.admission.test_spillover_contract import DEPTH_S, RID_KEY, SIGN_KEY, Gateway, pool
 
@@ -40,13 +41,13 @@ class BestEffort(Gateway):
         super().__init__(store, snap)
 
     def reserve(self, rid=None, overflow=None):
-        req = core.ReserveRequest(rid or uuid.uuid4().hex, "acme", "", "m", "r", "best_effort", 100, 0, 0, overflow)
+        req = ReserveRequest(rid or uuid.uuid4().hex, "acme", "", "m", "r", "best_effort", 100, 0, 0, overflow)
         return core.reserve(req, self.snap, self.store, sign=lambda c: core_sign(c), rid_key=RID_KEY,
                             plan_for=self.plan_for, emit=self.events.append)  # fmt: skip
 
     def complete(self, reservation_id, prompt=100, output=0):
-        req = core.CompleteRequest(reservation_id, prompt, 0, output, "ok", None, None)
-        return core.complete(req, verify(reservation_id, [SIGN_KEY]), self.snap, self.store, rid_key=RID_KEY,
+        req = CompleteRequest(reservation_id, prompt, 0, output, "ok", None, None)
+        return settle.complete(req, verify(reservation_id, [SIGN_KEY]), self.snap, self.store, rid_key=RID_KEY,
                              plan_for=self.plan_for, emit=self.events.append, idem_ttl_s=900)  # fmt: skip
 
 
@@ -74,7 +75,7 @@ def test_a_borrowed_reservation_the_store_forgot_completes_as_borrowed(store):
     gw.reserve()  # the own bucket's one request
     b = gw.reserve().body
     assert b["source"] == "borrowed"
-    store.clear()  # a restart without data: the complete settles from the signed id (core.claims_meta)
+    store.clear()  # a restart without data: the complete settles from the signed id (settle.claims_meta)
     assert gw.complete(b["reservation_id"], prompt=80)[0] == 200
     assert _completes(gw) == [("ok", "borrowed", 80.0)]
 
@@ -85,7 +86,7 @@ def test_a_borrowed_reservation_swept_past_its_ttl_expires_as_borrowed():
     gw.reserve()
     assert gw.reserve().body["source"] == "borrowed"
     now[0] += 6.0
-    assert core.sweep(gw.store, gw.events.append) == 2
+    assert settle.sweep(gw.store, gw.events.append) == 2
     assert sorted(_completes(gw), key=lambda e: e[1] or "") == [
         ("expired", None, 100.0),
         ("expired", "borrowed", 100.0),

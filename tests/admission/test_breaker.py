@@ -10,7 +10,8 @@ import pytest
 from admission.backends import breaker
 from admission.backends.base import StoreUnavailable
 from admission.backends.breaker import Breaker
-from admission.backends.redis import ATTEMPTS, RedisBackend
+from admission.backends.redis import RedisBackend
+from admission.backends.redis_calls import ATTEMPTS
 from tests.admission.test_backend_contract import op, prefixed
 from tests.servers.redis import RedisServer
 

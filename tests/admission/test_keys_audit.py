@@ -16,8 +16,8 @@ import uuid
 import pytest
 
 from admission import backends, events, keys, params, services
-from admission.backends import redis as redis_backend_module
 from admission.backends.redis import RedisBackend
+from admission.backends.redis_calls import Script
 from entitlements.services import entitlement_amend
 from tests.admission.cluster import store_url
 from tests.admission.world import body, build_world
@@ -38,7 +38,7 @@ end}, {__index = real})
 """
 
 
-class Audited(redis_backend_module._Script):
+class Audited(Script):
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self.source = AUDIT.encode() + self.source

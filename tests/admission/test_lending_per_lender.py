@@ -14,12 +14,12 @@ figures); Redis on its own, with T measured by the test around the run (so the b
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 
 import pytest
 
 from admission.backends import memory as memory_backend
-from admission.backends import redis as redis_backend
 from admission.backends.base import Bucket, Lends
 from tests.admission import test_spillover_contract as spl
 from tests.admission.test_backend_contract import Clock, _key, borrower, complete, op, reserve
@@ -35,7 +35,7 @@ def _mutate(store, script_attr, line):
     src = script.source.decode()
     assert src.count(line) == 1
     script.source = src.replace(line, "").encode()
-    script.sha = redis_backend.hashlib.sha1(script.source).hexdigest().encode()  # noqa: S324
+    script.sha = hashlib.sha1(script.source).hexdigest().encode()  # noqa: S324
 
 
 def _two_lenders(store, limit_a, a_ask, *, steps, dt, depth_s, b_ask=None, measure_from=0):

@@ -15,7 +15,8 @@ import pytest
 
 from admission import core, events, params, plans
 from admission.backends import get_backend
-from admission.backends.base import Quota, has_rps, periods_at
+from admission.backends.base import has_rps, periods_at
+from admission.backends.quota import Quota
 from capacity.bucket import refilled
 from entitlements.services import entitlement_amend
 from tests.admission.test_budget_contract import Clock, complete, lop, noon
@@ -42,7 +43,7 @@ def rem(a) -> Quota:
 
 def assert_equals_store(store, o, q: Quota | None) -> None:
     """The answer's header values are the store's state right after the call, in the headers' words
-    (base.Quota.of: the Python spelling of the rule reserve.lua formats with)."""
+    (quota.Quota.of: the Python spelling of the rule reserve.lua formats with)."""
     assert q is not None and has_rps(o.scope)
     s, lim = o.scope, o.scope.limits
     rq = (stored(store, lim.rps, q.now), lim.rps.rate, lim.rps.depth) if lim.rps is not None else None
@@ -125,7 +126,7 @@ def test_a_concurrency_throttle_reports_the_store_state(store):
         ((1e9, 1e15), 1.5, "999999999999998", "0.001"),  # the largest depths: exact digits
         ((10.0, 1000.0), 0.0, "1000", "0"),  # full
         ((1e-3, 1000.0), 300.0, "700", "300000"),  # five minutes at a slow refill
-        ((1e-9, 1000.0), 300.0, "700", "300000000000"),  # just under base.NEVER_S
+        ((1e-9, 1000.0), 300.0, "700", "300000000000"),  # just under quota.NEVER_S
         ((1e-320, 1000.0), 300.0, "700", "never"),  # the wait overflows to infinity: never, not an error
         ((1.0, 2.0**53), 1.0, str(2**53 - 1), "1"),  # the largest whole Redis answers as an integer
         ((1.0, 2.0**53 + 2), 0.0, str(2**53 + 2), "0"),  # the smallest it answers as digits (full: no refill)

@@ -11,11 +11,11 @@ import uuid
 
 import pytest
 
-from admission.backends import base, inputs, memory, redis
+from admission.backends import base, inputs, memory, memory_fair, redis_calls
 from admission.backends.base import Bucket, ReserveOp, Scope, decide, retry_after_s
 from tests.admission.test_backend_contract import _decision, prefixed
 
-LUA = redis.LUA / "reserve.lua"
+LUA = redis_calls.LUA / "reserve.lua"
 READ = re.compile(r"\b([AK])_([a-z_]+)\b")
 
 
@@ -51,9 +51,10 @@ def test_the_script_reads_the_tables_names_and_every_one_of_them():
 
 
 def test_python_reads_the_same_names():
-    """base.decide and the in-process backend read a scope's inputs as inputs.of(scope)[<name>]."""
+    """base.decide and the in-process backend (its lending and fair-share accounts too) read a scope's
+    inputs as inputs.of(scope)[<name>]."""
     static = {n for n, _ in inputs.STATIC}
-    for src in (inspect.getsource(base.decide), inspect.getsource(memory)):
+    for src in (inspect.getsource(base.decide), inspect.getsource(memory), inspect.getsource(memory_fair)):
         used = set(re.findall(r'\bv\["([a-z_]+)"\]', src))
         assert used and used <= static, used - static
     # decide reads only table names: every one it needs is in the table the script gets.

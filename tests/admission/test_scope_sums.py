@@ -1,5 +1,5 @@
 """The snapshot's SQL-summed scopes (admission.scope_sums) equal the row-by-row derivation
-(admission.params.derive_scopes over entitlement_rows) on a varied fixture: one scope spanning two
+(tests/admission/scope_spec.py: derive_scopes over entitlement_rows) on a varied fixture: one scope spanning two
 pools, projects, windows ended and not yet started, a revoked grant, borrowing, several envelopes,
 budgets in two units and a request rate."""
 
@@ -10,9 +10,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from admission import params, scope_sums, scope_table, snapshot_reads
+from admission import scope_sums, scope_table
 from entitlements import models as m
 from entitlements.models import ServedModel
+from tests.admission import scope_spec
 from tests.admission.world import grant
 
 pytestmark = pytest.mark.django_db
@@ -60,7 +61,7 @@ def _varied(fleet):
 
 
 def _python(t):
-    return params.derive_scopes(snapshot_reads.entitlement_rows(t), t.timestamp())
+    return scope_spec.derive_scopes(scope_spec.entitlement_rows(t), t.timestamp())
 
 
 def test_sql_sums_equal_the_row_by_row_derivation(fleet):

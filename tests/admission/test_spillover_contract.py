@@ -1,5 +1,5 @@
 """Spillover (issue 36.1, docs/spillover.md) on both backends, through the serving path's own code
-(admission.core.reserve / complete with a hand-built snapshot, the signed ids, the two store calls).
+(admission.core.reserve / settle.complete with a hand-built snapshot, the signed ids, the two store calls).
 
 acme's reserved scope lives in pool-a (id 1) and spills to pool-b (id 2). Buckets are deep
 (DEPTH_S = 10^6 s) and slow, so a level moves by at most a few thousandths of a weighted token while a
@@ -11,15 +11,17 @@ slots: the hand-off and the spill are two script calls, one per pool's hash tag.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import threading
 import uuid
 
 import pytest
 
-from admission import core, keys
+from admission import core, keys, settle
 from admission.backends import memory as memory_backend
 from admission.backends.base import SPILLED, Bucket, ReserveOp, Scope, Spill, SpillOp
 from admission.idcodec import Claims, derive_record_key, derive_signing_key, sign, verify
+from admission.serving_types import CompleteRequest, ReserveRequest
 from admission.snapshot_types import PoolParams, ScopeParams, Snapshot, SpillSpec
 
 DEPTH_S = 1e6
@@ -54,13 +56,13 @@ class Gateway:
         self.store, self.snap, self.events = store, snap, []
 
     def reserve(self, rid=None, overflow=None):
-        req = core.ReserveRequest(rid or uuid.uuid4().hex, "acme", "", "m", "r", "reserved", 100, 0, 0, overflow)
+        req = ReserveRequest(rid or uuid.uuid4().hex, "acme", "", "m", "r", "reserved", 100, 0, 0, overflow)
         return core.reserve(req, self.snap, self.store, sign=lambda c: sign(c, SIGN_KEY), rid_key=RID_KEY,
                             plan_for=plan_for, emit=self.events.append)  # fmt: skip
 
     def complete(self, reservation_id, prompt=100, output=0):
-        req = core.CompleteRequest(reservation_id, prompt, 0, output, "ok", None, None)
-        return core.complete(req, verify(reservation_id, [SIGN_KEY]), self.snap, self.store, rid_key=RID_KEY,
+        req = CompleteRequest(reservation_id, prompt, 0, output, "ok", None, None)
+        return settle.complete(req, verify(reservation_id, [SIGN_KEY]), self.snap, self.store, rid_key=RID_KEY,
                              plan_for=plan_for, emit=self.events.append, idem_ttl_s=900)  # fmt: skip
 
     def scope(self):
@@ -279,12 +281,10 @@ def test_negative_control_without_the_margin_guard_spillover_takes_the_lenders_r
     """The race above with the spill's reclaim-margin guard taken out (memory: spill_decide mutated;
     Redis: spill.lua mutated the same way): spilled traffic takes pool-b far below the margin."""
     if hasattr(store, "client"):
-        from admission.backends import redis as rb
-
         script = store._spill
         assert SPILL_GUARD in script.source.decode()
         script.source = script.source.decode().replace(SPILL_GUARD, "true").encode()
-        script.sha = rb.hashlib.sha1(script.source).hexdigest().encode()  # noqa: S324
+        script.sha = hashlib.sha1(script.source).hexdigest().encode()  # noqa: S324
     else:
         unguarded = lambda op, spill_l, pool_l, lend_l: spill_l >= op.cost  # noqa: E731
         monkeypatch.setattr(memory_backend, "spill_decide", unguarded)

@@ -42,8 +42,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "M1",
         "in-process backend: a replay of an expired reservation answers settled",
         "admission/backends/memory.py",
-        'settled=r is not None and r.state != "open",',
-        'settled=r is not None and r.state == "done",',
+        'settled=r is not None and r.state != "open")',
+        'settled=r is not None and r.state == "done")',
         (REPLAY[0] + "::test_a_replay_of_an_expired_reservation_answers_settled_and_is_not_served_again[memory]",),
     ),
     Mutation(
@@ -57,7 +57,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "M3",
         "Redis: a socket that timed out is never reused (its late answer is not the next call's)",
-        "admission/backends/redis.py",
+        "admission/backends/redis_calls.py",
         "conn.disconnect()  # a timed-out socket",
         "pass  # a timed-out socket",
         CONN,
@@ -67,7 +67,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "M3b",
         "Redis: as M3, with redis-py's own disconnect on a read error switched off too",
-        "admission/backends/redis.py",
+        "admission/backends/redis_calls.py",
         "conn.disconnect()  # a timed-out socket",
         "pass  # a timed-out socket",
         CONN,
@@ -142,8 +142,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "S2",
         "in-process backend: a throttle's answer is replayed for at most an hour",
         "admission/backends/memory.py",
-        "now + max(1, min(3600, ra)))",
-        "now + max(1, ra))",
+        "now + max(1, min(3600, ra)))  # as reserve.lua",
+        "now + max(1, ra))  # as reserve.lua",
         (ADM + "test_budget_contract.py",),
     ),
     Mutation(

@@ -29,7 +29,7 @@ local function periods_now(now)
   return got
 end
 
--- The header values (base.whole, to_full: the same rule in Python for the memory store), formatted
+-- The header values (quota.py's whole, to_full: the same rule in Python for the memory store), formatted
 -- here, where the interpreter is hot: Python only splits them (a Python step after the round trip runs
 -- with cold caches and cost 3-4 times its warm time, bench/quota_headers.py). '%d' (0.26 µs) where the
 -- value is below 2^53, as '%.0f' (0.5 µs) would write the same digits; '%d' truncates, which is floor

@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from capacity.traces import parse_trace
-from demo.fleet import GRANTS
+from demo.fleet_data import GRANTS
 from demo.simulator import FleetSimulator, PoolState, SimConfig
 from entitlements.models import ApiToken, Pool
 
