@@ -75,12 +75,17 @@ def test_a_figure_sized_for_other_inputs_is_not_taken(fleet, people, draft, sizi
     assert len(sizing_calls) == 4
 
 
-def test_the_edit_page_carries_the_figure_it_shows(fleet, people, draft):
+def test_the_edit_page_carries_the_figure_it_shows(fleet, people, draft, sizing_calls):
     from tests.clients import web_client
 
-    html = web_client(people.requester).get(f"/launch/{draft.uuid}/edit").content.decode()
+    c = web_client(people.requester)
+    html = c.get(f"/launch/{draft.uuid}/edit").content.decode()
     sized = _sized(html)
     assert sized["sized_cu"] == "28.300" and len(sized["sized_for"]) == 32
+    # The rows' first read (on load) posts the form as drawn: the saved request's figure is taken.
+    calls = len(sizing_calls)
+    rows = c.post("/launch/availability", {**_form(fleet), **sized}, HTTP_HX_REQUEST="true").content.decode()
+    assert len(sizing_calls) == calls and "28.300 CU" in rows
     # The rows follow the sizing's answers on a saved draft, not each keystroke.
     section = html.split('id="availability"')[1].split(">")[0]
     assert 'hx-include="#lr-form, #sized"' in section and "sized from:body" in section and "input" not in section
