@@ -94,6 +94,8 @@ class Steps:
     def peaks_milli(self, starts: np.ndarray, length: int | None) -> np.ndarray:
         """The most sold over [a, a + length) (None: from a on) for each start a (µs, ≥ t[0])."""
         starts = np.asarray(starts, dtype=np.int64)
+        if len(starts) and starts.min() < self.t[0]:  # nothing read before the span: no figure for it
+            raise ValueError("a window starting before the steps' span")
         lo = np.searchsorted(self.t, starts, side="right") - 1  # the step in force at a
         if length is None:
             hi = np.full(len(starts), len(self.t), dtype=np.int64)

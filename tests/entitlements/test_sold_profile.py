@@ -119,3 +119,5 @@ def test_no_grants_is_zero_everywhere(fleet):
     steps = sold_steps([fleet.pool_a.pk], Window(DAY0, DAY0 + 5 * DAY))[fleet.pool_a.pk]
     assert steps.peak(DAY0, DAY0 + DAY) == 0
     assert steps.peak(DAY0 + 3 * DAY, None) == 0
+    with pytest.raises(ValueError):  # before the span nothing was read: no figure, rather than a wrong one
+        steps.peak(DAY0 - DAY, DAY0 + DAY)
