@@ -15,8 +15,9 @@ One row per pool serving the model, the asked regions first:
 Forecast-aware: where the ask fits today but the newest forecast's expected demand on the pool, over the
 weeks from today to the window's end, leaves less than the ask, the row says so and is not marked best.
 
-Bounded work: a fixed number of queries whatever the number of pools or entitlements (pools, peaks, days,
-orders, scope homes, forecast).
+Bounded work: a fixed number of queries whatever the number of pools or entitlements (pools, peaks, sold(t)'s
+change points, orders, scope homes, forecast); the date search and the forecast's weeks are range maxima over
+the change points (entitlements.sold_profile), not a read per day.
 """
 
 from __future__ import annotations
@@ -34,13 +35,15 @@ from capacity.planning_orders import add_replicas, least_whole
 from entitlements.models import Entitlement, Pool, Region, ServedModel, TrafficClass
 from entitlements.models.supply import as_cu
 from entitlements.pool_choice import headroom_rows
-from entitlements.sold_days import daily_sold_peaks
+from entitlements.selectors import Window
+from entitlements.sold_profile import Steps, sold_steps, us
 from forecasting.models import PoolDemand, SupplyOrder
 from forecasting.selectors import latest_run
 from portal.selectors import day_start, window_of
 
 SEARCH_DAYS = 400  # how far past the asked start available_from looks (and the longest window asked)
 WEEK_H = 168
+DAY_US = 86_400_000_000
 
 
 @dataclass(frozen=True)
@@ -114,13 +117,6 @@ def _homes(ask: Ask) -> dict[int, int]:
     return homes
 
 
-def _window_max(days: list[Decimal], d: int, length: int | None) -> Decimal:
-    """The most sold over [day d, day d + length) (None: from day d on; the list's last value lasts)."""
-    if length is None:
-        return max(days[min(d, len(days) - 1) :])
-    return max(days[d : d + length])
-
-
 class _Supply:
     """A pool's deliverable on each day, with the pending orders counted from their arrival date."""
 
@@ -149,23 +145,13 @@ class _Supply:
         return self._cache[n]
 
 
-def _milli(values: list[Decimal]) -> np.ndarray:
-    return np.fromiter((int(v * 1000) for v in values), dtype=np.int64, count=len(values))
-
-
-def _first_fit(
-    ask: Ask, days: list[Decimal], supply: _Supply, offset: int, length: int | None
-) -> tuple[date | None, bool]:
+def _first_fit(ask: Ask, steps: Steps, supply: _Supply, offset: int, length: int | None) -> tuple[date | None, bool]:
     """(the first start date ≥ the asked one whose window fits, whether an order made it fit), in
     milli-CU integers: exact, as the approval compares at 0.001 CU."""
-    sold = _milli(days)
     n = SEARCH_DAYS + 1
-    if length is None:  # from day d on: the suffix maximum; the last value lasts for every later day
-        tail = np.maximum.accumulate(sold[::-1])[::-1]
-        idx = np.minimum(np.arange(offset, offset + n), len(tail) - 1)
-        most = tail[idx]
-    else:
-        most = np.lib.stride_tricks.sliding_window_view(sold[offset : offset + n + length - 1], length).max(axis=1)
+    first = us(day_start(supply.today)) + offset * DAY_US
+    starts = first + DAY_US * np.arange(n, dtype=np.int64)  # each candidate start's midnight
+    most = steps.peaks_milli(starts, None if length is None else length * DAY_US)
     room = supply.room_milli(offset, n)
     fit = np.flatnonzero(most + int(ask.cu * 1000) <= room)
     if not len(fit):
@@ -175,7 +161,7 @@ def _first_fit(
 
 
 def _forecast_left(
-    pd: PoolDemand | None, days: list[Decimal], supply: _Supply, until: date | None
+    pd: PoolDemand | None, steps: Steps, supply: _Supply, until: date | None
 ) -> tuple[Decimal, date] | None:
     """The tightest week from today to the window's end (or the horizon): deliverable − the larger of the
     expected demand's peak hour and the most sold that week, and the week's start."""
@@ -190,9 +176,7 @@ def _forecast_left(
             continue
         if until is not None and ws >= until:
             break
-        lo = max(0, (ws - supply.today).days)
-        hi = (we - supply.today).days
-        sold = _window_max(days, lo, hi - lo) if lo < len(days) else days[-1]
+        sold = steps.peak(day_start(max(ws, supply.today)), day_start(we))
         demand = max(as_cu(max(expected[w * WEEK_H : (w + 1) * WEEK_H])), sold)
         left = supply.on(max(ws, supply.today)) - demand
         if worst is None or left < worst[0]:
@@ -216,14 +200,17 @@ def availability(ask: Ask, *, today: date) -> list[Row]:
     offset = (ask.start - today).days
     length = None if ask.until is None else (ask.until - ask.start).days
     span = None if length is None else offset + SEARCH_DAYS + length + 1
-    days = daily_sold_peaks([p.pk for p in pools], day_start(today), span)
+    first = day_start(today)
+    steps = sold_steps([p.pk for p in pools], Window(first, None if span is None else first + timedelta(days=span)))
     orders: dict[int, list[SupplyOrder]] = {}
     for o in SupplyOrder.objects.filter(pool__in=pools, status__in=SupplyOrder.PENDING):
         orders.setdefault(o.pool_id, []).append(o)
     run = latest_run()
     demand = {pd.pool_id: pd for pd in PoolDemand.objects.filter(run=run, pool__in=pools)} if run else {}
     rows = [
-        _row(ask, p, headroom[p.pk], homes, days[p.pk], _Supply(p, orders.get(p.pk, []), today), demand, offset, length)
+        _row(
+            ask, p, headroom[p.pk], homes, steps[p.pk], _Supply(p, orders.get(p.pk, []), today), demand, offset, length
+        )
         for p in pools
     ]
     _mark_best(rows)
@@ -235,7 +222,7 @@ def _row(
     pool: Pool,
     headroom: Decimal,
     homes: dict[int, int],
-    days: list[Decimal],
+    steps: Steps,
     supply: _Supply,
     demand: dict[int, PoolDemand],
     offset: int,
@@ -255,7 +242,7 @@ def _row(
     if available >= ask.cu:
         row = Row(pool, available, ask.start, 0, f"fits: {available} CU free over the window, {ask.cu} asked{lived}",
                   True, asked)  # fmt: skip
-        left = _forecast_left(demand.get(pool.pk), days, supply, ask.until)
+        left = _forecast_left(demand.get(pool.pk), steps, supply, ask.until)
         if left is not None and left[0] < ask.cu:
             row.forecast_left_cu = max(Decimal(0), left[0])
             row.why = (
@@ -271,7 +258,7 @@ def _row(
         if replicas is not None
         else "no number of replicas covers it"
     )
-    when, by_order = _first_fit(ask, days, supply, offset, length)
+    when, by_order = _first_fit(ask, steps, supply, offset, length)
     if when is None:
         later = f"no start within {SEARCH_DAYS} days fits, counting the orders placed"
     elif by_order:

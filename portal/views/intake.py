@@ -17,15 +17,13 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from entitlements import roles
-from entitlements.models import Region, TrafficClass
+from entitlements.models import Region
 from entitlements.models.prices import Term
 from http_plumbing.form_errors import add_validation_errors
 from portal import access
-from portal.availability import Ask, availability
 from portal.charts import intake as charts_intake
 from portal.forms import CommentForm, LaunchRequestFilter, LaunchRequestForm
 from portal.models import LaunchRequest, State
@@ -40,6 +38,8 @@ from portal.selectors import (
 )
 from portal.services import intake
 from portal.sizing_fit import RPS, launch_shape, scenario_cu
+from portal.views import intake_availability
+from portal.views.intake_availability import availability_of, sized_key
 from reconciliation.services import launch_request_fields
 
 EDIT = "portal/intake/edit.html"
@@ -168,14 +168,15 @@ def _regions_of(req: LaunchRequest) -> list[Region]:
     return [row.region for row in req.region_rows.select_related("region")]
 
 
-def _sizing_from_form(req: LaunchRequest, form: LaunchRequestForm) -> Any:
-    """Size what is on screen, not what is saved: an unsaved copy with the valid fields applied."""
+def _sizing_from_form(req: LaunchRequest, form: LaunchRequestForm) -> tuple[Any, str]:
+    """Size what is on screen, not what is saved: an unsaved copy with the valid fields applied (and the
+    key of what was sized, which the live availability checks before taking the committed CU)."""
     changes = form.valid_changes()
     regions = changes.pop("regions", None)
     preview = copy.copy(req)
     for name, value in changes.items():
         setattr(preview, name, value)
-    return size_request(preview, regions if regions is not None else _regions_of(req))
+    return size_request(preview, regions if regions is not None else _regions_of(req)), sized_key(preview)
 
 
 def _save_valid(request: HttpRequest, req: LaunchRequest, form: LaunchRequestForm) -> LaunchRequest:
@@ -201,7 +202,7 @@ def edit(request: HttpRequest, uuid: Any) -> HttpResponse:
         return redirect("intake-detail", uuid=req.uuid)
     form = LaunchRequestForm(initial=LaunchRequestForm.initial_from(req))
     sizing = size_request(req, _regions_of(req))
-    return render(request, EDIT, {"req": req, "form": form, "sizing": sizing})
+    return render(request, EDIT, {"req": req, "form": form, "sizing": sizing, "sized_for": sized_key(req)})
 
 
 @require_POST
@@ -227,45 +228,17 @@ def autosave(request: HttpRequest, uuid: Any) -> HttpResponse:
 def sizing(request: HttpRequest, uuid: Any) -> HttpResponse:
     req = _get(request, uuid)
     form = LaunchRequestForm(request.POST)
-    result = _sizing_from_form(req, form)
-    return render(request, f"{EDIT}#sizing", {"req": req, "sizing": result})
-
-
-def availability_of(req: LaunchRequest, regions: list[Region], committed: Decimal | None) -> dict[str, Any]:
-    """The availability rows (portal.availability) for a request's committed CU, regions and window, as the
-    edit page's live section and the review show them; `missing` says what the rows still wait for."""
-    today = timezone.now().date()
-    if req.model is None or req.launch_date is None or not committed:
-        return {"missing": "Fill in the model, the launch date and a committed rate to see where capacity is."}
-    start = max(req.launch_date, today)
-    if req.end_date is not None and req.end_date <= start:
-        return {"missing": "The end date has passed: nothing is left of the window to place."}
-    ask = Ask(
-        model=req.model,
-        regions=regions,
-        cu=committed,
-        start=start,
-        until=req.end_date,
-        traffic_class=TrafficClass.objects.get(slug=req.traffic_class),
-        tenant=req.tenant,
-    )
-    return {"ask": ask, "rows": availability(ask, today=today), "proposed_pk": req.proposed_pool_id}
+    result, key = _sizing_from_form(req, form)
+    resp = render(request, f"{EDIT}#sizing", {"req": req, "sizing": result, "sized_for": key})
+    resp["HX-Trigger-After-Settle"] = "sized"  # the availability re-reads with the CU now on screen
+    return resp
 
 
 @require_POST
 @person_required
 def availability_rows(request: HttpRequest) -> HttpResponse:
-    """The edit page's live availability: what is on screen (saved or not), like the live sizing."""
     _filer_guard(request)
-    preview = LaunchRequest(tenant=roles.tenant_of(request.user), created_by=request.user)
-    form = LaunchRequestForm(request.POST)
-    changes = form.valid_changes()
-    regions = list(changes.pop("regions", None) or [])
-    for name, value in changes.items():
-        setattr(preview, name, value)
-    committed = size_request(preview, []).cu.get("committed")
-    ctx = {"availability": availability_of(preview, regions, committed), "live": True}
-    return render(request, "portal/intake/_availability.html", ctx)
+    return intake_availability.live_rows(request)
 
 
 @require_POST

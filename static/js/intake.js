@@ -14,6 +14,12 @@
       del.hidden = false;
     }
     htmx.process(form);
+    // The availability now follows the live sizing's answers (its `sized` event), not every keystroke.
+    var rows = document.getElementById("availability");
+    if (rows) {
+      rows.setAttribute("hx-trigger", "sized from:body");
+      htmx.process(rows);
+    }
     htmx.trigger(form, "change");
   });
 

@@ -1,4 +1,8 @@
-"""sold(t) day by day for a pool set, in one query (issue 52's availability read).
+"""The availability's old read, kept only as bench/availability.py's baseline (it was entitlements/sold_days.py).
+
+sold(t) day by day for a pool set, in one query. `as_steps` hands its days to portal.availability as a
+step function (each midnight holding that day's peak): the availability reads whole-day windows only, so
+the answer is the old one, and the bench can time the endpoint with either read, interleaved.
 
 A launch window starts and ends at midnight UTC (portal.selectors.window_of), so the most sold over
 any window of whole days is the largest of those days' own peaks: a day's peak is all a date search
@@ -16,11 +20,15 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
 from django.db import connection
 
 from entitlements.models import Entitlement
 from entitlements.models.supply import as_cu
 from entitlements.selectors import Window, overlapping, sold_events_sql
+from entitlements.sold_profile import Steps, us
+
+DAY_US = 86_400_000_000
 
 
 def _day(value: Any) -> date:
@@ -71,3 +79,14 @@ def daily_sold_peaks(pool_ids: Iterable[int], start: datetime, days: int | None)
         else:
             series.append(carry[pk])  # the total after the last event, for every later day
     return out
+
+
+def as_steps(pool_ids: Iterable[int], window: Window) -> dict[int, Steps]:
+    """portal.availability's sold_steps, answered from the old day-by-day read."""
+    days = None if window.end is None else (window.end - window.start).days
+    got = daily_sold_peaks(pool_ids, window.start, days)
+    t0 = us(window.start)
+    return {
+        pk: Steps(t0 + DAY_US * np.arange(len(v), dtype=np.int64), np.array([int(x * 1000) for x in v], dtype=np.int64))
+        for pk, v in got.items()
+    }
