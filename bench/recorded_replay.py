@@ -1,11 +1,12 @@
 """Reconciliation's read of one scope with N recorded events in its window (issue 45.1): the raw
-events streamed as one binary COPY (telemetry.recorded), lumped past MAX_EXACT, and the planning
-answer on them; beside it, on the same rows, a bare `SELECT count(*)` (the floor any read pays),
+events streamed as one binary COPY (telemetry.recorded, telemetry.recorded_pg), lumped by the server
+when the minute rollups say more than MAX_EXACT, and the planning answer on them; beside it, on the same rows, a bare `SELECT count(*)` (the floor any read pays),
 rounds interleaved with their order swapped. Prints each median, their ratio, the Python heap's peak
 (tracemalloc: numpy's arrays included), the process's peak RSS and the load average.
 
 The events are written once by PostgreSQL itself (generate_series): a 14-day window ending now, in
-bursts of 50 requests inside 0.5 s every ~6 s (10 M rows by default), 2 % throttled for quota.
+bursts of 50 requests inside 0.5 s every ~6 s (10 M rows by default), 2 % throttled for quota, and
+their minute rollups.
 
 Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/recorded_bench .venv/bin/python bench/recorded_replay.py [N] [ROUNDS]
 """
@@ -83,6 +84,30 @@ def fill(n: int, start, end) -> None:  # noqa: ANN001
         cur.execute("ANALYZE telemetry_admissionevent")
 
 
+def minute_rollups(start, end) -> None:  # noqa: ANN001
+    """The minute rollups ingest would have written beside the events (requests and wt per minute and
+    decision; the other columns at their defaults): the reader asks them how many requests to expect."""
+    from django.db import connection
+
+    from telemetry.models import MinuteRollup
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*) FROM telemetry_minuterollup WHERE entitlement = %s", [str(ENT)])
+        if cur.fetchone()[0]:
+            return
+        keys = ("tenant", "project", "model", "region", "traffic_class", "decision", "reason")
+        exprs = {"bucket": "date_trunc('minute', ts)", "entitlement": "entitlement::text", "served_from": "''",
+                 "requests": "count(*)", "estimated_wt": "sum(estimated_wt)"} | {k: k for k in keys}  # fmt: skip
+        fields = [f for f in MinuteRollup._meta.concrete_fields if not f.primary_key]
+        select = [exprs.get(f.column, str(f.get_default())) for f in fields]
+        cur.execute(
+            f"INSERT INTO telemetry_minuterollup ({', '.join(f.column for f in fields)}) "  # noqa: S608 - model metadata
+            f"SELECT {', '.join(select)} FROM telemetry_admissionevent WHERE entitlement = %s AND ts >= %s AND ts < %s "
+            f"GROUP BY date_trunc('minute', ts), entitlement, {', '.join(keys)}",
+            [ENT, start, end],
+        )
+
+
 def entitlement():  # noqa: ANN201
     """An unsaved entitlement naming the bench scope: the reader needs its scope and model only."""
     from entitlements.models import Entitlement, Region, ServedModel, Tenant
@@ -111,6 +136,7 @@ def main() -> None:
     start = end - timedelta(days=14)
     t0 = time.perf_counter()
     fill(n, start, end)
+    minute_rollups(start, end)
     print(f"events ready in {time.perf_counter() - t0:.1f} s ({n:,} in the window)")
     ent = entitlement()
 

@@ -9,8 +9,8 @@ workload reconciliation replays (`recorded_workload`, one rule for both), so for
 gap's demand at its busiest hour equals the right-size and grow answer.
 
 The recorded requests are the raw events while they are kept (every burst inside a minute kept),
-else the minute rollups (spread evenly over each minute, said so); an entitlement with neither in
-the window keeps factor 1, and the basis says so.
+else the minute rollups (each minute's 3 s arrival slots and wt histogram, capacity.minute_profile;
+said so); an entitlement with neither in the window keeps factor 1, and the basis says so.
 """
 
 from __future__ import annotations
@@ -24,15 +24,19 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
+from capacity.minute_profile import bin_middles, profile_workload
 from capacity.planning import PlanningAnswer, Workload, percent, plan
 from capacity.planning_workload import bucket_workload
 from entitlements.models import Entitlement
+from telemetry.histogram import EDGES_MS
+from telemetry.models import ARRIVAL_SLOTS, WT_BINS
 from telemetry.recorded import TENANT_GROW_REASONS, Recorded, asked
 from telemetry.usage import scope, sums
 
 # A replay per entitlement is too much for every page view; the rollups it reads change by the minute
 # but the answer by the hour.
 CACHE_S = 3600
+_MIDDLES = bin_middles(EDGES_MS)  # the wt histogram's bins (telemetry.models.WT_BINS) read as wt
 
 
 def target_for(traffic_class: str) -> float:
@@ -57,15 +61,17 @@ def recorded_workload(ent: Entitlement, start: datetime, end: datetime, *, minut
     While the window's raw events are kept, each request at its own arrival time (telemetry.recorded:
     one streamed query; the bursts inside a minute are kept, so a replay at the CU bought throttles
     what admission throttled). Past retention, or for a history that only has rollups (imported,
-    seeded), the rollups: minutes, then hours, each bucket spread evenly over it, and the basis says
-    so (a replay of them under-states a bursty scope's need). `minutes_only`: no hour rollups."""
+    seeded), the rollups: minutes, then hours, each row's requests placed by its arrival profile and
+    costed by its wt histogram where it has them (capacity.minute_profile), else spread evenly at its
+    mean cost, and the basis says which. `minutes_only`: no hour rollups."""
     if start >= events_kept_from():
         got = asked(ent, start, end)
         if got.requests:
             return _events_workload(ent, got)
     sources = (("minute", 60.0),) if minutes_only else (("minute", 60.0), ("hour", 3600.0))
     for level, width in sources:
-        rows = sums(level, scope(ent), start, end, by=("bucket", "decision", "reason"), fields=("n", "est", "act"))
+        fields = ("n", "est", "act", *ARRIVAL_SLOTS, *WT_BINS)
+        rows = sums(level, scope(ent), start, end, by=("bucket", "decision", "reason"), fields=fields)
         if not rows:
             continue
         reserved = [r for r in rows if r["decision"] in ("admit", "throttle")]
@@ -79,10 +85,13 @@ def recorded_workload(ent: Entitlement, start: datetime, end: datetime, *, minut
             ]
             basis += ", settled completions (no reservations recorded)"
         origin = start.timestamp()
-        return bucket_workload(
+        return profile_workload(
             [r["bucket"].timestamp() - origin for r in kept],
             [int(r["n"] or 0) for r in kept],
             [float(r["est"] or 0) for r in kept],
+            [[int(r[c] or 0) for c in ARRIVAL_SLOTS] for r in kept],
+            [[int(r[c] or 0) for c in WT_BINS] for r in kept],
+            middles=_MIDDLES,
             width_s=width,
             name=basis,
         )

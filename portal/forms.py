@@ -15,7 +15,7 @@ from django.core.validators import MaxValueValidator
 
 from capacity.daycost import HOURS
 from capacity.envelope import ENVELOPE_LENGTHS, ENVELOPE_ORDER
-from capacity.minute_cv import catalogue_cv
+from capacity.minute_cv import catalogue, catalogue_cv
 from capacity.ordering import ordering_errors, spaced
 from capacity.planning import TARGET_RANGE
 from capacity.rate_basis import BASES
@@ -288,6 +288,15 @@ class SizingForm(forms.Form):
         choices=[("", "the rate above (blank: busiest minute)"), *((b, SIZING_BASIS_LABELS[b]) for b in BASES)],
         help_text="one-minute windows sliding every second",
     )
+    # The minute-rate CV of a stated envelope (issue 45.3): the catalogue's for the kind chosen, shown
+    # beside the answer with its source (data/workload_cv.csv); a trace keeps its own timing.
+    workload_kind = forms.ChoiceField(
+        label="Workload kind",
+        required=False,
+        choices=[("", f"default ({catalogue_cv().kind})")]
+        + [(k, f"{k}: minute-rate CV {v.minute_rate_cv:g}") for k, v in catalogue().items()],
+        help_text="sets how much the per-minute rate varies (stated quantiles only)",
+    )
     lengths = forms.ChoiceField(
         choices=[("quantiles", "stated quantiles"), ("trace", "a trace")], widget=forms.RadioSelect
     )
@@ -370,6 +379,8 @@ class SizingForm(forms.Form):
         else:
             for side in ("prompt", "output"):
                 body[f"{side}_tokens"] = {q: d[f"{side}_{q}"] for q in QUANTILES}
+            if d.get("workload_kind"):
+                body["workload_kind"] = d["workload_kind"]
         return body
 
     def add_api_error(self, field: str, message: str, slo_errors: list[str]) -> None:

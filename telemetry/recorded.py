@@ -4,16 +4,18 @@
 Every reservation the scope asked for (admitted, or throttled for its own quota, concurrency or
 budget) at its own arrival time and estimated weighted tokens: the bursts inside a minute are kept,
 so a replay at the CU bought throttles what admission throttled. One query per scope and period,
-streamed (PostgreSQL: each minute's requests packed by the server into one bytea, read through a
-server-side cursor; elsewhere the ORM's chunked iterator), and
-bounded memory whatever the traffic: past `MAX_EXACT` requests the arrivals are merged into lumps
-of one `grain` (0.25 s, doubling as needed), each lump charged its requests' summed cost at its first
-arrival. A lump needs its level at once, so lumping can only ask more CU, never less; the basis says
-when it happened.
+streamed (PostgreSQL: one binary COPY, telemetry.recorded_pg; elsewhere the ORM's chunked iterator),
+and bounded memory whatever the traffic: past `MAX_EXACT` requests the arrivals are merged into lumps of
+one grain (`lump_grain`: 0.25 s, doubled until the window holds at most `MAX_EXACT` grains, 1 s for a
+14-day window), each lump charged its requests' summed cost at its first arrival. On PostgreSQL a scope
+whose minute rollups say more than `MAX_EXACT` is lumped by the server (10 M events: 0.3 M rows sent,
+not 10 M); otherwise the client lumps once it has read more than that. A lump needs its level at once,
+so lumping can only ask more CU, never less; the basis says when it happened.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,8 +26,9 @@ from django.db import connection
 from django.db.models import Q
 
 from entitlements.models import Entitlement
+from telemetry import recorded_pg
 from telemetry.models import AdmissionEvent
-from telemetry.usage import scope_key
+from telemetry.usage import scope, scope_key, sums
 
 # Throttles the tenant's own limits caused: the requests asked for the tenant's capacity (a platform
 # throttle says nothing about what the tenant needs).
@@ -73,75 +76,99 @@ def asked(ent: Entitlement, start: datetime, end: datetime) -> Recorded:
     qs = (
         AdmissionEvent.objects.filter(events_q(ent), ts__gte=start, ts__lt=end)
         .filter(Q(decision="admit") | Q(decision="throttle", reason__in=sorted(TENANT_GROW_REASONS)))
-        .values_list("id", "ts", "estimated_wt", "decision")
+        .values_list("ts", "estimated_wt", "decision")
         .order_by()
     )
-    origin = start.timestamp()
-    t_all: list[FloatArray] = []
-    c_all: list[FloatArray] = []
-    held, requests, throttled, grain = 0, 0, 0, 0.0
-    for t, c, thr in _chunks(qs, origin):
-        requests += len(t)
-        throttled += int(thr)
-        t_all.append(t)
-        c_all.append(c)
-        held += len(t)
-        while held > MAX_EXACT:
-            grain = FIRST_GRAIN_S if grain == 0 else grain * 2
-            merged = _lumps(np.concatenate(t_all), np.concatenate(c_all), grain)
-            t_all, c_all, held = [merged[0]], [merged[1]], len(merged[0])
-    if not t_all:
-        return Recorded(np.zeros(0), np.zeros(0), 0, 0, 0.0)
-    t, c = np.concatenate(t_all), np.concatenate(c_all)
-    if grain:
-        t, c = _lumps(t, c, grain)
-    order = np.argsort(t, kind="stable")
-    return Recorded(t[order], c[order], requests, throttled, grain)
+    span = (end - start).total_seconds()
+    if connection.vendor == "postgresql" and expected(ent, start, end) > MAX_EXACT:
+        grain = lump_grain(span)
+        t, c, requests, throttled = recorded_pg.lumps(qs, start.timestamp(), grain)
+        return Recorded(t, c, requests, throttled, grain)
+    acc = _Requests(span)
+    for t, c, thr in _chunks(qs, start.timestamp()):
+        acc.add(t, c, thr)
+    return acc.result()
 
 
-def _lumps(t: FloatArray, c: FloatArray, grain: float) -> tuple[FloatArray, FloatArray]:
-    """Arrivals within one grain as one request at the first of them, at their summed cost."""
-    order = np.argsort(t, kind="stable")
-    t, c = t[order], c[order]
-    key = np.floor(t / grain)
-    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    return t[first], np.add.reduceat(c, first)
+def expected(ent: Entitlement, start: datetime, end: datetime) -> int:
+    """How many reservations the scope's minute rollups say it asked for in the window: whether to lump
+    on the server (telemetry.recorded_pg). A count the rollups miss costs time, not memory: the client
+    lumps past MAX_EXACT whatever was expected."""
+    rows = sums("minute", scope(ent), start, end, by=("decision", "reason"), fields=("n",))
+    return sum(
+        int(r["n"] or 0)
+        for r in rows
+        if r["decision"] == "admit" or (r["decision"] == "throttle" and r["reason"] in TENANT_GROW_REASONS)
+    )
+
+
+def lump_grain(span_s: float, bound: int | None = None) -> float:
+    """The finest grain (FIRST_GRAIN_S doubling) at which a window of `span_s` holds at most `bound`
+    grains: lumps can then never outnumber the bound, whatever the traffic or the order rows arrive in."""
+    bound = bound or MAX_EXACT
+    grain = FIRST_GRAIN_S
+    while span_s / grain > bound:
+        grain *= 2
+    return grain
+
+
+class _Requests:
+    """Every request kept exactly until more than MAX_EXACT; then one lump per grain (`lump_grain`) in
+    two dense arrays (first arrival, summed cost) indexed by the grain, each later chunk folded in with
+    a bincount: memory bounded by the window's grains, not by its requests."""
+
+    def __init__(self, span_s: float) -> None:
+        self.span_s = span_s
+        self.t: list[FloatArray] = []
+        self.c: list[FloatArray] = []
+        self.held = self.requests = self.throttled = 0
+        self.grain = 0.0
+        self.first: FloatArray | None = None
+        self.total: FloatArray | None = None
+
+    def add(self, t: FloatArray, c: FloatArray, throttled: int) -> None:
+        self.requests += len(t)
+        self.throttled += int(throttled)
+        if self.first is not None:
+            self._fold(t, c)
+            return
+        self.t.append(t)
+        self.c.append(c)
+        self.held += len(t)
+        if self.held > MAX_EXACT:
+            self.grain = lump_grain(self.span_s)
+            size = int(math.ceil(self.span_s / self.grain)) + 1
+            self.first, self.total = np.full(size, np.inf), np.zeros(size)
+            for tk, ck in zip(self.t, self.c, strict=True):
+                self._fold(tk, ck)
+            self.t, self.c = [], []
+
+    def _fold(self, t: FloatArray, c: FloatArray) -> None:
+        assert self.first is not None and self.total is not None  # noqa: S101 - set before any fold
+        key = np.clip(np.floor(t / self.grain).astype(np.intp), 0, len(self.first) - 1)
+        self.total += np.bincount(key, weights=c, minlength=len(self.total))
+        np.minimum.at(self.first, key, t)
+
+    def result(self) -> Recorded:
+        if self.first is not None and self.total is not None:
+            kept = np.flatnonzero(np.isfinite(self.first))  # grains in time order: sorted already
+            return Recorded(self.first[kept], self.total[kept], self.requests, self.throttled, self.grain)
+        if not self.t:
+            return Recorded(np.zeros(0), np.zeros(0), 0, 0, 0.0)
+        t, c = np.concatenate(self.t), np.concatenate(self.c)
+        order = np.argsort(t, kind="stable")
+        return Recorded(t[order], c[order], self.requests, self.throttled, 0.0)
 
 
 def _chunks(qs: object, origin: float) -> Iterator[tuple[FloatArray, FloatArray, int]]:
     if connection.vendor == "postgresql":
-        yield from _pg_chunks(qs, origin)
+        yield from recorded_pg.each_request(qs, origin)
         return
     rows = qs.iterator(chunk_size=_CHUNK)  # type: ignore[attr-defined]
     while True:
         block = [r for _, r in zip(range(_CHUNK), rows, strict=False)]
         if not block:
             return
-        t = np.fromiter((r[1].timestamp() - origin for r in block), dtype=np.float64, count=len(block))
-        c = np.fromiter((r[2] or 0.0 for r in block), dtype=np.float64, count=len(block))
-        yield t, c, sum(1 for r in block if r[3] == "throttle")
-
-
-_PACKED = (
-    "SELECT string_agg(float8send(date_part('epoch', s.ts) - %s) || "
-    "float8send(COALESCE(s.estimated_wt, 0)::float8), ''::bytea), "
-    "count(*) FILTER (WHERE s.decision = 'throttle') "
-    "FROM ({inner}) AS s(id, ts, estimated_wt, decision) GROUP BY s.id / 2000"
-)
-_PAIR = np.dtype([("t", ">f8"), ("c", ">f8")])
-_GROUPS_PER_FETCH = 500
-
-
-def _pg_chunks(qs: object, origin: float) -> Iterator[tuple[FloatArray, FloatArray, int]]:
-    """PostgreSQL: the server packs the requests, 2,000 ids at a time (grouping on the id costs less than
-    on the time; the order is restored by the caller's sort), into one bytea of (arrival, cost) pairs as
-    big-endian float8 (one aggregate, so the two stay paired), read through a server-side cursor a few
-    hundred groups at a time and parsed by numpy: no Python object per request."""
-    sql, params = qs.query.sql_with_params()  # type: ignore[attr-defined]
-    # The ORM's own SQL inside, its values bound as parameters.
-    packed = _PACKED.format(inner=sql)
-    with connection.chunked_cursor() as cursor:
-        cursor.execute(packed, [origin, *params])
-        while rows := cursor.fetchmany(_GROUPS_PER_FETCH):
-            pairs = np.frombuffer(b"".join(bytes(r[0]) for r in rows), dtype=_PAIR)
-            yield pairs["t"].astype(np.float64), pairs["c"].astype(np.float64), sum(int(r[1]) for r in rows)
+        t = np.fromiter((r[0].timestamp() - origin for r in block), dtype=np.float64, count=len(block))
+        c = np.fromiter((r[1] or 0.0 for r in block), dtype=np.float64, count=len(block))
+        yield t, c, sum(1 for r in block if r[2] == "throttle")

@@ -17,6 +17,8 @@ from telemetry.envelopes import Envelopes, envelopes_of_rows
 from telemetry.fold import note_hours
 from telemetry.histogram import EDGES_MS, N_BINS
 from telemetry.models import (
+    ARRIVAL_SLOT_S,
+    ARRIVAL_SLOTS,
     MIN_REV_BASE,
     ROLLUP_ADDITIVE,
     ROLLUP_KEY,
@@ -39,6 +41,9 @@ assert tuple(f"{p}_{v}" for p in ROLLUP_SOURCE_KINDS for v in ("requests", "wt")
 EDGES = np.array(EDGES_MS, dtype=np.float64)
 assert _E2E0 == _TTFT0 + N_BINS  # noqa: S101 - the bin columns are laid out back to back
 assert ROLLUP_ADDITIVE.index("olen_b00") == ROLLUP_ADDITIVE.index("plen_b00") + N_BINS == _E2E0 + 2 * N_BINS  # noqa: S101
+# minute_deltas appends the arrival slots and the wt bins right after the outcomes, in that order
+assert ROLLUP_ADDITIVE.index(ARRIVAL_SLOTS[0]) == ROLLUP_ADDITIVE.index("status_expired") + 1  # noqa: S101
+assert ROLLUP_ADDITIVE.index("wt_b00") == ROLLUP_ADDITIVE.index(ARRIVAL_SLOTS[-1]) + 1  # noqa: S101
 
 Key = tuple[Any, ...]  # ROLLUP_KEY order
 
@@ -188,6 +193,10 @@ def minute_deltas(cols: Columns, envelopes: Envelopes | None = None) -> dict[Key
     for name in ("ttft_ms", "e2e_ms", "prompt_tokens", "output_tokens"):
         ints.append(_histogram(ids, cols[name], m))
     ints.extend(_counts(ids, c, m) for c in outcomes)
+    # The sub-minute arrival profile and the cost histogram (telemetry.models.ARRIVAL_SLOTS, WT_BINS).
+    slot = ((stamps % 60.0) // ARRIVAL_SLOT_S).astype(np.intp).clip(0, len(ARRIVAL_SLOTS) - 1)
+    ints.append(np.bincount(ids * len(ARRIVAL_SLOTS) + slot, minlength=m * len(ARRIVAL_SLOTS)).reshape(m, -1))
+    ints.append(_histogram(ids, none_as(cols["estimated_wt"], 0.0), m))
     table = np.column_stack(ints).tolist()
     in_flight = cols.get("in_flight") or [None] * n  # rows built before the field existed carry none
     maxima = [_maxima(ids, cols[c], m) for c in ("prompt_tokens", "output_tokens")] + [_maxima(ids, in_flight, m)]

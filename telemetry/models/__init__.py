@@ -10,6 +10,8 @@ from telemetry.models.events import AdmissionEvent, Decision, EventKey
 from telemetry.models.fleet import FLEET_COLUMNS, FLEET_COUNTS, FLEET_STATE, FleetSample
 from telemetry.models.pool_alerts import PoolAlert
 from telemetry.models.rollups import (
+    ARRIVAL_SLOT_S,
+    ARRIVAL_SLOTS,
     E2E_BINS,
     IMPORTED_HELP,
     MIN_REV_BASE,
@@ -24,6 +26,7 @@ from telemetry.models.rollups import (
     ROLLUP_SUMS,
     ROLLUP_VALUES,
     TTFT_BINS,
+    WT_BINS,
     DayRollup,
     HourRollup,
     MinuteRollup,
@@ -37,7 +40,7 @@ from telemetry.models.traces import Trace
 from telemetry.prom_presets import default_queries
 
 __all__ = [
-    "E2E_BINS", "FLEET_COLUMNS", "FLEET_COUNTS", "FLEET_STATE", "IMPORTED_HELP", "MIN_REV_BASE", "OUTPUT_BINS",
+    "ARRIVAL_SLOT_S", "ARRIVAL_SLOTS", "WT_BINS", "E2E_BINS", "FLEET_COLUMNS", "FLEET_COUNTS", "FLEET_STATE", "IMPORTED_HELP", "MIN_REV_BASE", "OUTPUT_BINS",
     "PROMPT_BINS", "ROLLUP_ADDITIVE", "ROLLUP_KEY", "ROLLUP_MAX", "ROLLUP_OUTCOMES", "ROLLUP_SOURCE_KINDS",
     "ROLLUP_SOURCES", "ROLLUP_SUMS", "ROLLUP_VALUES", "TTFT_BINS", "AdmissionEvent", "DayRollup", "DeadLetter",
     "Decision", "EventKey", "FleetSample", "GatewayUsageSample", "HourRollup", "MinuteRollup", "PoolAlert",

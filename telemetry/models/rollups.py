@@ -57,7 +57,27 @@ ROLLUP_OUTCOMES = (
 # ones and their wt. A spilled event names the entitlement that spilled, so it counts in that scope.
 ROLLUP_SOURCE_KINDS = {"borrowed": "borrowed", "spilled": "spillover"}  # column prefix → source_kind
 ROLLUP_SOURCES = ("borrowed_requests", "borrowed_wt", "spilled_requests", "spilled_wt")
-ROLLUP_ADDITIVE = ROLLUP_SUMS + TTFT_BINS + E2E_BINS + PROMPT_BINS + OUTPUT_BINS + ROLLUP_OUTCOMES + ROLLUP_SOURCES
+# What a replay needs past raw-event retention (issue 45, docs/planning.md "Past retention"): per row, the
+# events arriving in each 3 s slot of their minute (20 slots), and their estimated wt in the log-spaced
+# bins (telemetry.histogram's edges read as wt). A minute spread evenly at its mean cost hid the bursts
+# and the small requests that slip through a nearly empty bucket: on the conversation trace it said
+# 5.23 % throttled at 10.8 CU where the raw events say 3.70 % (this profile: 3.23 %); on the coding trace it
+# answered 11.5 CU where the raw events need 13.8 (this profile: 13.4). Both add up across batches and
+# levels as every other count does (tests/forecasting/test_rollup_replay.py).
+ARRIVAL_SLOT_S = 3
+ARRIVAL_SLOTS = tuple(f"arr_s{i:02d}" for i in range(60 // ARRIVAL_SLOT_S))
+WT_BINS = bin_fields("wt")
+ROLLUP_ADDITIVE = (
+    ROLLUP_SUMS
+    + TTFT_BINS
+    + E2E_BINS
+    + PROMPT_BINS
+    + OUTPUT_BINS
+    + ROLLUP_OUTCOMES
+    + ARRIVAL_SLOTS
+    + WT_BINS
+    + ROLLUP_SOURCES
+)
 # Merged by the larger, not by addition: the longest prompt and output, the most reservations in flight
 # right after an admit (the store's exact count, carried on admit events as `in_flight`), and the
 # shortest prompt and output stored as MIN_REV_BASE − length, so that the larger of two is the shorter
@@ -96,7 +116,9 @@ class RollupBase(models.Model):
     slo_total = models.BigIntegerField(
         default=0, help_text="served completions that reported slo_met at all (not error, cancelled or expired)"
     )
-    for _name in TTFT_BINS + E2E_BINS + PROMPT_BINS + OUTPUT_BINS + ROLLUP_OUTCOMES + ROLLUP_MAX:
+    for _name in (
+        TTFT_BINS + E2E_BINS + PROMPT_BINS + OUTPUT_BINS + ROLLUP_OUTCOMES + ARRIVAL_SLOTS + WT_BINS + ROLLUP_MAX
+    ):
         locals()[_name] = models.BigIntegerField(default=0)
     borrowed_requests = models.BigIntegerField(default=0)
     borrowed_wt = models.FloatField(default=0)

@@ -64,9 +64,9 @@ def trace_csv(t: np.ndarray, p: np.ndarray, o: np.ndarray) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def bucket_decisions(t: np.ndarray, c: np.ndarray, cu: float) -> np.ndarray:
+def bucket_decisions(t: np.ndarray, c: np.ndarray, cu: float, r: float = R) -> np.ndarray:
     """docs/contract.md §3's bucket, request by request: True where admitted."""
-    rate = cu * R
+    rate = cu * r
     depth = rate * 60.0
     level, at = depth, float(t[0])
     out = np.zeros(len(t), dtype=bool)
@@ -82,7 +82,7 @@ def bucket_decisions(t: np.ndarray, c: np.ndarray, cu: float) -> np.ndarray:
 def send(ent, tenant: str, hour: datetime, t: np.ndarray, p: np.ndarray, o: np.ndarray) -> float:
     """The trace as the gateway reports it for one scope; returns the recorded throttled share."""
     cost = p + W_OUT * o
-    admitted = bucket_decisions(t, cost, float(ent.cu))
+    admitted = bucket_decisions(t, cost, float(ent.cu), float(ent.model.r_wt_per_s))
     events = []
     for i, (ti, ok) in enumerate(zip(t.tolist(), admitted.tolist(), strict=True)):
         ts = (hour + timedelta(seconds=ti)).isoformat()

@@ -95,3 +95,22 @@ def test_the_full_page_renders_with_defaults_for_people_and_not_for_gateways(cat
     assert b'id="replicas-total"' in r.content
     assert browser("gateway").get("/sizing/").status_code == 404
     assert Client().get("/sizing/").status_code == 302
+
+
+def test_the_workload_kind_chooses_the_catalogue_cv_shown_with_its_source(catalogue, browser):
+    """Issue 45.3: the page's workload kind selects data/workload_cv.csv's minute-rate CV for a stated
+    envelope, and the answer names the CV and where it was measured."""
+    client = browser("member")
+    page = client.get("/sizing/", FORM).content.decode()
+    assert 'name="workload_kind"' in page and "coding: minute-rate CV 1.04" in page
+    answers = {}
+    for kind in ("conversation", "coding"):
+        html = client.get("/sizing/", {**FORM, "workload_kind": kind}, **HTMX).content.decode()
+        assert (
+            f"Minute-rate CV {'0.21' if kind == 'conversation' else '1.04'}: the catalogue default for {kind}" in html
+        )
+        assert "public Azure LLM inference trace 2023" in html
+        answers[kind] = float(html.split('id="cu-to-buy">')[1].split(" CU")[0])
+    assert answers["coding"] > answers["conversation"]  # burstier minutes need more CU
+    bad = client.get("/sizing/", {**FORM, "workload_kind": "poetry"}, **HTMX).content.decode()
+    assert 'id="err-workload_kind"' in bad and "Select a valid choice" in bad

@@ -165,6 +165,7 @@ def _reference_deltas(rows, envelopes=None):
     p0, o0, w = ROLLUP_ADDITIVE.index("plen_b00"), ROLLUP_ADDITIVE.index("olen_b00"), len(ROLLUP_ADDITIVE)
     s0 = ROLLUP_ADDITIVE.index("slo_inside_met")
     k0 = ROLLUP_ADDITIVE.index("borrowed_requests")
+    a0, wt0 = ROLLUP_ADDITIVE.index("arr_s00"), ROLLUP_ADDITIVE.index("wt_b00")
     for r in rows:
         ent = r["entitlement"]
         key = (r["ts"].replace(second=0, microsecond=0), r["tenant"], r["project"], r["model"], r["region"],
@@ -199,6 +200,9 @@ def _reference_deltas(rows, envelopes=None):
             acc[e0 + bisect_right(EDGES_MS, r["e2e_ms"])] += 1
         acc[p0 + bisect_right(EDGES_MS, r["prompt_tokens"])] += 1
         acc[o0 + bisect_right(EDGES_MS, r["output_tokens"])] += 1
+        # issue 45: the 3 s slot of the minute it arrived in, and its estimated wt's bin
+        acc[a0 + r["ts"].second // 3] += 1
+        acc[wt0 + bisect_right(EDGES_MS, r["estimated_wt"])] += 1
         acc[w] = max(acc[w], r["prompt_tokens"])
         acc[w + 1] = max(acc[w + 1], r["output_tokens"])
         acc[w + 2] = max(acc[w + 2], r.get("in_flight") or 0)
@@ -251,4 +255,4 @@ def test_minute_deltas_match_row_by_row_sums(specs, judged):
     wts = (1, 2, ROLLUP_ADDITIVE.index("borrowed_wt"), ROLLUP_ADDITIVE.index("spilled_wt"))
     assert all(type(v) is int for vals in got.values() for i, v in enumerate(vals) if i not in wts)
     assert all(k[0].tzinfo is not None and k[0] == datetime.fromtimestamp(k[0].timestamp(), UTC) for k in got)
-    assert sum(len(v) for v in got.values()) == len(got) * (8 + 4 * N_BINS + 7 + 4 + 5)
+    assert sum(len(v) for v in got.values()) == len(got) * (8 + 4 * N_BINS + 7 + 20 + N_BINS + 4 + 5)

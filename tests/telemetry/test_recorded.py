@@ -67,3 +67,26 @@ def test_past_the_bound_requests_become_lumps_that_keep_the_total(fleet, monkeyp
     got = recorded.asked(ent, start, start + timedelta(hours=1))
     assert got.requests == 300 and got.grain_s > 0 and len(got.arrival_s) <= 100
     assert got.cost_wt.sum() == pytest.approx(cost.sum())
+
+
+def _lumps_by_hand(t, cost, grain):
+    key = np.floor(t / grain)
+    first = dict(zip(key.tolist()[::-1], t.tolist()[::-1], strict=True))  # the earliest wins
+    total: dict[float, float] = {}
+    for k, c in zip(key.tolist(), cost.tolist(), strict=True):
+        total[k] = total.get(k, 0.0) + c
+    keys = sorted(first)
+    return np.array([first[k] for k in keys]), np.array([total[k] for k in keys])
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_a_scope_over_the_bound_is_lumped_by_the_server_as_by_hand(fleet, monkeypatch):
+    ent, start, t, cost = _scope_with_events(fleet)
+    monkeypatch.setattr(recorded, "MAX_EXACT", 100)
+    assert recorded.expected(ent, start, start + timedelta(hours=1)) == 300  # the minute rollups' count
+    monkeypatch.setattr(recorded, "_Requests", None)  # the client-side path is not taken
+    got = recorded.asked(ent, start, start + timedelta(hours=1))
+    assert got.requests == 300 and got.throttled == 30 and got.grain_s == recorded.lump_grain(3600, 100) == 64
+    want_t, want_c = _lumps_by_hand(t, cost, got.grain_s)
+    assert np.allclose(got.arrival_s, want_t, atol=1e-5) and np.allclose(got.cost_wt, want_c)
