@@ -21,7 +21,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from entitlements.permissions import IsPerson
-from telemetry.charges import KEY, ChargesForbidden, ChargesNotFound, PeriodInvalid, charges, check_may_read, parse_period
+from telemetry.charges import (
+    KEY,
+    ChargesForbidden,
+    ChargesNotFound,
+    PeriodInvalid,
+    charges,
+    check_may_read,
+    parse_period,
+)
 
 CSV_COLUMNS = [*KEY, "cu_hours_bought", "cu_hours_used", "usd_committed", "usd_on_demand", "usd_total"]
 EVENT_TYPE = "headroom.charge.v1"
