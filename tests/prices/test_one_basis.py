@@ -121,3 +121,23 @@ def test_no_row_keeps_the_catalogue_basis_and_a_bad_term_is_a_400(fleet):
         bad = c.post("/api/v1/sizing", {**PAYLOAD, "model": pool.model.slug, field: value}, format="json")
         assert bad.status_code == 400 and field in bad.json()["error"]["fields"]
     assert _size(c, pool, region=pool.region.slug, term="on_demand")["cost"] == body["cost"]
+
+
+def test_the_calculator_page_shows_the_apis_cost_and_quotes(priced):
+    from tests.clients import web_client
+    from tests.sizing.test_page import FORM, HTMX
+
+    pool = Pool.objects.get(pk=priced.pool_a.pk)
+    user = member("v", priced.acme, "viewer")
+    form = {**FORM, "model": pool.model.slug, "failure_policy": "none", "zones": "1"}
+    page = web_client(user).get("/sizing/", form, **HTMX)
+    assert page.status_code == 200
+    html = page.content.decode()
+    answer, quotes = page.context["sizing"], page.context["quotes"]
+    assert [q["term"] for q in quotes["rows"]] == list(LIST) and 'id="quotes"' in html
+    for words in ("on demand", "1 month", "6 months", "1 year", "3 years"):
+        assert words in html
+    per_acc = 4.00 + 0.75
+    assert answer["cost"]["per_hour"] == pytest.approx(answer["accelerators"] * per_acc)  # the list's row, as the API
+    od = next(q for q in quotes["rows"] if q["term"] == "on_demand")
+    assert all(q["usd_per_month"] <= od["usd_per_month"] for q in quotes["rows"])
