@@ -23,6 +23,7 @@ from capacity.operating_points import Slo
 from capacity.sizing_inputs import AcceleratorSpec, ModelSpec
 from capacity.units import ReferenceMix
 from entitlements.models import Accelerator, OperatingPoint, PoolZone, ServedModel
+from entitlements.models.prices import Term
 
 PRICING = {
     "on_demand": "cloud, on-demand",
@@ -226,7 +227,8 @@ def catalogue_inputs(
             continue
         try:
             priced.append(replace(accelerator_spec(acc, cost.pricing), cost_inputs=cost_inputs(acc, cost)))
-            basis.append(f"{acc.slug} priced from the catalogue ({PRICING[cost.pricing]}): no price-list row at {term}")
+            words = Term(term).label
+            basis.append(f"{acc.slug} priced from the catalogue ({PRICING[cost.pricing]}): no price-list row {words}")
         except SizingInputError as e:
             first_error = first_error or e
     if not priced:
