@@ -64,7 +64,7 @@ def pool_cu_hour_rate(pool: Pool, term: str | None = None) -> CuHourRate:
     n = pool.replicas
     pc = pool_cost(
         accelerator=chip.cost,
-        inputs=chip.inputs(pool),
+        inputs=chip.inputs(pool.accelerator),
         # a TPU slice is catalogued and priced as one accelerator (entitlements.sizing_specs)
         accelerators=accelerators_for(n, pool.accelerators_per_replica, 1),
         accelerators_per_replica=pool.accelerators_per_replica,

@@ -23,6 +23,7 @@ from capacity.operating_points import Slo
 from capacity.sizing_inputs import AcceleratorSpec, ModelSpec
 from capacity.units import ReferenceMix
 from entitlements.models import Accelerator, OperatingPoint, PoolZone, ServedModel
+from entitlements.models.prices import Term
 
 PRICING = {
     "on_demand": "cloud, on-demand",
@@ -161,6 +162,7 @@ class CatalogueInputs:
     accelerators: tuple[AcceleratorSpec, ...]
     cost_inputs: CostInputs
     rows: dict[PointSpec, OperatingPoint]
+    price_basis: tuple[str, ...] = ()  # per accelerator, where its $ per hour comes from (the answer's assumptions)
 
     def row_for(self, point: PointSpec) -> OperatingPoint:
         return self.rows[point]
@@ -178,15 +180,27 @@ def fleet_accelerators() -> dict[str, int]:
 
 
 def catalogue_inputs(
-    *, model: Any, accelerator: Any, slo: Slo, cost: CostOptions, allow_ceiling: bool = False
+    *,
+    model: Any,
+    accelerator: Any,
+    slo: Slo,
+    cost: CostOptions,
+    allow_ceiling: bool = False,
+    region: str | None = None,
+    term: str = "on_demand",
 ) -> CatalogueInputs:
     """Resolve slugs and price every accelerator the model's points run on.
 
+    Each accelerator is priced as a pool is (entitlements.pool_price, one $ basis): the price list's row at
+    `term` in `region` (else the serving pool's region: pool_price.sizing_chip), plus the catalogue's
+    overheads; only where the list has no row does the catalogue's own figure under `cost.pricing` stand.
     `size()` then sizes each feasible point and keeps the cheapest, so each accelerator carries its
     own host and power costs. An accelerator without a price under the chosen pricing is left out
     (sizing says so); if none is priced, the error names `cost.pricing`. Errors name `model`,
     `accelerator` or `cost.*`. `allow_ceiling` is taken for the signature's sake: the choice is size()'s.
     """
+    from entitlements.pool_price import sizing_chip  # pool_price builds on this module
+
     if not isinstance(model, str) or not model:
         raise SizingInputError("model", "required: a model slug from the catalogue")
     m = ServedModel.objects.filter(slug=model).first()
@@ -203,10 +217,18 @@ def catalogue_inputs(
         raise SizingInputError("model", f"no operating point of {m.slug} is in the catalogue")
     specs = {point_spec(r): r for r in rows}
     priced: list[AcceleratorSpec] = []
+    basis: list[str] = []
     first_error: SizingInputError | None = None
     for acc in {r.accelerator.slug: r.accelerator for r in rows}.values():
+        chip = sizing_chip(m.slug, acc, region, term)
+        if chip is not None:
+            priced.append(replace(accelerator_spec(acc), cost=chip.cost, cost_inputs=chip.inputs(acc, cost)))
+            basis.append(f"{acc.slug} priced from the {chip.label}")
+            continue
         try:
             priced.append(replace(accelerator_spec(acc, cost.pricing), cost_inputs=cost_inputs(acc, cost)))
+            words = Term(term).label
+            basis.append(f"{acc.slug} priced from the catalogue ({PRICING[cost.pricing]}): no price-list row {words}")
         except SizingInputError as e:
             first_error = first_error or e
     if not priced:
@@ -219,4 +241,5 @@ def catalogue_inputs(
         accelerators=tuple(priced),
         cost_inputs=priced[0].cost_inputs or CostInputs(),
         rows=specs,
+        price_basis=tuple(basis),
     )

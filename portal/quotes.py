@@ -14,6 +14,7 @@ from typing import Any
 
 from capacity.cost import CostInputs
 from entitlements.models import Pool, ServedModel
+from entitlements.models.prices import Term
 from entitlements.quotes import pool_quotes, summed_quotes
 from entitlements.services import scope_pool_id
 from portal.models import LaunchRequest
@@ -51,3 +52,10 @@ def request_quotes(req: LaunchRequest, sized: Sizing) -> dict[str, Any]:
         + "; whole commitments covering the window, at each pool's fully loaded $ per CU-hour per term"
     )
     return {"quotes": summed_quotes(parts), "quotes_basis": {"pools": pools, "cu": str(cu), "basis": basis}}
+
+
+def quotes_in_words(answer: dict[str, Any]) -> dict[str, Any]:
+    """A `{quotes, quotes_basis}` answer (a launch request's, or the calculator's: sizing.quotes) as the pages
+    show it (portal/intake/_quotes.html): each term's words beside its figures, and the basis."""
+    rows = [{**row, "label": Term(row["term"]).label} for row in answer["quotes"]]
+    return {"rows": rows, "basis": answer["quotes_basis"]["basis"]}

@@ -23,6 +23,7 @@ from rest_framework.views import APIView
 from capacity.input_errors import SizingInputError
 from capacity.rate_basis import BASES
 from capacity.traces import TraceParseError
+from entitlements.models.prices import Term
 from entitlements.permissions import IsPerson
 from sizing.parsing import COST_KEYS, NUMBERS, api_field, run_sizing, sizing_response
 from sizing.quotes import check_quote_input, sizing_quotes
@@ -64,6 +65,9 @@ class SizingView(APIView):
                     required=False, help_text="the region whose pool quotes (default: first)"
                 ),
                 "quote_months": serializers.IntegerField(required=False, help_text="quote window, 1-36 months"),
+                "term": serializers.ChoiceField(
+                    choices=Term.choices, required=False, help_text="the term `cost` is priced at (on_demand)"
+                ),
             },
         ),
         responses={200: OpenApiTypes.OBJECT},

@@ -22,6 +22,8 @@ from capacity.operating_points import Slo
 from capacity.ranges import in_range
 from capacity.rate_basis import BASES, DEFAULT_TRACE_BASIS, MinuteRates, describe_basis, minute_rates
 from capacity.sizing import SizingInput, SizingResult, size
+from entitlements.models import Region
+from entitlements.models.prices import TERM_MONTHS
 from entitlements.sizing_specs import CatalogueInputs, CostOptions, catalogue_inputs
 from sizing.latency_answer import latency_fields
 from telemetry.minute_cv import EnvelopeCv, envelope_cv
@@ -42,7 +44,11 @@ NUMBERS = (
     "realisation_quantile",
 )
 OTHER_KEYS = ("model", "accelerator", "arrival_rate_rps", "prompt_tokens", "output_tokens", "slo", "failure_policy")
-KEYS = frozenset(NUMBERS + OTHER_KEYS + ("zones", "cost", "allow_ceiling", "arrival_rate_basis", "workload_kind"))
+# `region`, `term` and `quote_months` say where and on which commitment the answer is priced and quoted (§10).
+PRICE_KEYS = ("region", "term", "quote_months")
+KEYS = frozenset(
+    NUMBERS + OTHER_KEYS + PRICE_KEYS + ("zones", "cost", "allow_ceiling", "arrival_rate_basis", "workload_kind")
+)
 QUANTILES = ("mean", "p50", "p95", "p99")
 COST_FIELDS = tuple(f.name for f in fields(CostOptions))  # the `cost` object's fields, in CostOptions' order
 COST_KEYS = frozenset(COST_FIELDS)
@@ -130,6 +136,23 @@ def _cost(value: Any) -> CostOptions:
     return CostOptions(**given)
 
 
+def _term(value: Any) -> str:
+    """The commitment term the answer's `cost` is priced at (docs/contract.md §10); default on demand."""
+    if value in (None, ""):
+        return "on_demand"
+    if not isinstance(value, str) or value not in TERM_MONTHS:
+        raise SizingInputError("term", f"expected one of {', '.join(TERM_MONTHS)} (got {str(value)[:32]!r})")
+    return value
+
+
+def parse_region(value: Any) -> str | None:
+    if value in (None, ""):
+        return None
+    if not isinstance(value, str) or not Region.objects.filter(slug=value).exists():
+        raise SizingInputError("region", f"unknown region '{str(value)[:64]}'")
+    return value
+
+
 def _check_keys(payload: Mapping[str, Any]) -> None:
     for key in payload:
         if key not in KEYS:
@@ -169,7 +192,10 @@ def prepare_sizing(payload: Any, user: Any) -> PreparedSizing:
         slo=slo,
         cost=_cost(payload.get("cost")),
         allow_ceiling=allow_ceiling,
+        region=parse_region(payload.get("region")),
+        term=_term(payload.get("term")),
     )
+    notes.extend(cat.price_basis)
     extra = {k: payload[k] for k in NUMBERS if payload.get(k) is not None}
     extra.setdefault("target_throttled_share", settings.PLANNING_TARGET_THROTTLED_SHARE["reserved"])
     cv = _envelope_cv(payload, extra.get("minute_rate_cv"))

@@ -16,8 +16,9 @@ from django.utils import timezone
 
 from capacity.input_errors import SizingInputError
 from capacity.quotes import add_months
-from entitlements.models import Pool, Region
+from entitlements.pool_price import serving_pool
 from entitlements.quotes import pool_quotes
+from sizing.parsing import parse_region
 
 DEFAULT_MONTHS = 12
 MAX_MONTHS = 36
@@ -30,30 +31,17 @@ def _months(payload: Any) -> int:
     return months
 
 
-def _pool(model: str, accelerator: str, region: Any) -> Pool | None:
-    pools = Pool.objects.filter(model__slug=model, accelerator__slug=accelerator).select_related(
-        "accelerator", "region", "operating_point"
-    )
-    if region not in (None, ""):
-        if not isinstance(region, str) or not Region.objects.filter(slug=region).exists():
-            raise SizingInputError("region", f"unknown region '{str(region)[:64]}'")
-        pools = pools.filter(region__slug=region)
-    return pools.order_by("region__slug", "slug").first()
-
-
 def check_quote_input(payload: Any) -> None:
     """Before sizing runs: a bad `region` or `quote_months` is a 400 naming it."""
     _months(payload)
-    region = payload.get("region")
-    if region not in (None, "") and (not isinstance(region, str) or not Region.objects.filter(slug=region).exists()):
-        raise SizingInputError("region", f"unknown region '{str(region)[:64]}'")
+    parse_region(payload.get("region"))
 
 
 def sizing_quotes(payload: Any, body: dict[str, Any], prepared: Any) -> dict[str, Any]:
     months = _months(payload)
     cu = float(body.get("cu_to_buy") or body["capacity_units"])
     accelerator = body["operating_point_used"]["accelerator"]
-    pool = _pool(prepared.catalogue.model.slug, accelerator, payload.get("region"))
+    pool = serving_pool(prepared.catalogue.model.slug, accelerator, payload.get("region") or None)
     start = datetime.combine(timezone.now().date(), time.min, tzinfo=timezone.get_current_timezone())
     end = add_months(start, months)
     window = {"start": start.isoformat(), "end": end.isoformat()}

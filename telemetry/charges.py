@@ -7,8 +7,10 @@ a month's total is the sum of its statements to the cent. Dollars go to `usd_com
 carries a commitment term, else to `usd_on_demand`. Used CU-hours are the scope's (one admission scope, one
 usage): two entitlements of one scope in a month share them, so the row takes them once.
 
-Who sees what: staff (operators, approvers) every tenant, optionally one (`tenant`); a tenant member their own
-tenant only, and another tenant named is a 404 (ChargesNotFound), as for every tenant object.
+Who sees what (docs/contract.md §10, exactly): operators every tenant, optionally one (`tenant`); a tenant member
+(viewer, requester) their own tenant only, and another tenant named is a 404 (ChargesNotFound), as for every tenant
+object. Nobody else: an approver (platform, not finance) is refused with ChargesForbidden (a 403), as a tenant
+member is on a platform route.
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ class ChargesNotFound(LookupError):
     pass
 
 
+class ChargesForbidden(PermissionError):
+    """Neither an operator nor a tenant member (an approver): no charges at all, a 403."""
+
+
 @dataclass(frozen=True)
 class Month:
     label: str
@@ -75,18 +81,25 @@ def parse_period(raw: Any, now: datetime | None = None) -> Month:
     return Month(f"{year}-{month:02d}", start, add_months(start, 1))
 
 
+def check_may_read(user: Any) -> None:
+    """ChargesForbidden unless an operator or a tenant member; the views call it before reading the period, so
+    an approver is told 403 whatever they ask."""
+    r = roles.roles_of(user)
+    if roles.OPERATOR not in r and (roles.tenant_of(user) is None or not r & {roles.VIEWER, roles.REQUESTER}):
+        raise ChargesForbidden("charges are for operators and tenant members")
+
+
 def visible_entitlements(user: Any, tenant: str | None, month: Month) -> list[Entitlement]:
+    check_may_read(user)
     r = roles.roles_of(user)
     qs = Entitlement.objects.select_related(
         "tenant", "project", "model", "region", "pool__accelerator", "traffic_class"
     )
-    if r & roles.STAFF_ROLES:
+    if roles.OPERATOR in r:
         if tenant:
             qs = qs.filter(tenant__slug=tenant)
     else:
         own = roles.tenant_of(user)
-        if own is None or not r & {roles.VIEWER, roles.REQUESTER}:
-            raise ChargesNotFound("no charges")
         if tenant and tenant != own.slug:
             raise ChargesNotFound("no such tenant")
         qs = qs.filter(tenant=own)

@@ -1,7 +1,7 @@
 """`GET /api/v1/charges?period=YYYY-MM[&tenant=]` (docs/contract.md §10) as JSON, CSV (`?format=csv` or
 `Accept: text/csv`) and CloudEvents 1.0 (`?format=cloudevents` or `Accept: application/cloudevents-batch+json`,
-one `headroom.charge.v1` event per row) for a billing system. A bad `period` is a 400 naming it; another tenant's
-charges a 404 (telemetry.charges)."""
+one `headroom.charge.v1` event per row) for a billing system. Operators see every tenant, a tenant member their
+own; another tenant's charges are a 404, an approver a 403 (telemetry.charges). A bad `period` is a 400 naming it."""
 
 from __future__ import annotations
 
@@ -14,14 +14,22 @@ from typing import Any
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from entitlements.permissions import IsPerson
-from telemetry.charges import KEY, ChargesNotFound, PeriodInvalid, charges, parse_period
+from telemetry.charges import (
+    KEY,
+    ChargesForbidden,
+    ChargesNotFound,
+    PeriodInvalid,
+    charges,
+    check_may_read,
+    parse_period,
+)
 
 CSV_COLUMNS = [*KEY, "cu_hours_bought", "cu_hours_used", "usd_committed", "usd_on_demand", "usd_total"]
 EVENT_TYPE = "headroom.charge.v1"
@@ -84,16 +92,19 @@ class ChargesView(APIView):
     @extend_schema(
         parameters=[
             OpenApiParameter("period", str, required=True, description="the month, YYYY-MM (UTC)"),
-            OpenApiParameter("tenant", str, required=False, description="staff: one tenant"),
+            OpenApiParameter("tenant", str, required=False, description="operators: one tenant"),
             OpenApiParameter("format", str, required=False, enum=["json", "csv", "cloudevents"]),
         ],
         responses={200: OpenApiTypes.OBJECT},
     )
     def get(self, request: Request) -> Response:
         try:
+            check_may_read(request.user)
             month = parse_period(request.query_params.get("period"))
             return Response(charges(request.user, month, request.query_params.get("tenant") or None))
         except PeriodInvalid as exc:
             raise ValidationError({"period": [str(exc)]})
         except ChargesNotFound:
             raise Http404("no such tenant")
+        except ChargesForbidden as exc:
+            raise PermissionDenied(str(exc))

@@ -21,13 +21,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from entitlements import roles
 from entitlements.models import Region
-from entitlements.models.prices import Term
 from http_plumbing.form_errors import add_validation_errors
 from portal import access
 from portal.charts import intake as charts_intake
 from portal.forms import CommentForm, LaunchRequestFilter, LaunchRequestForm
 from portal.models import LaunchRequest, State
-from portal.quotes import request_quotes
+from portal.quotes import quotes_in_words, request_quotes
 from portal.selectors import (
     chart_horizon,
     commitments_in,
@@ -327,9 +326,7 @@ def _placement_rows(req: LaunchRequest, result: Any) -> list[dict[str, Any]]:
 
 def _quotes(req: LaunchRequest, result: Any) -> dict[str, Any]:
     """docs/contract.md §10: the request's quotes with each term in words (portal.quotes)."""
-    q = request_quotes(req, result)
-    rows = [{**row, "label": Term(row["term"]).label} for row in q["quotes"]]
-    return {"rows": rows, "basis": q["quotes_basis"]["basis"]}
+    return quotes_in_words(request_quotes(req, result))
 
 
 def _detail_context(request: HttpRequest, req: LaunchRequest, **extra: Any) -> dict[str, Any]:

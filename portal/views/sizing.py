@@ -26,8 +26,10 @@ from portal import access
 from portal.charts import sizing as charts_sizing
 from portal.forms import SizingForm, sizing_defaults
 from portal.numbers import num_pairs, sizing_figures, step_rows
+from portal.quotes import quotes_in_words
 from sizing.calculator import CalculatorSizing, calculator_sizing
 from sizing.parsing import sizing_response
+from sizing.quotes import sizing_quotes
 from telemetry.selectors import TraceNotFound
 from telemetry.trace_import import owner_tenant, trace_import
 
@@ -46,8 +48,11 @@ def _results(form: SizingForm, user: Any) -> dict[str, Any]:
         return {"sizing": None, "extra_errors": {"slo": slo_errors} if slo_errors else {}}
     result, day = calc.result, calc.day
     kv = result.kv
+    body = sizing_response(calc.prepared, result)
     return {
-        "sizing": sizing_response(calc.prepared, result),
+        "sizing": body,
+        # docs/contract.md §10: the API's own quotes of the answer (sizing.quotes), in words
+        "quotes": quotes_in_words(sizing_quotes(form.payload(), body, calc.prepared)),
         "fmt": sizing_figures(result, day, calc.prepared.inp.arrival_rate_rps),
         "steps": step_rows([*result.steps, *(replace(s, name=f"day: {s.name}") for s in day.steps)]),
         "result": result,

@@ -151,3 +151,40 @@ def test_finance_page_totals_by_tenant_and_a_weekly_chart(world):
     assert 'data-tenant="acme"' in viewer and "globex" not in viewer
     bad = web_client(op).get("/finance/", {"period": "9999-01"})
     assert bad.status_code == 400 and "period" in bad.content.decode()
+
+
+ROLE_SEES = [  # docs/contract.md §10: operators all; a tenant member their own tenant; nobody else
+    ("operator", None, {"acme", "globex"}),
+    ("viewer", "acme", {"acme"}),
+    ("requester", "acme", {"acme"}),
+    ("requester", "globex", {"globex"}),
+    ("approver", None, 403),
+    ("gateway", None, 403),
+]
+
+
+@pytest.mark.parametrize(("role", "tenant", "sees"), ROLE_SEES)
+def test_who_reads_charges_api_and_page_per_role(world, role, tenant, sees):
+    from tests.clients import web_client
+
+    fleet, *_ = world
+    user = member(f"{role}-{tenant}", getattr(fleet, tenant), role) if tenant else platform_user(f"p-{role}", role)
+    api = api_client(user).get("/api/v1/charges", {"period": PERIOD})
+    if sees == 403:
+        assert api.status_code == 403
+        assert api_client(user).get("/api/v1/charges", {"period": "9999-01"}).status_code == 403  # role first
+        assert api_client(user).get("/api/v1/charges", {"period": PERIOD, "tenant": "acme"}).status_code == 403
+        if role != "gateway":  # a gateway token cannot sign in to pages (the matrix: 404)
+            assert web_client(user).get("/finance/", {"period": PERIOD}).status_code == 403
+        return
+    assert api.status_code == 200 and {r["tenant"] for r in api.json()["rows"]} == sees
+    page = web_client(user).get("/finance/", {"period": PERIOD})
+    assert page.status_code == 200
+    html = page.content.decode()
+    for t in ("acme", "globex"):
+        assert (f'data-tenant="{t}"' in html) == (t in sees)
+    for other in {"acme", "globex"} - sees:  # another tenant named: 404, as for every tenant object
+        assert api_client(user).get("/api/v1/charges", {"period": PERIOD, "tenant": other}).status_code == 404
+    if role == "operator":
+        one = api_client(user).get("/api/v1/charges", {"period": PERIOD, "tenant": "globex"}).json()
+        assert {r["tenant"] for r in one["rows"]} == {"globex"}

@@ -186,3 +186,26 @@ def test_usd_per_weighted_token_is_the_terms_cu_hour_rate_over_r_times_3600(flee
     # on demand costs more per token than the 1-year term: 6.00 / 3.60 (no overheads in this fleet)
     ent.term = "on_demand"
     assert usd_per_weighted_token(ent) == pytest.approx(per_wt * 6.00 / 3.60)
+
+
+@pytest.mark.parametrize(
+    ("field", "change"),
+    [
+        ("usd_per_accelerator_hour", {"usd_per_accelerator_hour": Decimal("-0.01")}),
+        ("usd_per_accelerator_hour", {"usd_per_accelerator_hour": Decimal("1e308")}),
+        ("term", {"term": "forever"}),
+    ],
+)
+def test_a_bad_edit_of_an_accepted_row_is_refused_naming_the_field_and_the_row_stands(fleet, field, change):
+    """Issue 51's bad input: a 400 (here the service's error) naming the field, and nothing already accepted is
+    lost: the row keeps its figure, no audit row is written for the refused edit."""
+    p = price_save(actor=fleet.operator, reason="list", price=_row(fleet.pool_a, "on_demand", "4.00"))
+    edited = Price.objects.get(pk=p.pk)
+    for k, v in change.items():
+        setattr(edited, k, v)
+    with pytest.raises(ValidationError) as e:
+        price_save(actor=fleet.operator, reason="edit", price=edited)
+    assert field in e.value.message_dict
+    kept = Price.objects.get(pk=p.pk)
+    assert (kept.term, kept.usd_per_accelerator_hour) == ("on_demand", Decimal("4.0000"))
+    assert PriceChange.objects.count() == 1

@@ -110,7 +110,7 @@ def test_sizing_answer_quotes_the_cu_it_recommends(fleet, people):
         "output_tokens": {"mean": 200, "p50": 150, "p95": 600, "p99": 900},
         "slo": {"ttft_p99_s": 2.0, "tpot_p99_s": 0.2},
     }
-    Accelerator.objects.update(cloud_on_demand_per_hour=4.0)  # sizing's own cost figure reads the catalogue
+    Accelerator.objects.update(cloud_on_demand_per_hour=99.0)  # the catalogue's price: the list's row wins (§10)
     c = api_client(people.viewer)
     r = c.post("/api/v1/sizing", payload, format="json")
     body = r.json()
