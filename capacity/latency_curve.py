@@ -241,7 +241,6 @@ def fit(
             raise CurveError("one latency point and no other pair to borrow a shape from")
         u = _median([d.u for d in donors])
         x_inf = x_sat / u if u > 0 else math.inf  # donors whose TPOT did not rise with load: flat
-        a = top.tpot_p99_s * (1 - top.out_tps / x_inf)  # type: ignore[operator]  # has_latency
         x_inf = max(x_inf, x_sat * MIN_INF_OVER_SAT)
         a = top.tpot_p99_s * (1 - top.out_tps / x_inf)  # type: ignore[operator]
         # TTFT follows the step through its point, TTFT ∝ TPOT^β: a prompt waits and prefills over decode
