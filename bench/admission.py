@@ -313,9 +313,11 @@ def http_part(port: int, token: str, args, workers) -> dict:
     auth = {**hdr, "Authorization": f"Token {token}"}
     print(f"2. HTTP under gunicorn (2 workers × 4 threads), {args.clients} clients, {args.rounds} rounds, "
           f"order swapped each round; {load()}")  # fmt: skip
-    return http_rounds(port, {"plain": ("/bench/plain", hdr, lambda i: {}),
-                              "reserve": ("/api/v1/admission/reserve", auth, lambda i: body(i, "http"))},
-                       args.n, args.clients, args.rounds, workers)  # fmt: skip
+    sides = {"plain": ("/bench/plain", hdr, lambda i: {}),
+             "reserve": ("/api/v1/admission/reserve", auth, lambda i: body(i, "http")),
+             # the same view through every middleware (before admission.fast_route), for the cut's before/after
+             "full": ("/bench/reserve-full-stack", auth, lambda i: body(i, "full"))}  # fmt: skip
+    return http_rounds(port, sides, args.n, args.clients, args.rounds, workers)
 
 
 def http_ratios(h: dict) -> None:
@@ -323,6 +325,11 @@ def http_ratios(h: dict) -> None:
         print(f"  {k:<8} {v['per_s']:7,.0f}/s   p99 {v['p99_ms']:6.1f} ms   worker CPU {v['cpu_ms']:.2f} ms/request")
         if v["bad"]:
             print(f"  !! {k}: {v['bad']} answers were not 200")
+    thr, cpu = per_round(h, "full", "plain")
+    print(f"  the whole stack's reserve ÷ plain view (before issue 49.2's fast route): throughput {median(thr):.2f}, "
+          f"CPU {median(cpu):.2f} (rounds {', '.join(f'{x:.2f}' for x in thr)}; {', '.join(f'{x:.2f}' for x in cpu)})")  # fmt: skip
+    thr, cpu = per_round(h, "reserve", "full")
+    print(f"  reserve ÷ the whole stack's reserve: throughput {median(thr):.2f}, CPU {median(cpu):.2f} per round")
     thr, cpu = per_round(h, "reserve", "plain")
     print(f"  HTTP reserve ÷ plain view throughput, per round {median(thr):6.2f}   (≥ 0.75; rounds "
           f"{', '.join(f'{x:.2f}' for x in thr)}; ratio of totals {h['reserve']['per_s'] / h['plain']['per_s']:.2f})")  # fmt: skip
