@@ -4,7 +4,8 @@ Kept lean on purpose: the reserve view is benchmarked (bench/admission.py), so i
 hand and hands straight to admission.services. A gateway's well-formed call with a token verified
 within the cache time skips DRF's request machinery (`_GatewayFastPath`), which cost more than the
 reserve itself; everything else (no or unknown token, other roles, bad input, other media types)
-takes the DRF path, so every refusal and error reads exactly as before.
+takes the DRF path, so every refusal and error reads exactly as before. admission.fast_route asks the
+same fast path from the middleware stack, before the session, CSRF and page middleware run.
 """
 
 from __future__ import annotations
