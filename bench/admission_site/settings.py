@@ -12,3 +12,8 @@ ADMISSION_KEY_PREFIX = os.environ.get("ADMISSION_KEY_PREFIX", "adm:")
 # Persistent database connections, as production's PostgreSQL has them (DB_CONN_MAX_AGE, default 60):
 # the bench runs on SQLite, whose default (0) would reconnect for every snapshot counter check.
 DATABASES["default"]["CONN_MAX_AGE"] = 60  # noqa: F405
+
+# BENCH_NO_FAST_ROUTE=1: the serving path through the whole middleware stack, as before issue 49.2's
+# admission.fast_route, so a run can read the figure it replaced.
+if os.environ.get("BENCH_NO_FAST_ROUTE"):
+    MIDDLEWARE = [m for m in MIDDLEWARE if not m.endswith("ServingPathMiddleware")]  # noqa: F405

@@ -75,3 +75,30 @@ def test_drf_is_skipped_only_for_a_cached_gateway_token(w, monkeypatch):
         gw.post(RESERVE, {**body("acme", "reserved", "bad"), "prompt_tokens": -1}, format="json")
     with pytest.raises(AssertionError, match="DRF path"):  # not JSON
         gw.post(RESERVE, body("acme", "reserved", "form"))
+
+
+def test_a_cached_gateway_call_skips_the_page_middleware(w, monkeypatch):
+    """admission.fast_route answers it above the session, CSRF, auth, messages and page middleware and
+    URL resolution; a call it declines still goes the whole way down."""
+    from django.contrib.auth.middleware import AuthenticationMiddleware
+    from django.middleware.csrf import CsrfViewMiddleware
+
+    gw = w.gateway
+    assert gw.post(RESERVE, body("acme", "reserved", "first"), format="json").status_code == 200  # caches the token
+    below = []
+    for cls in (AuthenticationMiddleware, CsrfViewMiddleware):
+        real = cls.process_request
+
+        def spy(self, request, real=real, name=cls.__name__):
+            below.append(name)
+            return real(self, request)
+
+        monkeypatch.setattr(cls, "process_request", spy)
+    hot = gw.post(RESERVE, body("acme", "reserved", "hot"), format="json")
+    assert hot.status_code == 200 and below == []
+    assert hot["X-Frame-Options"] == "DENY" and hot["X-Content-Type-Options"] == "nosniff"  # the headers still set
+    rid = hot.json()["reservation_id"]
+    done = {"reservation_id": rid, "prompt_tokens": 10, "output_tokens": 1, "status": "ok"}
+    assert gw.post(COMPLETE, done, format="json").status_code == 200 and below == []
+    bad = gw.post(RESERVE, {**body("acme", "reserved", "bad"), "prompt_tokens": -1}, format="json")
+    assert bad.status_code == 400 and sorted(below) == ["AuthenticationMiddleware", "CsrfViewMiddleware"]
