@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 from django.db import connection
-from django.db.models import Min, QuerySet, Sum
+from django.db.models import BigIntegerField, Func, Min, QuerySet, Sum
 
 from entitlements.models import ServedModel
 from telemetry.models import HourRollup
@@ -77,14 +77,24 @@ def series_keys(*, start: datetime, end: datetime, min_hours: int = 0) -> list[K
     )
 
 
-def _epoch_hours(buckets: list[Any]) -> list[int]:
-    """Hours since the epoch of raw bucket values (a naive datetime is UTC, as Django stores it on SQLite;
-    text when no converter ran). Read past the ORM: its per-row conversion was most of a run's reading."""
-    if not buckets:
-        return []
-    if isinstance(buckets[0], str):
-        return (np.array([b[:19] for b in buckets], dtype="datetime64[s]").astype(np.int64) // 3600).tolist()
-    return [int((b if b.tzinfo else b.replace(tzinfo=UTC)).timestamp()) // 3600 for b in buckets]
+class EpochHour(Func):
+    """A bucket as whole hours since 1970, computed by the database (an integer: no per-row datetime
+    parsing, which was most of a run's reading). Integer arithmetic on both databases, so an hour is never
+    floored one below by a float's last digit (admission.snapshot_reads.Epoch is a float)."""
+
+    output_field = BigIntegerField()
+    convert_value = staticmethod(Func._convert_value_noop)  # type: ignore[attr-defined]  # private in Django
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        return self.as_sql(
+            compiler, connection, template="FLOOR(EXTRACT(EPOCH FROM %(expressions)s) / 3600)::bigint", **extra
+        )
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        # Stored as UTC text; strftime('%s') is whole seconds, so the division is exact integer flooring.
+        return self.as_sql(
+            compiler, connection, template="(CAST(strftime('%%%%s', %(expressions)s) AS INTEGER) / 3600)", **extra
+        )
 
 
 def demand_series(*, start: datetime, end: datetime, keys: list[Key] | None = None) -> list[DemandSeries]:
@@ -102,30 +112,43 @@ def demand_series(*, start: datetime, end: datetime, keys: list[Key] | None = No
     if keys:
         # A chunk's keys are a sorted slice: its tenants are one range (the tenant, bucket index).
         rows = rows.filter(tenant__gte=min(keys)[0], tenant__lte=max(keys)[0])
-    qs = rows.values_list("tenant", "model", "region", "bucket").annotate(wt=Sum("estimated_wt")).order_by()
+    qs = (
+        rows.annotate(hour=EpochHour("bucket"))
+        .values_list("tenant", "model", "region", "hour")
+        .annotate(wt=Sum("estimated_wt"))
+        .order_by()
+    )
     sql, params = qs.query.sql_with_params()
     with connection.cursor() as cur:
         cur.execute(sql, params)
         got = cur.fetchall()
-    hour_of = _epoch_hours([g[3] for g in got])
-    by_key: dict[Key, tuple[list[int], list[float]]] = defaultdict(lambda: ([], []))
-    for (tenant, model, region, _, wt), h in zip(got, hour_of, strict=True):
-        if model not in r:
-            continue  # a model no longer in the catalogue has no R, so no CU
-        key = (tenant, model, region)
-        if wanted is not None and key not in wanted:
-            continue
-        idx, vals = by_key[key]
-        idx.append(h)
-        vals.append(float(wt or 0.0))
+    if not got:
+        return []
+    tenants, models, regions, hours, wts = zip(*got, strict=True)
+    # Rows grouped per series with numpy (one code per key, a stable sort), not a Python loop per row.
+    code_of: dict[Key, int] = {}
+    codes = np.fromiter(
+        (code_of.setdefault(k, len(code_of)) for k in zip(tenants, models, regions, strict=True)),
+        dtype=np.int64,
+        count=len(got),
+    )
+    hour_of = np.asarray(hours, dtype=np.int64)
+    wt_of = np.asarray([0.0 if w is None else float(w) for w in wts])
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(code_of) + 1))
     end_h = int(end.timestamp()) // 3600
     out = []
-    for key in sorted(by_key):
-        idx_l, vals_l = by_key[key]
-        at = np.asarray(idx_l, dtype=np.int64)
+    for key in sorted(code_of):
+        if key[1] not in r:
+            continue  # a model no longer in the catalogue has no R, so no CU
+        if wanted is not None and key not in wanted:
+            continue
+        c = code_of[key]
+        take = order[bounds[c] : bounds[c + 1]]
+        at = hour_of[take]
         first = int(at.min())
         values = np.zeros(end_h - first)
-        np.add.at(values, at - first, np.asarray(vals_l) / 3600.0 / r[key[1]])
+        np.add.at(values, at - first, wt_of[take] / 3600.0 / r[key[1]])
         out.append(DemandSeries(key[0], key[1], key[2], datetime.fromtimestamp(first * 3600, tz=UTC), values))
     return out
 

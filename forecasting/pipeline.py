@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from forecasting import change_points, guard, selection
-from forecasting.candidates import FITTED, LEAD_ORDER, NAIVE, TRENDED, WEEK, since_break
+from forecasting.candidates import FITTED, LEAD_ORDER, NAIVE, TRENDED, WEEK, profile, since_break
 from forecasting.demand import SeriesForecast
 from forecasting.history import DemandSeries
 
@@ -91,8 +91,9 @@ def forecast_batch(
         paths = {}
         refused: dict[str, str] = {}
         ranked = _rank(t, fbs[i])
+        shape = profile(fit_on[i])
         for _, n in ranked:
-            p = selection.path(n, fit_on[i], horizon_weeks * WEEK, final[n][i] if n in FITTED else None)
+            p = selection.path(n, fit_on[i], horizon_weeks * WEEK, final[n][i] if n in FITTED else None, shape)
             paths[n] = p
             refused[n] = guard.refusal(p, allowed)
         passing = [n for _, n in ranked if not refused[n]]

@@ -98,12 +98,16 @@ def fitted_daily(batch: list[np.ndarray], names: tuple[str, ...], days: int, win
     return {n: out[n].to_numpy(dtype=float).reshape(shape) for n in names}
 
 
-def path(name: str, values: np.ndarray, n_hours: int, fitted: np.ndarray | None) -> np.ndarray:
+def path(
+    name: str, values: np.ndarray, n_hours: int, fitted: np.ndarray | None, shape: np.ndarray | None = None
+) -> np.ndarray:
+    """One candidate's hourly path; `shape` is profile(values) when the caller has it already (the fitted
+    candidates share it: computed once per series and origin, not once per candidate)."""
     from forecasting.candidates import FITTED, custom_path, hourly_from_daily, profile
 
     if name in FITTED:
         assert fitted is not None  # noqa: S101  # fitted names always come with their daily forecast
-        return hourly_from_daily(fitted, profile(values), n_hours)
+        return hourly_from_daily(fitted, profile(values) if shape is None else shape, n_hours)
     return np.clip(custom_path(name, values, n_hours), 0.0, None)
 
 
@@ -160,7 +164,7 @@ class LeadBacktest:
 
 def backtest_lead(values_batch: list[np.ndarray], lead_weeks: list[int]) -> list[LeadBacktest | None]:
     """Every candidate at every origin, errors at the scorable horizons; None where history is too short."""
-    from forecasting.candidates import FITTED, LEAD_ORDER
+    from forecasting.candidates import FITTED, LEAD_ORDER, profile
 
     out: list[LeadBacktest | None] = [None] * len(values_batch)
     groups: dict[LeadPlan, list[int]] = {}
@@ -174,9 +178,13 @@ def backtest_lead(values_batch: list[np.ndarray], lead_weeks: list[int]) -> list
         for j, i in enumerate(idx):
             v = values_batch[i]
             actual = np.stack([v[o : o + hours] for o in p.origins])
+            shapes = [profile(v[:o]) for o in p.origins]
             paths = {
                 n: np.stack(
-                    [path(n, v[:o], hours, cv[n][j][w] if n in FITTED else None) for w, o in enumerate(p.origins)]
+                    [
+                        path(n, v[:o], hours, cv[n][j][w] if n in FITTED else None, shapes[w])
+                        for w, o in enumerate(p.origins)
+                    ]
                 )
                 for n in LEAD_ORDER
             }
@@ -223,19 +231,18 @@ def calibrate_lead(t: LeadBacktest, widen: float = 1.0) -> None:
     denom = p50.mean(axis=2, keepdims=True) + 1e-9  # the week's level: noise does not scale with a night hour
     rel = (act - p50) / denom
 
-    def widths(rows: np.ndarray, q: float) -> np.ndarray:
-        # per forecast week, the quantile over every origin's hours of that week: one vectorised call
-        per_week = rows.transpose(1, 0, 2).reshape(weeks, -1)
-        return np.quantile(per_week, q, axis=1).clip(0.0) * widen
-
-    t.q90, t.q99 = widths(rel, 0.90), np.maximum(widths(rel, 0.99), widths(rel, 0.90))
-    hits: dict[str, list[float]] = {"p50": [], "p90": [], "p99": []}
-    for o in range(n_o):
-        rest = np.delete(rel, o, axis=0)
-        q90, q99 = widths(rest, 0.90), widths(rest, 0.99)
-        hits["p50"].append(float(np.mean(act[o] <= p50[o])))
-        hits["p90"].append(float(np.mean(act[o] <= p50[o] + q90[:, None] * denom[o])))
-        hits["p99"].append(float(np.mean(act[o] <= p50[o] + np.maximum(q99, q90)[:, None] * denom[o])))
+    # Per forecast week, the 90th and 99th percentiles over every origin's hours of that week, in one
+    # quantile call: first over all origins, then for each origin left out over the others (stacked).
+    full = np.quantile(rel.transpose(1, 0, 2).reshape(weeks, -1), [0.90, 0.99], axis=1).clip(0.0) * widen
+    t.q90, t.q99 = full[0], np.maximum(full[1], full[0])
+    rest = rel[[[r for r in range(n_o) if r != o] for o in range(n_o)]]  # (left out, the others, weeks, hours)
+    loo = np.quantile(rest.transpose(0, 2, 1, 3).reshape(n_o, weeks, -1), [0.90, 0.99], axis=2).clip(0.0) * widen
+    q90, q99 = loo[0][:, :, None], np.maximum(loo[1], loo[0])[:, :, None]
+    hits = {
+        "p50": np.mean(act <= p50, axis=(1, 2)),
+        "p90": np.mean(act <= p50 + q90 * denom, axis=(1, 2)),
+        "p99": np.mean(act <= p50 + q99 * denom, axis=(1, 2)),
+    }
     t.coverage = {k: round(float(np.mean(v)), 4) for k, v in hits.items()}
 
 
