@@ -100,7 +100,8 @@ class LatencyCurve:
 
     def _ttft_on_tpot(self, tpot: float) -> float:
         anchor = self.ttft_anchor_tpot_s or tpot
-        return self.ttft_per_tpot * anchor * (tpot / anchor) ** self.ttft_beta  # type: ignore[operator]
+        per = self.ttft_per_tpot or 0.0  # set whenever this law is used (ttft_p99 checks)
+        return float(per * anchor * (tpot / anchor) ** self.ttft_beta)
 
     def _tpot_at_ttft(self, ttft: float) -> float:
         """The TPOT p99 at which a one-point pair's TTFT p99 reaches `ttft` (inf: never; β ≥ 0)."""

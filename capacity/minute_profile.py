@@ -43,7 +43,8 @@ def bin_middles(edges: npt.ArrayLike) -> npt.NDArray[np.float64]:
     ratio = e[1] / e[0]
     lo = np.r_[e[0] / ratio, e]
     hi = np.r_[e, e[-1] * ratio]
-    return np.sqrt(lo * hi)
+    middles: npt.NDArray[np.float64] = np.sqrt(lo * hi)
+    return middles
 
 
 def profile_workload(
