@@ -215,6 +215,11 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     # kombu looks for abandoned messages every interval × throttle seconds.
     "unacked_restore_interval": env_int("CELERY_UNACKED_RESTORE_INTERVAL", 10),
     "unacked_restore_throttle": env_int("CELERY_UNACKED_RESTORE_THROTTLE", 10),
+    # Bound every broker socket: a warm shutdown after the broker died can otherwise wait on a socket
+    # for ever (Celery's own escape hatch for it; seen once: a worker that lost its broker sat in
+    # "Shutting down..." for 4 minutes and was never restarted). BRPOP's own wait is 1 s, far below.
+    "socket_timeout": env_float("CELERY_BROKER_SOCKET_TIMEOUT", 30),
+    "socket_connect_timeout": env_float("CELERY_BROKER_CONNECT_TIMEOUT", 10),
 }
 # A forecast run whose worker has not checkpointed for this long may be taken over by a redelivery;
 # keep it above the slowest batch, and the visibility timeout above the slowest run.
