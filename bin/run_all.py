@@ -84,7 +84,12 @@ def plan(env: dict[str, str], *, host: str, port: int, python: str = sys.executa
         procs.append(Proc("beat", [*celery, "beat", "--loglevel", "WARNING"], {"CELERY_BROKER_URL": broker}))
         # Admission events' own queue (config/settings.py CELERY_TASK_ROUTES): a forecast run on the
         # default queue never holds them back.
-        events = [*celery, "worker", "-Q", "admission-events", "-n", "events@%h", "--loglevel", "WARNING"]
+        # Threads, not prefork: a prefork worker that lost its broker could wait for ever in its warm
+        # shutdown on a child blocked writing to it (billiard's pool join; seen in the kill test: the
+        # worker sat in "Shutting down..." and was never restarted). Ingest waits on PostgreSQL, not
+        # on the GIL, so two threads do what two processes did.
+        events = [*celery, "worker", "-Q", "admission-events", "-n", "events@%h", "--pool", "threads",
+                  "--concurrency", "2", "--loglevel", "WARNING"]  # fmt: skip
         procs.append(Proc("events", events, {"CELERY_BROKER_URL": broker}))
     else:
         # No beat in the embedded default: evaluate alert rules (and send due webhook retries) every minute.
