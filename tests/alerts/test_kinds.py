@@ -48,8 +48,11 @@ def test_use_over_bought_compares_actual_wt_with_cu_times_r_times_window(fleet, 
     ent = _grant(fleet)  # 1 CU × R 1000 wt/s × 900 s = 900,000 wt over a 15-minute window
     rule(scope="tenant", tenant=fleet.acme, kind="use_over_bought", threshold=90, window_minutes=15, channels=[])
     t = now()
+    # Each request as a gateway reports it: its reservation (admitted at its estimate) and its completion.
+    _completes(t - minutes(5), 10, ent=ent, decision="admit", estimated_wt=80_000, prompt_tokens=10, tag="a")
     _completes(t - minutes(5), 10, ent=ent, actual_wt=80_000, prompt_tokens=10)  # 800,000 wt = 88.9 %
     assert alert_rules_evaluate(now=t)["opened"] == 0
+    _completes(t - minutes(4), 1, ent=ent, decision="admit", estimated_wt=20_000, prompt_tokens=10, tag="b")
     _completes(t - minutes(4), 1, ent=ent, actual_wt=20_000, prompt_tokens=10, tag="d")  # 820,000 + … = 91.1 %
     assert alert_rules_evaluate(now=t)["opened"] == 1
     ((key, summary),) = _open()
@@ -57,10 +60,12 @@ def test_use_over_bought_compares_actual_wt_with_cu_times_r_times_window(fleet, 
     used, advice = summary.split("; grow to ")
     assert used == "acme llama-test@us-test reserved used 91 % of its 1.000 CU over 15 min"
     # Issue 30: the alert says grow only with the planning answer's replay of the window's traffic (the
-    # minute rollups: ten 80,000 wt requests spread over one minute, one 20,000 wt the next), checked
-    # here independently: a 1 CU bucket (60,000 wt) cannot even hold one request.
+    # raw reservations, kept: ten 80,000 wt requests in one instant, one 20,000 wt a minute later; issue
+    # 45: a burst is not spread over its minute), checked here independently: a 1 CU bucket (60,000 wt)
+    # cannot even hold one request, and the ten together need 800,000 wt of depth.
     cu = float(advice.split(" CU:")[0])
-    t = np.concatenate((np.arange(10) * 6 + 3.0, [90.0]))
+    assert cu == 13.4
+    t = np.concatenate((np.zeros(10), [60.0]))
     cost = np.array([80_000.0] * 10 + [20_000.0])
     assert independent_share(t, cost, cu) <= 0.001 < independent_share(t, cost, round(cu - 0.1, 1))
     assert (
