@@ -53,9 +53,12 @@ def test_request_quotes_every_term_and_no_commitment_beats_on_demand_per_month(f
     start = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
     assert quotes["1_year"]["commitment_end"][:10] == add_months(start, 12).date().isoformat()
     assert on_demand["commitment_end"] is None
-    for q in quotes.values():
+    per_m = on_demand["usd_per_million_useful_output_tokens"]
+    for term, q in quotes.items():
         assert q["usd_per_month"] <= on_demand["usd_per_month"]
-        assert q["usd_per_million_useful_output_tokens"] > 0
+        # the same useful tokens at each term's price: the figure scales with the term's $ per CU-hour
+        want = per_m * _rate(fleet.pool_a, term) / _rate(fleet.pool_a, "on_demand")
+        assert q["usd_per_million_useful_output_tokens"] == pytest.approx(want, abs=2e-4), term
     cheapest = [t for t, q in quotes.items() if q["cheapest"]]
     assert cheapest == [min(quotes, key=lambda t: quotes[t]["usd_total"])]
 
