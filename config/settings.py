@@ -169,8 +169,8 @@ ADMISSION_EVENT_FLUSH_S = env_float("ADMISSION_EVENT_FLUSH_S", 1)
 ADMISSION_EVENT_SHUTDOWN_S = env_float("ADMISSION_EVENT_SHUTDOWN_S", 10)
 # A batch handed to the broker is checked against PostgreSQL after this wait, doubling per resend
 # (admission.event_receipts: kombu's Redis transport can lose a popped message when the broker dies).
-ADMISSION_EVENT_CONFIRM_S = env_float("ADMISSION_EVENT_CONFIRM_S", 30)
-ADMISSION_EVENT_CONFIRM_TRIES = env_int("ADMISSION_EVENT_CONFIRM_TRIES", 5)
+ADMISSION_EVENT_CONFIRM_S = env_float("ADMISSION_EVENT_CONFIRM_S", 30, minimum=1, maximum=86400)
+ADMISSION_EVENT_CONFIRM_TRIES = env_int("ADMISSION_EVENT_CONFIRM_TRIES", 5, minimum=0, maximum=20)
 # Most events or fleet samples one telemetry POST may carry.
 TELEMETRY_MAX_BATCH = env_int("TELEMETRY_MAX_BATCH", 20000)
 # A JSON body's limit (Django reads it into memory): room for a full TELEMETRY_MAX_BATCH of events at
@@ -218,8 +218,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     # Bound every broker socket: a warm shutdown after the broker died can otherwise wait on a socket
     # for ever (Celery's own escape hatch for it; seen once: a worker that lost its broker sat in
     # "Shutting down..." for 4 minutes and was never restarted). BRPOP's own wait is 1 s, far below.
-    "socket_timeout": env_float("CELERY_BROKER_SOCKET_TIMEOUT", 30),
-    "socket_connect_timeout": env_float("CELERY_BROKER_CONNECT_TIMEOUT", 10),
+    "socket_timeout": env_float("CELERY_BROKER_SOCKET_TIMEOUT", 30, minimum=1, maximum=3600),
+    "socket_connect_timeout": env_float("CELERY_BROKER_CONNECT_TIMEOUT", 10, minimum=0.1, maximum=600),
 }
 # A forecast run whose worker has not checkpointed for this long may be taken over by a redelivery;
 # keep it above the slowest batch, and the visibility timeout above the slowest run.

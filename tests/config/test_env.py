@@ -75,6 +75,10 @@ def test_a_bound_is_enforced_naming_the_variable(monkeypatch):
         ("ADMISSION_REDIS_TIMEOUT_S", "0,3", "ADMISSION_REDIS_TIMEOUT_S='0,3' is not a number"),
         ("FORECAST_RUN_STALE_AFTER_S", "10m", "FORECAST_RUN_STALE_AFTER_S='10m' is not a whole number"),
         ("FORECAST_RUN_IN_BACKGROUND", "nope", "FORECAST_RUN_IN_BACKGROUND='nope' is not a boolean"),
+        # A receipt wait below 1 s would re-ask PostgreSQL and resend every tick, before any worker could ingest.
+        ("ADMISSION_EVENT_CONFIRM_S", "1e-320", "ADMISSION_EVENT_CONFIRM_S=1e-320 is out of range (1 ≤ "),
+        ("ADMISSION_EVENT_CONFIRM_TRIES", "99", "ADMISSION_EVENT_CONFIRM_TRIES=99 is out of range (0 ≤ "),
+        ("CELERY_BROKER_SOCKET_TIMEOUT", "1e308", "CELERY_BROKER_SOCKET_TIMEOUT=1e+308 is out of range (1 ≤ "),
         # An app's own parser (accounts_oidc.conf), read through config.env.env_parsed: the variable is named.
         ("OIDC_ROLE_MAP", "admins=root", "OIDC_ROLE_MAP: 'root' is none of approver, operator, requester, viewer"),
         ("OIDC_CLAIM_GRANTABLE_ROLES", "viewer,gateway", "OIDC_CLAIM_GRANTABLE_ROLES: claims may grant only"),
