@@ -303,6 +303,8 @@ class RedisBackend(RedisCalls):
                     if left <= 0:
                         return out
                     ids = [_s(i) for i in self.client.zrangebyscore(ik, "-inf", now, start=0, num=left)]
+                    if not ids:
+                        continue  # nothing due (a listed zset stays listed when empty: expire.lua)
                     ks = (ik, ifs, *(keys.record(t, i) for i in ids))
                     got, _ = self._eval(self._expire, len(ks), (*ks, *ids))
                     out += [_s(m) for m in got]

@@ -3,7 +3,8 @@
 -- ARGV: reservation ids. Settles each one still in the zset and past its TTL by Redis' clock at
 -- its full estimate (debited in full at reserve): it leaves the zset and its record is marked
 -- expired. Called with the ids a reserve handed back (reserve.lua) and by the pool's sweep. A zset
--- found empty leaves the pool's set (reserve lists it again with its next reservation).
+-- stays in the pool's set once listed, empty or not (issue 49.1: reserve.lua lists it with its scope's
+-- first admission only, not with every one); KEYS 2 is unused since.
 -- Reply: the metas of the reservations this call expired (whoever expires one reports it).
 local now = clock()
 local out = {}
@@ -15,5 +16,4 @@ for i, id in ipairs(ARGV) do
     if m then out[#out + 1] = m end
   end
 end
-if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('SREM', KEYS[2], KEYS[1]) end
 return out

@@ -16,12 +16,16 @@ end
 local function num(x) return string.format('%.17g', x) end
 
 -- Token bucket: refilled lazily; missing means full. Level may be negative (debt from overruns).
-local function level(key, rate, depth, now)
-  local v = redis.call('HMGET', key, 'l', 't')
+-- level_of: the same from the bucket's fields already read ({l, t, ...}).
+local function level_of(v, rate, depth, now)
   if not v[1] then return depth end
   local l = tonumber(v[1]) + rate * math.max(0, now - tonumber(v[2]))
   if l > depth then l = depth end
   return l
+end
+
+local function level(key, rate, depth, now)
+  return level_of(redis.call('HMGET', key, 'l', 't'), rate, depth, now)
 end
 
 local function put(key, l, now_str)

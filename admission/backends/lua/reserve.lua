@@ -125,12 +125,26 @@ local function quota_exceeded(deficit, rate, limit)
   return throttle('QUOTA_EXCEEDED', math.max(1, math.min(3600, math.ceil(w))), limit)
 end
 
--- Expire on access: a reservation past its TTL no longer holds a slot (only live ones count), and
--- up to 16 of them are handed to the caller, which settles them at once (expire.lua), so a scope
--- with traffic needs no beat to free its slots; the pool's sweep settles any the caller did not.
-local live = redis.call('ZCOUNT', K_inflight, '(' .. now_str, '+inf')
-local due = redis.call('ZRANGEBYSCORE', K_inflight, '-inf', now_str, 'LIMIT', 0, 16)
-for _, id in ipairs(due) do out[#out + 1] = id end
+-- The scope's hash (its own bucket's key) holds, besides the bucket ('l', 't'), a field named for the
+-- in-flight zset: no reservation in that zset expires before it (a lower bound, written with each
+-- admission). So the zset costs one ZCARD while nothing in it is due; only when something may be (or
+-- the field is absent: a store written before issue 49.1) is it read: live ones counted, and up to 16
+-- due ones handed to the caller, which settles them at once (expire.lua), so a scope with traffic needs
+-- no beat to free its slots; the pool's sweep settles any the caller did not. Expire on access: a
+-- reservation past its TTL no longer holds a slot (only live ones count).
+local sv = redis.call('HMGET', K_own, 'l', 't', K_inflight)
+local n_in = redis.call('ZCARD', K_inflight)
+local live, due_at = n_in, tonumber(sv[3])
+if n_in > 0 and not (due_at and due_at > now) then
+  live = redis.call('ZCOUNT', K_inflight, '(' .. now_str, '+inf')
+  if live < n_in then
+    local due = redis.call('ZRANGEBYSCORE', K_inflight, '-inf', now_str, 'LIMIT', 0, 16)
+    for _, id in ipairs(due) do out[#out + 1] = id end
+    due_at = 0  -- due ones stay until expire.lua settles them: read again next time
+  else
+    due_at = tonumber(redis.call('ZRANGE', K_inflight, 0, 0, 'WITHSCORES')[2])
+  end
+end
 if live >= A_max_concurrency then return throttle('CONCURRENCY_LIMIT', A_retry_concurrency) end
 
 -- Period budgets, then the request rate, then the token rate (mirrored by memory.py). A period
@@ -156,7 +170,7 @@ end
 
 local own_r, own_d = A_own_rate, A_own_depth
 local pool_d = A_pool_depth
-local own_l = level(K_own, own_r, own_d, now)
+local own_l = level_of(sv, own_r, own_d, now)
 local pool_l = level(K_pool, A_pool_rate, pool_d, now)
 q_own = own_l
 local degraded = A_degraded
@@ -305,14 +319,19 @@ if source == 'entitlement' and A_lender_charges then
   lent = lent .. K_lend .. '|' .. A_lend_rate_s .. '|' .. A_lend_depth_s .. '|' .. num(c - x)
 end
 
-local static = A_record_own
+local expires
+if string.find(A_ttl, '^%d+$') then expires = (sec + A_ttl) .. frac  -- whole seconds: no float to format
+else expires = num(now + tonumber(A_ttl)) end
+-- The in-flight zset's lower bound (above) after this admission's ZADD.
+local due_s = expires
+if due_at and n_in > 0 and due_at < tonumber(expires) then due_s = num(due_at) end
+
+local static, own_after = A_record_own, own_l - c
 if source == 'borrowed' then
-  static = A_record_borrowed
+  static, own_after = A_record_borrowed, own_l
   put(K_borrow, bor_l - c, now_str)
-  put(K_own, own_l, now_str)
-else
-  put(K_own, own_l - c, now_str)
 end
+redis.call('HSET', K_own, 'l', num(own_after), 't', now_str, K_inflight, due_s)
 put(K_pool, bounded(pool_l - c, pool_d), now_str)  -- lenders may take the pool into debt, one depth at most
 
 -- The budgets charged, for complete.lua: unit|units|key|limit|end per period (appended to the record).
@@ -332,9 +351,6 @@ if lent then
   bud = bud .. '\t' .. lent
 end
 
-local expires
-if string.find(A_ttl, '^%d+$') then expires = (sec + A_ttl) .. frac  -- whole seconds: no float to format
-else expires = num(now + tonumber(A_ttl)) end
 local ans = 'A|' .. A_rid .. '|' .. A_cost_s .. '|' .. source .. '|' .. expires
 -- The record's meta says a borrowed admission is one, so its complete or expiry event is counted as
 -- borrowed (base.borrowed_meta is the in-process twin).
@@ -342,12 +358,13 @@ local meta = A_meta
 if source == 'borrowed' then meta = string.sub(meta, 1, -2) .. ',"source_kind":"borrowed"}' end
 redis.call('SET', K_record, 'open\t' .. ans .. '\t' .. static .. '\t' .. A_cost_s .. '\t' .. meta .. bud,
   'EX', A_record_ttl)
-redis.call('SADD', K_inflight_sets, K_inflight)  -- every non-empty in-flight zset is listed (a no-op once it is)
+-- The pool's sweep walks the in-flight zsets its set lists: a zset is listed with its scope's first
+-- admission (the hash had no bound for it: a new scope, a store written before issue 49.1 or one that
+-- lost its data) and stays listed (expire.lua no longer unlists an empty one), not once per reserve.
+if not sv[3] then redis.call('SADD', K_inflight_sets, K_inflight) end
 redis.call('ZADD', K_inflight, expires, A_rid)
 out[1] = ans
 out[3] = live + 1  -- the scope's reservations in flight now: the live ones and this one
-local own_after = own_l - c
-if source == 'borrowed' then own_after = own_l end
 local rq_after = nil
 if rq_l then rq_after = rq_l - 1 end
 out[4] = quota(now, now_str, own_after, rq_after, charges, units)
