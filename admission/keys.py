@@ -76,3 +76,12 @@ def spill(t: str, scope_key: str) -> str:
 def spill_inflight(t: str, scope_key: str) -> str:
     """A scope's spilled reservations in flight, under the target pool's tag (its sweep walks them)."""
     return f"{t}sif:{scope_key}"
+
+
+def scope_hash_of(key: str, prefix: str) -> str | None:
+    """The scope's hash (its own bucket's key, `own`) that holds a request-rate bucket named `key`
+    ('<tag>rq:<scope key>', admission.budgets.rps_key) as a field (reserve.lua, issue 49.1); None for
+    a key of another kind. `prefix`: the backend's, for keys without a pool's tag (tests)."""
+    cut = key.find("}:") + 2 if "}:" in key else (len(prefix) if key.startswith(prefix) else 0)
+    rest = key[cut:]
+    return key[:cut] + "b:" + rest[3:] if rest.startswith("rq:") else None

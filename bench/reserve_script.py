@@ -14,8 +14,8 @@ blocks run in rounds, the order reversed every round:
   empty script, the reserve's arguments   `return 1` with the plain scope's KEYS and ARGV (what passing them costs)
   reserve, plain scope                    reserve.lua as the library sends it (a token rate)
   reserve, budgeted scope                 the same with two period budgets and a request rate
-  … (old script)                          the same two, replayed with reserve.lua as it was before its inputs
-                                          were named (issue 50.1; commit OLD, the same wire order), side by side
+  … (old script)                          the same two, replayed with reserve.lua and the layout as they were
+                                          before issue 49.1 (commit OLD, the same wire order), side by side
 
 Each block also counts the commands the script ran per call (INFO commandstats' calls of every command
 but EVALSHA and INFO, over the block), the figure issue 49's goal counts.
@@ -43,7 +43,10 @@ sys.path[0] = str(ROOT)  # not bench/: its admission.py would shadow the admissi
 
 from bench import admission as adm  # noqa: E402 - after the path (sets the bench's environment)
 
-OLD = "a54d8be"  # reserve.lua and lib.lua before the named inputs (the same arguments in the same order)
+# The store's layout before issue 49.1 (the same arguments in the same order): every reserve read the
+# in-flight zset twice (ZCOUNT, ZRANGEBYSCORE), listed it for the sweep (SADD), kept the request-rate
+# bucket under a key of its own and read each period budget with a GET of its own.
+OLD = "ead91d8"
 
 
 def old_source() -> str:
@@ -52,7 +55,14 @@ def old_source() -> str:
             ["git", "show", f"{OLD}:{path}"], cwd=ROOT, capture_output=True, check=True, text=True
         ).stdout
 
-    return show("admission/backends/lua/lib.lua") + "\n" + show("admission/backends/lua/reserve.lua")
+    old_inputs: dict = {"__name__": "old_inputs"}
+    exec(compile(show("admission/backends/inputs.py"), "old_inputs", "exec"), old_inputs)  # noqa: S102  (our own history)
+    return (
+        show("admission/backends/lua/lib.lua")
+        + "\n"
+        + old_inputs["lua_preamble"]()
+        + show("admission/backends/lua/reserve.lua")
+    )
 
 
 def _resp_args(packed: bytes) -> list[bytes]:

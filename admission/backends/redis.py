@@ -328,12 +328,18 @@ class RedisBackend(RedisCalls):
         return out
 
     def level(self, bucket_key: str) -> float | None:
-        v = self.client.hget(bucket_key, "l")
-        return None if v is None else float(v)
+        got = self.bucket_state(bucket_key)
+        return None if got is None else got[0]
 
     def bucket_state(self, bucket_key: str) -> tuple[float, float] | None:
-        """(level, when it was written, by Redis' clock) as stored; None when untouched (full)."""
+        """(level, when it was written, by Redis' clock) as stored; None when untouched (full). A
+        request-rate bucket is a field of its scope's hash (reserve.lua, issue 49.1), or its own key in
+        a store written before."""
         lv, t = self.client.hmget(bucket_key, ["l", "t"])
+        if lv is None and (home := keys.scope_hash_of(bucket_key, self.prefix)) is not None:
+            raw = self.client.hget(home, bucket_key)
+            if raw is not None:
+                lv, t = _s(raw).split("|")
         return None if lv is None else (float(lv), float(t))
 
     def ping(self) -> None:

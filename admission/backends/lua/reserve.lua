@@ -18,15 +18,36 @@ local prev = redis.call('GET', K_record)
 -- The period buckets in force by Redis' clock: {key, limit, end, used} per period (the caller
 -- passed the previous, current and next period's keys and boundaries).
 local function periods_now(now)
-  local got = {}
+  local got, ks = {}, {}
   for _, p in ipairs(A_periods) do
     local k, kend = p.keys[1], p.start_s
     if now < p.start then kend = p.start_s
     elseif now < p.stop then k, kend = p.keys[2], p.stop_s
     else k, kend = p.keys[3], p.next_stop end
-    got[#got + 1] = {k, p.limit_s, kend, tonumber(redis.call('GET', k) or '0')}
+    got[#got + 1] = {k, p.limit_s, kend, 0}
+    ks[#ks + 1] = k
+  end
+  if #ks > 0 then  -- one MGET for them all (one slot: the pool's hash tag)
+    local v = redis.call('MGET', unpack(ks))
+    for i, g in ipairs(got) do g[4] = tonumber(v[i] or '0') end
   end
   return got
+end
+
+-- The request-rate bucket lives in the scope's hash (its own bucket's key), one field named for its
+-- key: 'level|when'. `raw`: that field as read (nil: absent, so the bucket is still under its own key,
+-- as a store written before issue 49.1 keeps it; an admission moves it into the hash).
+local rq_old = false
+local function rq_level(raw, now)
+  local v
+  if raw then
+    local bar = string.find(raw, '|', 1, true)
+    v = {string.sub(raw, 1, bar - 1), string.sub(raw, bar + 1)}
+  else
+    v = redis.call('HMGET', K_rq, 'l', 't')
+    rq_old = v[1] ~= false and v[1] ~= nil
+  end
+  return level_of(v, A_rq_rate, A_rq_depth, now)
 end
 
 -- The header values (quota.py's whole, to_full: the same rule in Python for the memory store), formatted
@@ -71,7 +92,7 @@ local function quota(now, now_str, own_l, rq_l, charges, units)
   if not lim then return q .. now_str end
   local rr, rdep = A_rq_rate, A_rq_depth
   if rdep > 0 then
-    if not rq_l then rq_l = level(K_rq, rr, rdep, now) end
+    if not rq_l then rq_l = rq_level(redis.call('HGET', K_own, K_rq), now) end
     q = q .. whole(rq_l) .. '|' .. to_full(rq_l, rr, rdep) .. '|'
   end
   for _, ch in ipairs(charges or periods_now(now)) do
@@ -132,7 +153,9 @@ end
 -- due ones handed to the caller, which settles them at once (expire.lua), so a scope with traffic needs
 -- no beat to free its slots; the pool's sweep settles any the caller did not. Expire on access: a
 -- reservation past its TTL no longer holds a slot (only live ones count).
-local sv = redis.call('HMGET', K_own, 'l', 't', K_inflight)
+local sv
+if lim and A_rq_depth > 0 then sv = redis.call('HMGET', K_own, 'l', 't', K_inflight, K_rq)
+else sv = redis.call('HMGET', K_own, 'l', 't', K_inflight) end
 local n_in = redis.call('ZCARD', K_inflight)
 local live, due_at = n_in, tonumber(sv[3])
 if n_in > 0 and not (due_at and due_at > now) then
@@ -162,7 +185,7 @@ if lim then
   if untl > 0 then return throttle('BUDGET_EXHAUSTED', math.max(1, math.ceil(untl - now))) end
   local rr, rdep = A_rq_rate, A_rq_depth
   if rdep > 0 then
-    rq_l = level(K_rq, rr, rdep, now)
+    rq_l = rq_level(sv[4], now)
     q_rq = rq_l
     if rq_l < 1 then return quota_exceeded(1 - rq_l, rr, 'rps') end
   end
@@ -331,13 +354,17 @@ if source == 'borrowed' then
   static, own_after = A_record_borrowed, own_l
   put(K_borrow, bor_l - c, now_str)
 end
-redis.call('HSET', K_own, 'l', num(own_after), 't', now_str, K_inflight, due_s)
+if rq_l then
+  redis.call('HSET', K_own, 'l', num(own_after), 't', now_str, K_inflight, due_s, K_rq, num(rq_l - 1) .. '|' .. now_str)
+  if rq_old then redis.call('DEL', K_rq) end  -- moved into the hash
+else
+  redis.call('HSET', K_own, 'l', num(own_after), 't', now_str, K_inflight, due_s)
+end
 put(K_pool, bounded(pool_l - c, pool_d), now_str)  -- lenders may take the pool into debt, one depth at most
 
 -- The budgets charged, for complete.lua: unit|units|key|limit|end per period (appended to the record).
 local bud = ''
 if lim then
-  if rq_l then put(K_rq, rq_l - 1, now_str) end
   local parts = {A_unit, A_units_s}
   for _, ch in ipairs(charges) do
     -- Kept a day past its boundary (the statement may still read it), then gone.
