@@ -1,0 +1,354 @@
+-- Inputs by name (admission/backends/inputs.py: the table, and the preamble that reads them, which
+-- redis.py prepends): A_<name> the arguments, K_<name> the keys (locals), all under the pool's hash tag (no key is
+-- built here: Redis Cluster). K: record (reservation + idempotency), own / pool / borrow buckets,
+-- inflight (zset), inflight_sets (what the pool's sweep walks), lend (the pool's lend bucket), fair (the
+-- pool's fair-share table: member → 'borrowed|at|weight|active until|borrow level|borrow rate|borrow
+-- depth|cost', admission.backends.fair), rq (request rate), keep (a limited lender's keep-back bucket,
+-- always the last key); A_periods: per period budget its limit, start, stop, next_stop and three keys
+-- (the previous, current and next period's: this script's clock picks one).
+-- Reply: {answer, 0 new | 1 replay | 2 replay of a settled one, in flight after an admit (else 0),
+--        remaining quota ('' when not wanted), ids of this scope's reservations past their TTL...}.
+--        The caller settles those ids (expire.lua: their records are not this script's keys).
+-- Mirrors base.decide() and memory.py.
+local stale = epoch_stale(A_epoch)
+if stale then return {'E', stale} end
+local want_q, spill_ok, lim = A_want_quota, A_spill_ok, A_limited
+local prev = redis.call('GET', K_record)
+
+-- The period buckets in force by Redis' clock: {key, limit, end, used} per period (the caller
+-- passed the previous, current and next period's keys and boundaries).
+local function periods_now(now)
+  local got = {}
+  for _, p in ipairs(A_periods) do
+    local k, kend = p.keys[1], p.start_s
+    if now < p.start then kend = p.start_s
+    elseif now < p.stop then k, kend = p.keys[2], p.stop_s
+    else k, kend = p.keys[3], p.next_stop end
+    got[#got + 1] = {k, p.limit_s, kend, tonumber(redis.call('GET', k) or '0')}
+  end
+  return got
+end
+
+-- The header values (quota.py's whole, to_full: the same rule in Python for the memory store), formatted
+-- here, where the interpreter is hot: Python only splits them (a Python step after the round trip runs
+-- with cold caches and cost 3-4 times its warm time, bench/quota_headers.py). '%d' (0.26 µs) where the
+-- value is below 2^53, as '%.0f' (0.5 µs) would write the same digits; '%d' truncates, which is floor
+-- for x > 0.
+local function whole(x)
+  if not (x > 0) then return '0' end
+  if x < 9007199254740992 then return string.format('%d', x) end
+  return string.format('%.0f', math.floor(x))  -- beyond 2^53 (a long would not hold every such value)
+end
+
+-- Seconds until the bucket is full, rounded up to the millisecond, no trailing zeros ('never': no
+-- refill within base.NEVER_S).
+local function to_full(l, rate, depth)
+  if l >= depth then return '0' end
+  if rate <= 0 then return 'never' end
+  local wait = (depth - l) / rate
+  if not (wait < 1e12) then return 'never' end  -- base.NEVER_S (an infinite wait included)
+  local ms = math.ceil(wait * 1000 - 1e-6)
+  if ms <= 0 then return '0' end
+  local frac = ms % 1000
+  local w = (ms - frac) / 1000
+  if frac == 0 then return string.format('%d', w) end
+  if frac % 100 == 0 then return string.format('%d.%d', w, frac / 100) end
+  if frac % 10 == 0 then return string.format('%d.%02d', w, frac / 10) end
+  return string.format('%d.%03d', w, frac)
+end
+
+-- The remaining quota after this call (docs/contract.md §5: the x-ratelimit-* headers), from the same
+-- script so it costs no round trip, in the headers' words and order (admission.core.quota_headers zips
+-- them with the scope's names): 'tokens left|seconds to full[|requests left|seconds to full]|budget
+-- left…|now', the request bucket's pair only where the scope has a request rate. Levels this call
+-- already read or wrote are passed in; the others are read here (a throttle that stopped before them,
+-- a replay).
+local function quota(now, now_str, own_l, rq_l, charges, units)
+  if not want_q then return '' end
+  local own_r, own_d = A_own_rate, A_own_depth
+  if not own_l then own_l = level(K_own, own_r, own_d, now) end
+  local q = whole(own_l) .. '|' .. to_full(own_l, own_r, own_d) .. '|'
+  if not lim then return q .. now_str end
+  local rr, rdep = A_rq_rate, A_rq_depth
+  if rdep > 0 then
+    if not rq_l then rq_l = level(K_rq, rr, rdep, now) end
+    q = q .. whole(rq_l) .. '|' .. to_full(rq_l, rr, rdep) .. '|'
+  end
+  for _, ch in ipairs(charges or periods_now(now)) do
+    q = q .. whole(tonumber(ch[2]) - (ch[4] + (units or 0))) .. '|'
+  end
+  return q .. now_str
+end
+
+if prev then
+  -- A replay: 1, or 2 when the reservation is already settled (completed or expired).
+  local head = string.sub(prev, 1, 5)
+  local q = ''
+  if want_q then
+    local now, now_str = clock()
+    q = quota(now, now_str)
+  end
+  if head == 'done\t' or head == 'expir' then return {answer_of(prev), 2, 0, q} end
+  return {answer_of(prev), 1, 0, q}
+end
+
+local c, cls = A_cost, A_traffic_class
+local now, now_str, sec, frac = clock()
+local out = {'', 0, 0, ''}
+local q_own, q_rq, q_charges = nil, nil, nil  -- what quota() need not read again
+
+local function throttle(reason, ra, limit)
+  local ans = 'T|' .. reason .. '|' .. ra
+  if limit then ans = ans .. '|' .. limit end  -- which limit a QUOTA_EXCEEDED hit, when not the rate
+  if spill_ok and q_own and q_own < c and (reason == 'QUOTA_EXCEEDED' or reason == 'RECLAIMED') then
+    -- The own bucket is short and a spill may follow (issue 36.1, base.SPILLABLE): no final answer here.
+    -- The hand-off marker lives as long as an admit's record, so every retry of this request goes to
+    -- the spill call (spill.lua, on the target pool's tag), which decides it once; nothing is charged here.
+    ans = 'S' .. string.sub(ans, 2)
+    redis.call('SET', K_record, ans, 'EX', A_record_ttl)
+    out[1] = ans
+    out[4] = quota(now, now_str, q_own, q_rq, q_charges)
+    return out
+  end
+  -- Replayed for its wait, at most an hour: a BUDGET_EXHAUSTED may advise days, and a record per
+  -- refused request must not live that long (nor hide a budget raised meanwhile from a retry).
+  redis.call('SET', K_record, ans, 'EX', math.max(1, math.min(3600, tonumber(ra))))
+  out[1] = ans
+  out[4] = quota(now, now_str, q_own, q_rq, q_charges)
+  return out
+end
+
+-- QUOTA_EXCEEDED advises the wait until the bucket(s) would have room.
+local function quota_exceeded(deficit, rate, limit)
+  local w = 3600
+  if rate > 0 then w = deficit / rate end
+  return throttle('QUOTA_EXCEEDED', math.max(1, math.min(3600, math.ceil(w))), limit)
+end
+
+-- Expire on access: a reservation past its TTL no longer holds a slot (only live ones count), and
+-- up to 16 of them are handed to the caller, which settles them at once (expire.lua), so a scope
+-- with traffic needs no beat to free its slots; the pool's sweep settles any the caller did not.
+local live = redis.call('ZCOUNT', K_inflight, '(' .. now_str, '+inf')
+local due = redis.call('ZRANGEBYSCORE', K_inflight, '-inf', now_str, 'LIMIT', 0, 16)
+for _, id in ipairs(due) do out[#out + 1] = id end
+if live >= A_max_concurrency then return throttle('CONCURRENCY_LIMIT', A_retry_concurrency) end
+
+-- Period budgets, then the request rate, then the token rate (mirrored by memory.py). A period
+-- bucket holds what was spent under a key named for its period: it resets by key change at the
+-- boundary and never refills in between.
+local units, charges, rq_l = 0, {}, nil
+if lim then
+  units = A_units
+  local untl = 0
+  charges = periods_now(now)
+  q_charges = charges
+  for _, ch in ipairs(charges) do
+    if ch[4] + units > tonumber(ch[2]) and tonumber(ch[3]) > untl then untl = tonumber(ch[3]) end
+  end
+  if untl > 0 then return throttle('BUDGET_EXHAUSTED', math.max(1, math.ceil(untl - now))) end
+  local rr, rdep = A_rq_rate, A_rq_depth
+  if rdep > 0 then
+    rq_l = level(K_rq, rr, rdep, now)
+    q_rq = rq_l
+    if rq_l < 1 then return quota_exceeded(1 - rq_l, rr, 'rps') end
+  end
+end
+
+local own_r, own_d = A_own_rate, A_own_depth
+local pool_d = A_pool_depth
+local own_l = level(K_own, own_r, own_d, now)
+local pool_l = level(K_pool, A_pool_rate, pool_d, now)
+q_own = own_l
+local degraded = A_degraded
+local bor_reason, bor_retry = 'RECLAIMED', A_retry_reclaimed
+if degraded then bor_reason, bor_retry = 'PLATFORM_CAPACITY', A_retry_platform end
+local pool_ok = room_above_margin(pool_l, c, A_margin)
+
+-- Borrowed tokens written at `at` as they count at `now` (fair.decayed).
+local function decayed(u, at, now)
+  if now > at then return u * math.exp(-(now - at) / A_window_s) end
+  return u
+end
+
+local function fields(raw)
+  local f = {}
+  for v in string.gmatch(raw, '[^|]+') do f[#f + 1] = tonumber(v) end
+  return f
+end
+
+-- What an entry's own borrowing limit lets it take now (fair.can_take; an entry without those fields,
+-- written before issue 48.3: unlimited).
+local function can_take(f, now)
+  if not f[8] then return math.huge end
+  local l = f[5] + f[6] * math.max(0, now - f[2])
+  if l > f[7] then l = f[7] end
+  return l
+end
+
+-- The pool's fair-share table (fair.py; memory.py: _fair_read): → this scope's borrowed tokens in the
+-- window, the active borrowers' together, their weights together (this scope counted as active), and
+-- {held, weight, can take} of each other active one. A borrower counts as active while its entry is
+-- recent and its own limit would let it take what it last asked; entries neither active nor borrowing
+-- are dropped.
+local function fair_read(now)
+  local all = redis.call('HGETALL', K_fair)
+  local mine, used, weights, others = 0, 0, A_weight, {}
+  for i = 1, #all, 2 do
+    local f = fields(all[i + 1])
+    local got = decayed(f[1], f[2], now)
+    if all[i] == A_member then
+      mine = got
+      used = used + got
+    elseif f[4] > now and (not f[8] or can_take(f, now) >= f[8]) then
+      used = used + got
+      weights = weights + f[3]
+      others[#others + 1] = {got, f[3], can_take(f, now)}
+    elseif f[4] <= now and got < 1e-3 then redis.call('HDEL', K_fair, all[i]) end
+  end
+  return mine, used, weights, others
+end
+
+-- fair.fair_ok: within its share, or what it takes leaves the more-deserving ones what they are owed.
+local function fair_ok(mine, pie, weights, room, others)
+  local w = A_weight
+  if mine * weights <= pie * w then return true end
+  local need = 0
+  for _, o in ipairs(others) do
+    if o[1] * w < mine * o[2] then
+      need = need + math.min(math.max(0, o[2] * pie / weights - o[1]), o[3])
+    end
+  end
+  return room - c >= need
+end
+
+-- This scope's entry: its borrowed tokens decayed to now plus `add`, active for A_active_s more, and
+-- what its own borrow bucket holds after this attempt (`bl`), with its rate, depth and this cost.
+local function fair_put(now, now_str, add, bl)
+  local u = 0
+  local got = redis.call('HGET', K_fair, A_member)
+  if got then
+    local f = fields(got)
+    u = decayed(f[1], f[2], now)
+  end
+  redis.call('HSET', K_fair, A_member, num(u + add) .. '|' .. now_str .. '|' .. A_weight_s .. '|' ..
+    num(now + A_active_s) .. '|' .. num(bl) .. '|' .. num(A_borrow_rate) .. '|' .. num(A_borrow_depth) ..
+    '|' .. A_cost_s)
+end
+
+local source, bor_l, lend_l
+-- What this admission charged the lend accounts, for complete.lua (lib.lua: the record's last field):
+-- 'n|n × (key|rate|depth|wt)' and, for a borrowed one, 'table|member|weight|window|wt|when'.
+local lent = nil
+if cls == 'reserved' then
+  if degraded and pool_l - c < A_reserved_floor then return throttle('PLATFORM_CAPACITY', A_retry_platform) end
+  if own_l < c then return quota_exceeded(c - own_l, own_r) end
+  source = 'entitlement'
+elseif own_l >= c then
+  if cls == 'shared' then
+    if degraded and pool_l - c < 0 then return throttle('PLATFORM_CAPACITY', A_retry_platform) end
+  elseif not pool_ok then
+    return throttle(bor_reason, bor_retry)
+  end
+  source = 'entitlement'
+else
+  local bor_r, bor_d = A_borrow_rate, A_borrow_depth
+  if bor_d <= 0 then return quota_exceeded(c - own_l, own_r) end
+  bor_l = level(K_borrow, bor_r, bor_d, now)  -- read only now: decide() needs it only here
+  if bor_l < c then return quota_exceeded(c - math.max(own_l, bor_l), own_r + bor_r) end
+  -- Lending limits and fair share (issues 36.3, 48.3; mirrored by memory.py): every borrowed attempt
+  -- its own limit lets through keeps the scope active; the fair-share rule is fair.fair_ok.
+  local fw = A_weight
+  if not pool_ok then
+    if fw > 0 then fair_put(now, now_str, 0, bor_l) end
+    return throttle(bor_reason, bor_retry)
+  end
+  if fw > 0 then
+    local room = pool_l - A_margin
+    local ld = A_lend_depth
+    if ld > 0 then
+      lend_l = level(K_lend, A_lend_rate, ld, now)
+      if lend_l < c then
+        fair_put(now, now_str, 0, bor_l)
+        return quota_exceeded(c - lend_l, A_lend_rate, 'lending')  -- borrowing used up: the lenders' limits
+      end
+      if lend_l < room then room = lend_l end
+    end
+    local mine, used, weights, others = fair_read(now)
+    if not fair_ok(mine, used + room, weights, room, others) then
+      fair_put(now, now_str, 0, bor_l)
+      return quota_exceeded(0, 1, 'fair_share')  -- room owed to more-deserving borrowers: retry in 1 s
+    end
+    lent = '0|'
+    if ld > 0 then
+      put(K_lend, lend_l - c, now_str)
+      lent = '1|' .. K_lend .. '|' .. A_lend_rate_s .. '|' .. A_lend_depth_s .. '|' .. A_cost_s .. '|'
+    end
+    fair_put(now, now_str, c, bor_l - c)
+    lent = lent .. K_fair .. '|' .. A_member .. '|' .. A_weight_s .. '|' .. A_window_s_s .. '|' .. A_cost_s ..
+      '|' .. now_str
+  end
+  source = 'borrowed'
+end
+
+-- An own admission where lenders limit lending (base.Lends, memory.py's _lender_charge): the keep-back
+-- pays first (base.lender_split), the lend bucket the rest; never a refusal, debt bounded at one depth.
+if source == 'entitlement' and A_lender_charges then
+  local lr, ld, kd, x = A_lend_rate, A_lend_depth, A_keep_depth, 0
+  lent = '1|'
+  if kd > 0 then
+    local keep_l = level(K_keep, A_keep_rate, kd, now)
+    if keep_l > 0 then x = math.min(c, keep_l) end
+    put(K_keep, keep_l - x, now_str)
+    lent = '2|' .. K_keep .. '|' .. A_keep_rate_s .. '|' .. A_keep_depth_s .. '|' .. num(x) .. '|'
+  end
+  put(K_lend, bounded(level(K_lend, lr, ld, now) - (c - x), ld), now_str)
+  lent = lent .. K_lend .. '|' .. A_lend_rate_s .. '|' .. A_lend_depth_s .. '|' .. num(c - x)
+end
+
+local static = A_record_own
+if source == 'borrowed' then
+  static = A_record_borrowed
+  put(K_borrow, bor_l - c, now_str)
+  put(K_own, own_l, now_str)
+else
+  put(K_own, own_l - c, now_str)
+end
+put(K_pool, bounded(pool_l - c, pool_d), now_str)  -- lenders may take the pool into debt, one depth at most
+
+-- The budgets charged, for complete.lua: unit|units|key|limit|end per period (appended to the record).
+local bud = ''
+if lim then
+  if rq_l then put(K_rq, rq_l - 1, now_str) end
+  local parts = {A_unit, A_units_s}
+  for _, ch in ipairs(charges) do
+    -- Kept a day past its boundary (the statement may still read it), then gone.
+    redis.call('SET', ch[1], num(ch[4] + units), 'EXAT', math.ceil(tonumber(ch[3])) + 86400)
+    parts[#parts + 1] = ch[1] .. '|' .. ch[2] .. '|' .. ch[3]
+  end
+  bud = '\t' .. table.concat(parts, '|')
+end
+if lent then
+  if bud == '' then bud = '\t' end
+  bud = bud .. '\t' .. lent
+end
+
+local expires
+if string.find(A_ttl, '^%d+$') then expires = (sec + A_ttl) .. frac  -- whole seconds: no float to format
+else expires = num(now + tonumber(A_ttl)) end
+local ans = 'A|' .. A_rid .. '|' .. A_cost_s .. '|' .. source .. '|' .. expires
+-- The record's meta says a borrowed admission is one, so its complete or expiry event is counted as
+-- borrowed (base.borrowed_meta is the in-process twin).
+local meta = A_meta
+if source == 'borrowed' then meta = string.sub(meta, 1, -2) .. ',"source_kind":"borrowed"}' end
+redis.call('SET', K_record, 'open\t' .. ans .. '\t' .. static .. '\t' .. A_cost_s .. '\t' .. meta .. bud,
+  'EX', A_record_ttl)
+redis.call('SADD', K_inflight_sets, K_inflight)  -- every non-empty in-flight zset is listed (a no-op once it is)
+redis.call('ZADD', K_inflight, expires, A_rid)
+out[1] = ans
+out[3] = live + 1  -- the scope's reservations in flight now: the live ones and this one
+local own_after = own_l - c
+if source == 'borrowed' then own_after = own_l end
+local rq_after = nil
+if rq_l then rq_after = rq_l - 1 end
+out[4] = quota(now, now_str, own_after, rq_after, charges, units)
+return out
