@@ -44,7 +44,9 @@ class OldScript(Script):
 def _scope(t: str, name: str, *, ttl: float, limited: bool = False) -> Scope:
     lim = None
     if limited:
-        lim = Limits("wt", "UTC", (Period(limits.DAILY, f"{t}bd:{name}:d", 10_000.0),), Bucket(f"{t}rq:{name}", 0.0, 10.0))
+        lim = Limits(
+            "wt", "UTC", (Period(limits.DAILY, f"{t}bd:{name}:d", 10_000.0),), Bucket(f"{t}rq:{name}", 0.0, 10.0)
+        )
     return Scope(
         inflight_key=keys.inflight(t, name), max_concurrency=4, traffic_class="reserved",
         own=Bucket(keys.own(t, name), 0.0, 100_000.0), pool=Bucket(keys.pool(t), 0.0, 1_000_000.0), borrow=None,
@@ -101,7 +103,7 @@ def test_a_store_the_old_layout_wrote_is_read_on_deploy_and_loses_no_reservation
     assert a.admitted and a.in_flight == 3
     assert not b.client.exists(rq) and b.level(rq) == 6.0
     assert _reserve(b, held).admitted and _reserve(b, held).raw.startswith("T|CONCURRENCY_LIMIT")
-    day = [k for k in b.client.scan_iter(match=f"{held.limits.periods[0].key}:*")]  # type: ignore[union-attr]
+    day = list(b.client.scan_iter(match=f"{held.limits.periods[0].key}:*"))  # type: ignore[union-attr]
     assert len(day) == 1 and b.used(day[0].decode()) == 100.0 * 5 - 50.0  # 3 old (one settled at 50) + 2 new
 
     time.sleep(1.2)  # the short and idle scopes' reservations are past their TTL
