@@ -312,6 +312,23 @@ class RedisBackend(RedisCalls):
             raise StoreUnavailable(str(exc)) from exc
         return out
 
+    def relist_inflight(self) -> int:
+        """List every non-empty in-flight zset in its pool's set, which the sweep walks (→ how many were
+        not listed). reserve.lua lists a scope's zset with its first admission and expire.lua no longer
+        unlists an empty one (issue 49.1); an old process still running during a rolling deploy may have
+        unlisted one that the new code then refilled. `manage.py admission_relist_inflight` runs this once
+        after such a deploy (docs/operations.md): a SCAN of the store, not for the serving path."""
+        n = 0
+        try:
+            for raw in self.client.scan_iter(match=self.prefix + "*if:*", count=1000, _type="zset"):
+                k = _s(raw)
+                cut = k.find("}:") + 2 if "}:" in k else len(self.prefix)
+                if k[cut:].startswith("if:") and self.client.zcard(k):
+                    n += int(self.client.sadd(keys.inflight_sets(k[:cut]), k))
+        except DOWN as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return n
+
     # Introspection for tests and the operator pages.
     def inflight(self, inflight_key: str) -> int:
         return int(self.client.zcard(inflight_key))

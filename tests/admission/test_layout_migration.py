@@ -139,3 +139,38 @@ def test_a_scope_first_seen_by_the_new_layout_is_listed_for_the_sweep_once(backe
     again = _reserve(b, s)
     time.sleep(1.2)
     assert again.admitted and len(b.sweep()) == 1  # a later abandoned reservation is still swept
+
+
+def test_a_zset_an_old_process_unlisted_during_a_rolling_deploy_is_listed_again_by_the_deploy_step(backend):
+    """Old and new processes side by side: an old expire.lua unlists the zset it empties, the new reserve
+    (the scope's hash has its bound) does not list it again, so the sweep would miss a reservation
+    abandoned there; `admission_relist_inflight` (RedisBackend.relist_inflight) lists it again."""
+    b = backend
+    t = keys.tag(b.prefix, "roll")
+    s = _scope(t, "s", ttl=1.0)
+    ifs = keys.inflight_sets(t)
+    first = _reserve(b, s)
+    assert b.complete(CompleteOp(_rid(first), 1, 0, 1, "ok", 60, where=Where(t))) is not None
+    b._eval(OldScript("expire"), 2, (s.inflight_key, ifs))  # an old process's sweep: the empty zset unlisted
+    assert b.client.smembers(ifs) == set()
+    assert _reserve(b, s).admitted  # abandoned
+    time.sleep(1.2)
+    assert b.sweep() == []  # not listed: missed
+    assert b.relist_inflight() == 1 and b.relist_inflight() == 0
+    assert len(b.sweep()) == 1 and b.inflight(s.inflight_key) == 0
+
+
+def test_the_relist_command_runs_on_the_store_in_use(backend):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from admission import backends
+
+    prev = backends.set_backend(backend)
+    try:
+        out = StringIO()
+        call_command("admission_relist_inflight", stdout=out)
+        assert out.getvalue() == "in-flight zsets listed again: 0\n"
+    finally:
+        backends.set_backend(prev)
