@@ -74,18 +74,25 @@ def _inner(r: redis.Redis) -> int:
     )
 
 
-def _reserve(b: RedisBackend, s: Scope):
-    return b.reserve(ReserveOp(s, uuid.uuid4().hex, 100.0, json.dumps({"scope": "s"}), units=100.0, quota=True))
+def _reserve(b: RedisBackend, s: Scope, epoch: str | None = None):
+    meta = json.dumps({"scope": "s"})
+    return b.reserve(ReserveOp(s, uuid.uuid4().hex, 100.0, meta, units=100.0, quota=True, epoch=epoch))
 
 
-def _per_reserve(url: str, r: redis.Redis, *, budgeted: bool, n: int = 20) -> float:
+def _per_reserve(url: str, r: redis.Redis, *, budgeted: bool, n: int = 20, http: bool = False) -> float:
+    """`http`: as the web tier calls it, with the token-revocation epoch its token check was made under
+    (checked in the same script: read with the record in one MGET)."""
     t = f"c{uuid.uuid4().hex[:6]}{{p1}}:"
     b = RedisBackend(url, prefix=t)
     s = _scope(t, budgeted=budgeted)
-    assert _reserve(b, s).raw.startswith("A|")  # the first: loads the script, lists the zset
+    epoch = None
+    if http:
+        b.bump_epoch()
+        epoch = b.current_epoch()
+    assert _reserve(b, s, epoch).raw.startswith("A|")  # the first: loads the script, lists the zset
     before = _inner(r)
     for _ in range(n):
-        assert _reserve(b, s).raw.startswith("A|")
+        assert _reserve(b, s, epoch).raw.startswith("A|")
     return (_inner(r) - before) / n
 
 
@@ -97,6 +104,12 @@ def test_a_plain_admitted_reserve_runs_at_most_nine_commands(private):
 def test_a_budgeted_admitted_reserve_runs_twelve_commands(private):
     url, r = private
     assert _per_reserve(url, r, budgeted=True) == BUDGETED_NOW
+
+
+def test_the_web_tiers_epoch_check_adds_no_command(private):
+    url, r = private
+    assert _per_reserve(url, r, budgeted=False, http=True) == PLAIN_GOAL
+    assert _per_reserve(url, r, budgeted=True, http=True) == BUDGETED_NOW
 
 
 def test_the_in_flight_zset_is_read_only_when_something_may_be_due(private):

@@ -91,11 +91,17 @@ end
 -- Cluster). → nil when it matches; else the current epoch, and the caller verifies its token again
 -- before asking anew (nothing was written). A store that lost its data has no epoch: it gets a
 -- new one, so every process verifies its tokens again (a data loss counts as a revocation).
-local function epoch_stale(arg)
+-- `cur`: the epoch key's value when the caller already read it (reserve.lua: with its record, one MGET).
+local function epoch_key(arg)
+  if string.sub(arg, 1, 2) ~= 'e:' then return nil end
+  return string.sub(arg, 3, string.find(arg, '\t', 3, true) - 1)
+end
+
+local function epoch_stale(arg, cur)
   if string.sub(arg, 1, 2) ~= 'e:' then return nil end
   local tab = string.find(arg, '\t', 3, true)
   local ek = string.sub(arg, 3, tab - 1)
-  local cur = redis.call('GET', ek)
+  if cur == nil then cur = redis.call('GET', ek) end
   if not cur then
     local t = redis.call('TIME')
     cur = 't' .. t[1] .. t[2]

@@ -10,10 +10,18 @@
 --        remaining quota ('' when not wanted), ids of this scope's reservations past their TTL...}.
 --        The caller settles those ids (expire.lua: their records are not this script's keys).
 -- Mirrors base.decide() and memory.py.
-local stale = epoch_stale(A_epoch)
-if stale then return {'E', stale} end
+-- The revocation epoch and the record in one MGET (the epoch's key is outside the pool's tag: a single
+-- Redis only; on a Redis Cluster the web tier checks the epoch itself and passes no check here).
+local ek, prev = epoch_key(A_epoch), nil
+if ek then
+  local v = redis.call('MGET', ek, K_record)
+  local stale = epoch_stale(A_epoch, v[1])
+  if stale then return {'E', stale} end
+  prev = v[2]
+else
+  prev = redis.call('GET', K_record)
+end
 local want_q, spill_ok, lim = A_want_quota, A_spill_ok, A_limited
-local prev = redis.call('GET', K_record)
 
 -- The period buckets in force by Redis' clock: {key, limit, end, used} per period (the caller
 -- passed the previous, current and next period's keys and boundaries).
