@@ -79,9 +79,15 @@ def spill_inflight(t: str, scope_key: str) -> str:
 
 
 def scope_hash_of(key: str, prefix: str) -> str | None:
-    """The scope's hash (its own bucket's key, `own`) that holds a request-rate bucket named `key`
-    ('<tag>rq:<scope key>', admission.budgets.rps_key) as a field (reserve.lua, issue 49.1); None for
-    a key of another kind. `prefix`: the backend's, for keys without a pool's tag (tests)."""
+    """The scope's hash (its own bucket's key, `own`) that holds, as a field named `key` (reserve.lua,
+    issue 49.1), a request-rate bucket ('<tag>rq:<scope key>', admission.budgets.rps_key), a period
+    budget's spend ('<tag>bd:<scope key>:d|m:<period id>', budgets.period_key) or the bound of an
+    in-flight zset ('<tag>if:<scope key>'); None for a key of another kind. `prefix`: the backend's,
+    for keys without a pool's tag (tests)."""
     cut = key.find("}:") + 2 if "}:" in key else (len(prefix) if key.startswith(prefix) else 0)
     rest = key[cut:]
-    return key[:cut] + "b:" + rest[3:] if rest.startswith("rq:") else None
+    if rest.startswith(("rq:", "if:")):
+        return key[:cut] + "b:" + rest[3:]
+    if rest.startswith("bd:") and rest.count(":") >= 3:
+        return key[:cut] + "b:" + rest[3:].rsplit(":", 2)[0]
+    return None

@@ -230,30 +230,41 @@ class RedisBackend(RedisCalls):
 
     def seed_period_usage(self, period: Period, tz: str, used: float) -> str:
         """Set (never add) what the current `period` bucket has spent: usage carried from another
-        gateway (import_atlas), so a second import changes nothing. One SET on the key under the
-        scope's hash tag, kept a day past the boundary as reserve.lua keeps it. → the bucket's key."""
+        gateway (import_atlas), so a second import changes nothing. The period's field in the scope's
+        hash (issue 49.1; its own key where the name has no scope hash). → the bucket's key."""
         pid, _, end = periods_at(period.kind, tz, self.period_now())[1]
         key = f"{period.key}:{pid}"
-        try:
-            self.client.set(key, repr(float(used)), exat=math.ceil(end - self.period_offset_s) + 86400)
-        except DOWN as exc:
-            raise StoreUnavailable(str(exc)) from exc
+        self._period_write(key, float(used), end, add=False)
         return key
 
     def add_period_usage(self, period_key: str, delta: float, end: float) -> None:
-        """Add usage carried from another gateway to a period bucket (import_atlas), kept a day past
-        the boundary as reserve.lua keeps it. INCRBYFLOAT: traffic counted meanwhile is kept."""
+        """Add usage carried from another gateway to a period bucket (import_atlas): traffic counted
+        meanwhile is kept."""
+        self._period_write(period_key, float(delta), end, add=True)
+
+    def _period_write(self, key: str, v: float, end: float, *, add: bool) -> None:
+        """One script: a spend still under the period's own key (a store written before issue 49.1) moves
+        into the scope's hash first; then the field is set or added to."""
+        home = keys.scope_hash_of(key, self.prefix)
         try:
-            pipe = self.client.pipeline(transaction=True)
-            pipe.incrbyfloat(period_key, float(delta))
-            pipe.expireat(period_key, math.ceil(end - self.period_offset_s) + 86400)
-            pipe.execute()
+            if home is None:  # not a scope's name: the key itself, kept a day past the boundary
+                exat = math.ceil(end - self.period_offset_s) + 86400
+                pipe = self.client.pipeline(transaction=True)
+                (pipe.incrbyfloat(key, v) if add else pipe.set(key, repr(v)))
+                pipe.expireat(key, exat)
+                pipe.execute()
+                return
+            self.client.eval(_PERIOD_WRITE, 2, home, key, repr(v), "1" if add else "0")
         except DOWN as exc:
             raise StoreUnavailable(str(exc)) from exc
 
     def used(self, period_key: str) -> float | None:
-        """What a period bucket ('<stem>:<period id>') has spent, None when untouched."""
-        v = self.client.get(period_key)
+        """What a period bucket ('<stem>:<period id>') has spent, None when untouched: its field in the
+        scope's hash, or its own key in a store written before issue 49.1."""
+        home = keys.scope_hash_of(period_key, self.prefix)
+        v = self.client.hget(home, period_key) if home is not None else None
+        if v is None:
+            v = self.client.get(period_key)
         return None if v is None else float(v)
 
     def complete(self, op: CompleteOp) -> Settled | None:
@@ -265,9 +276,12 @@ class RedisBackend(RedisCalls):
         if op.lost is not None:
             charged, pool = op.lost.charged.key, op.lost.pool.key
         periods = self._period_keys(w) if w is not None and w.limits is not None else ()
+        # The scope's hash, where the periods' spend lives (issue 49.1): a key too (Redis Cluster).
+        home = (keys.scope_hash_of(w.inflight, self.prefix) or "") if periods and w is not None and w.inflight else ""
+        periods += (home,) if home else ()
         lending = w.lending if w is not None else ()  # issue 36.3: the lend accounts the record may name
         tail = (op.reservation_id, op.prompt_tokens, op.cached_prompt_tokens, op.output_tokens, op.status,
-                op.idem_ttl_s, self._epoch_check(op.epoch), _lost_arg(op.lost, self.period_offset_s))  # fmt: skip
+                op.idem_ttl_s, self._epoch_check(op.epoch), _lost_arg(op.lost, self.period_offset_s), home)  # fmt: skip
         for _ in range(2):
             ks = (rk, ik, charged, pool, *periods, *lending)
             out, attempts = self._eval(self._complete, len(ks), (*ks, *tail))
@@ -368,6 +382,18 @@ class RedisBackend(RedisCalls):
         """Delete this backend's keys (tests, `reset`)."""
         for k in self.client.scan_iter(match=self.prefix + "*", count=1000):
             self.client.delete(k)
+
+
+# KEYS: the scope's hash, the period's key (its field's name, and its own key before issue 49.1).
+_PERIOD_WRITE = """
+local old = redis.call('GET', KEYS[2])
+if old then
+  if not redis.call('HGET', KEYS[1], KEYS[2]) then redis.call('HSET', KEYS[1], KEYS[2], old) end
+  redis.call('DEL', KEYS[2])
+end
+if ARGV[2] == '1' then return redis.call('HINCRBYFLOAT', KEYS[1], KEYS[2], ARGV[1]) end
+return redis.call('HSET', KEYS[1], KEYS[2], ARGV[1])
+"""
 
 
 def _lost_arg(lost: Lost | None, offset: float = 0.0) -> str:

@@ -87,24 +87,30 @@ def test_a_store_the_old_layout_wrote_is_read_on_deploy_and_loses_no_reservation
     assert b.client.exists(rq) and b.level(rq) == 7.0  # the old layout: a key of its own, 10 − 3 requests
     assert b.level(held.own.key) == 100_000.0 - 300.0
     assert b.level(held.pool.key) == 1_000_000.0 - 600.0
+    day = [k.decode() for k in b.client.scan_iter(match=f"{held.limits.periods[0].key}:*")]  # type: ignore[union-attr]
+    assert len(day) == 1 and float(b.client.get(day[0])) == 300.0  # the old layout: the period's own key
+    # As a gateway's complete names them (admission.settle.where: from the signed id).
+    where = Where(t, held.inflight_key, held.own.key, held.pool.key, held.limits)
 
     # Deploy: the same store, the new scripts. Nothing is rewritten beforehand.
     b._reserve, b._expire = new_reserve, new_expire
     assert b.level(held.own.key) == 100_000.0 - 300.0 and b.level(rq) == 7.0  # levels carry over
 
     # An old reservation completes against the new layout: refunded to its buckets and its period.
-    done = b.complete(CompleteOp(_rid(old_held[0]), 10, 0, 10, "ok", 60, where=Where(t)))
+    done = b.complete(CompleteOp(_rid(old_held[0]), 10, 0, 10, "ok", 60, where=where))
     assert done is not None and done.result["actual_wt"] == 50.0 and done.result["refunded_wt"] == 50.0
-    assert b.level(held.own.key) == 100_000.0 - 250.0
+    assert b.level(held.own.key) == 100_000.0 - 250.0 and b.used(day[0]) == 250.0
 
     # A new reserve counts the two still in flight (the concurrency cap is 4), and moves the request-rate
     # bucket into the scope's hash with its level.
     a = _reserve(b, held)
     assert a.admitted and a.in_flight == 3
     assert not b.client.exists(rq) and b.level(rq) == 6.0
+    # ...and the period's spend, with what it held (300 less the 50 refunded): the key goes, a field stays.
+    assert not b.client.exists(day[0]) and b.used(day[0]) == 350.0
+    assert b.client.hget(held.own.key, day[0]) == b"350"
     assert _reserve(b, held).admitted and _reserve(b, held).raw.startswith("T|CONCURRENCY_LIMIT")
-    day = list(b.client.scan_iter(match=f"{held.limits.periods[0].key}:*"))  # type: ignore[union-attr]
-    assert len(day) == 1 and b.used(day[0].decode()) == 100.0 * 5 - 50.0  # 3 old (one settled at 50) + 2 new
+    assert b.used(day[0]) == 100.0 * 5 - 50.0  # 3 old (one settled at 50) + 2 new
 
     time.sleep(1.2)  # the short and idle scopes' reservations are past their TTL
     # Expire on access: the old layout's zset has no bound in the scope's hash, so it is read.
@@ -117,11 +123,13 @@ def test_a_store_the_old_layout_wrote_is_read_on_deploy_and_loses_no_reservation
     assert [json.loads(m)["scope"] for m in metas] == [idle.inflight_key]
     assert b.inflight(idle.inflight_key) == 0 and b.inflight(held.inflight_key) == 4
 
-    # The old ones left in flight complete as any other.
+    # The old ones left in flight complete as any other: their refund reaches the period's field (their
+    # records name only the period's key; the complete names the scope's hash).
     for x in old_held[1:]:
-        assert b.complete(CompleteOp(_rid(x), 100, 0, 0, "ok", 60, where=Where(t))) is not None
+        assert b.complete(CompleteOp(_rid(x), 40, 0, 0, "ok", 60, where=where)) is not None
     assert b.inflight(held.inflight_key) == 2
-    assert b.level(held.pool.key) == 1_000_000.0 - 900.0 + 50.0  # 9 admitted at 100, one settled at 50
+    assert b.used(day[0]) == 450.0 - 2 * 60.0 and not b.client.exists(day[0])
+    assert b.level(held.pool.key) == 1_000_000.0 - 900.0 + 50.0 + 120.0  # 9 admitted at 100, 3 settled below
 
 
 def test_a_scope_first_seen_by_the_new_layout_is_listed_for_the_sweep_once(backend):

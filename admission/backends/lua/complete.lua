@@ -3,7 +3,9 @@
 -- budget keys around now (issue 23; the record names the ones it charged, which are among them).
 -- ARGV: 1 reservation id, 2 prompt, 3 cached, 4 output, 5 status, 6 idem ttl, 7 the revocation-epoch check (lib.lua: epoch_stale; reply {'E', epoch} when stale),
 -- 8 '' or what the signed id says when the store forgot the record (tab-separated:
--- ck cr cd pk pr pd wo wc mo est expires answer [budgets]; base.Lost).
+-- ck cr cd pk pr pd wo wc mo est expires answer [budgets]; base.Lost), 9 the scope's hash where the caller
+-- knows it ('' else; also in KEYS): where a period's spend lives since issue 49.1, one field per period named
+-- for its key (a record written since names its hash itself: '@<key>' after its budgets).
 -- Reply: nil (unknown), {result, 0 first | 1 replay, meta}, {result, 3}: settled from the id, or
 -- {'', 4, ik, ck, pk, period keys...}: the record was written under other keys (its scope renamed
 -- since, or an op built without them): the caller asks again with these.
@@ -12,6 +14,24 @@
 -- (idem ttl from the first settlement).
 local stale = epoch_stale(ARGV[7])
 if stale then return {'E', stale} end
+
+-- A period's spend: a field of the scope's hash `h`, or (a store written before issue 49.1, not yet
+-- moved) the period's own key. → spent, whether it is in the hash.
+local function spent(h, k)
+  if h then
+    local v = redis.call('HGET', h, k)
+    if v then return tonumber(v), true end
+  end
+  local v = redis.call('GET', k)
+  if v then return tonumber(v), false end
+  return 0, h ~= nil
+end
+
+local function spend(h, k, v, in_hash, exat)
+  if in_hash then redis.call('HSET', h, k, num(v))
+  elseif exat then redis.call('SET', k, num(v), 'EXAT', exat)
+  else redis.call('SET', k, num(v), 'KEEPTTL') end
+end
 local rk, rid = KEYS[1], ARGV[1]
 local raw = redis.call('GET', rk)
 if raw and string.sub(raw, 1, 2) == 'T|' then return nil end  -- only a throttle answer
@@ -40,14 +60,17 @@ if not raw then
     local b, declared = {}, {}
     for v in string.gmatch(g[13], '[^|]+') do b[#b + 1] = v end
     for i = 5, #KEYS do declared[KEYS[i]] = true end
+    local h = nil
+    if ARGV[9] and ARGV[9] ~= '' and declared[ARGV[9]] then h = ARGV[9] end
     local au = actual
     if b[1] == 'tokens' then au = prompt + output elseif b[1] == 'requests' then au = 1 end
     for i = 2, #b, 3 do
       local lim, e = tonumber(b[i + 1]), tonumber(b[i + 2])
-      if declared[b[i]] and e > now then
-        local used = tonumber(redis.call('GET', b[i]) or '0') + au
+      if (h or declared[b[i]]) and e > now then
+        local used, in_hash = spent(h, b[i])
+        used = used + au
         if used > 2 * lim then used = 2 * lim end
-        redis.call('SET', b[i], num(used), 'EXAT', math.ceil(e) + 86400)
+        spend(h, b[i], used, in_hash, math.ceil(e) + 86400)
       end
     end
   end
@@ -66,11 +89,17 @@ end
 local declared = {}
 for i = 5, #KEYS do declared[KEYS[i]] = true end
 local need, missing = {'', 4, f[3], f[4], f[7]}, f[3] ~= KEYS[2] or f[4] ~= KEYS[3] or f[7] ~= KEYS[4]
+local hk = nil  -- the scope's hash holding the periods' spend (a record written before issue 49.1: ARGV 9)
+if ARGV[9] and ARGV[9] ~= '' and declared[ARGV[9]] then hk = ARGV[9] end
 if f[15] and f[15] ~= '' then
   local i = 0
   for v in string.gmatch(f[15], '[^|]+') do
     i = i + 1
-    if i >= 3 and (i - 3) % 3 == 0 then
+    if string.sub(v, 1, 1) == '@' then
+      hk = string.sub(v, 2)
+      need[#need + 1] = hk
+      if not declared[hk] then missing = true end
+    elseif i >= 3 and (i - 3) % 3 == 0 then
       need[#need + 1] = v
       if not declared[v] then missing = true end
     end
@@ -158,16 +187,19 @@ if f[15] and f[15] ~= '' then
   -- Period budgets (issue 23): refund or charge the difference in the budget's unit, into the
   -- periods charged at reserve while they last; use stays within [0, 2 × limit] (debt bounded).
   local b = {}
-  for v in string.gmatch(f[15], '[^|]+') do b[#b + 1] = v end
+  for v in string.gmatch(f[15], '[^|]+') do
+    if string.sub(v, 1, 1) ~= '@' then b[#b + 1] = v end
+  end
   local au = actual
   if b[1] == 'tokens' then au = prompt + output elseif b[1] == 'requests' then au = 1 end
   local back = tonumber(b[2]) - au
   for i = 3, #b, 3 do
     local lim = tonumber(b[i + 1])
     if back ~= 0 and tonumber(b[i + 2]) > now then
-      local used = tonumber(redis.call('GET', b[i]) or '0') - back
+      local used, in_hash = spent(hk, b[i])
+      used = used - back
       if used < 0 then used = 0 elseif used > 2 * lim then used = 2 * lim end
-      redis.call('SET', b[i], num(used), 'KEEPTTL')
+      spend(hk, b[i], used, in_hash, nil)
     end
   end
 end

@@ -23,23 +23,41 @@ else
 end
 local want_q, spill_ok, lim = A_want_quota, A_spill_ok, A_limited
 
--- The period buckets in force by Redis' clock: {key, limit, end, used} per period (the caller
--- passed the previous, current and next period's keys and boundaries).
-local function periods_now(now)
-  local got, ks = {}, {}
+-- The period buckets in force by Redis' clock: {key, limit, end, used, how} per period (the caller
+-- passed the previous, current and next period's keys and boundaries). A period's spend is a field of
+-- the scope's hash named for the period's key (issue 49.1); `vals`: those fields as read with the scope's
+-- other fields (nil: read here). A field absent is the period's first spend in the hash: `how` 1, or 2
+-- when its spend is still under the key itself (a store written before: read there, moved on admission).
+local function periods_pick(now)
+  local got = {}
   for _, p in ipairs(A_periods) do
     local k, kend = p.keys[1], p.start_s
     if now < p.start then kend = p.start_s
     elseif now < p.stop then k, kend = p.keys[2], p.stop_s
     else k, kend = p.keys[3], p.next_stop end
-    got[#got + 1] = {k, p.limit_s, kend, 0}
-    ks[#ks + 1] = k
-  end
-  if #ks > 0 then  -- one MGET for them all (one slot: the pool's hash tag)
-    local v = redis.call('MGET', unpack(ks))
-    for i, g in ipairs(got) do g[4] = tonumber(v[i] or '0') end
+    got[#got + 1] = {k, p.limit_s, kend, 0, 0, p.keys}
   end
   return got
+end
+
+local function periods_fill(got, vals, off)
+  for i, g in ipairs(got) do
+    local v = vals[off + i]
+    if v then g[4] = tonumber(v)
+    else
+      g[5] = 1
+      v = redis.call('GET', g[1])
+      if v then g[4], g[5] = tonumber(v), 2 end
+    end
+  end
+  return got
+end
+
+local function periods_now(now)
+  local got, ks = periods_pick(now), {}
+  if #got == 0 then return got end
+  for i, g in ipairs(got) do ks[i] = g[1] end
+  return periods_fill(got, redis.call('HMGET', K_own, unpack(ks)), 0)
 end
 
 -- The request-rate bucket lives in the scope's hash (its own bucket's key), one field named for its
@@ -161,8 +179,12 @@ end
 -- due ones handed to the caller, which settles them at once (expire.lua), so a scope with traffic needs
 -- no beat to free its slots; the pool's sweep settles any the caller did not. Expire on access: a
 -- reservation past its TTL no longer holds a slot (only live ones count).
-local sv
-if lim and A_rq_depth > 0 then sv = redis.call('HMGET', K_own, 'l', 't', K_inflight, K_rq)
+local sv, picked
+if lim then  -- with the request-rate bucket's field and the period budgets' (4, 5…)
+  picked = periods_pick(now)
+  local f = {K_own, 'l', 't', K_inflight, K_rq}
+  for _, g in ipairs(picked) do f[#f + 1] = g[1] end
+  sv = redis.call('HMGET', unpack(f))
 else sv = redis.call('HMGET', K_own, 'l', 't', K_inflight) end
 local n_in = redis.call('ZCARD', K_inflight)
 local live, due_at = n_in, tonumber(sv[3])
@@ -185,7 +207,7 @@ local units, charges, rq_l = 0, {}, nil
 if lim then
   units = A_units
   local untl = 0
-  charges = periods_now(now)
+  charges = periods_fill(picked, sv, 4)
   q_charges = charges
   for _, ch in ipairs(charges) do
     if ch[4] + units > tonumber(ch[2]) and tonumber(ch[3]) > untl then untl = tonumber(ch[3]) end
@@ -362,11 +384,23 @@ if source == 'borrowed' then
   static, own_after = A_record_borrowed, own_l
   put(K_borrow, bor_l - c, now_str)
 end
-if rq_l then
-  redis.call('HSET', K_own, 'l', num(own_after), 't', now_str, K_inflight, due_s, K_rq, num(rq_l - 1) .. '|' .. now_str)
-  if rq_old then redis.call('DEL', K_rq) end  -- moved into the hash
-else
-  redis.call('HSET', K_own, 'l', num(own_after), 't', now_str, K_inflight, due_s)
+-- The scope's hash: its own bucket, the in-flight bound, the request-rate bucket, the period budgets.
+local hs = {K_own, 'l', num(own_after), 't', now_str, K_inflight, due_s}
+if rq_l then hs[#hs + 1], hs[#hs + 2] = K_rq, num(rq_l - 1) .. '|' .. now_str end
+for _, ch in ipairs(charges) do hs[#hs + 1], hs[#hs + 2] = ch[1], num(ch[4] + units) end
+redis.call('HSET', unpack(hs))
+if rq_old then redis.call('DEL', K_rq) end  -- moved into the hash
+for _, ch in ipairs(charges) do
+  if ch[5] == 2 then redis.call('DEL', ch[1]) end  -- moved into the hash
+  if ch[5] >= 1 then
+    -- The period's first spend in the hash (once per period): the fields of this budget's periods
+    -- other than the previous, this and the next one go (a period's spend is kept past its end until then).
+    local stem, keep = string.match(ch[1], '^(.*:)[^:]*$'), {}
+    for _, k in ipairs(ch[6]) do keep[k] = true end
+    for _, f in ipairs(redis.call('HKEYS', K_own)) do
+      if string.sub(f, 1, #stem) == stem and not keep[f] then redis.call('HDEL', K_own, f) end
+    end
+  end
 end
 put(K_pool, bounded(pool_l - c, pool_d), now_str)  -- lenders may take the pool into debt, one depth at most
 
@@ -374,11 +408,8 @@ put(K_pool, bounded(pool_l - c, pool_d), now_str)  -- lenders may take the pool 
 local bud = ''
 if lim then
   local parts = {A_unit, A_units_s}
-  for _, ch in ipairs(charges) do
-    -- Kept a day past its boundary (the statement may still read it), then gone.
-    redis.call('SET', ch[1], num(ch[4] + units), 'EXAT', math.ceil(tonumber(ch[3])) + 86400)
-    parts[#parts + 1] = ch[1] .. '|' .. ch[2] .. '|' .. ch[3]
-  end
+  for _, ch in ipairs(charges) do parts[#parts + 1] = ch[1] .. '|' .. ch[2] .. '|' .. ch[3] end
+  if #charges > 0 then parts[#parts + 1] = '@' .. K_own end  -- the hash holding them (complete.lua)
   bud = '\t' .. table.concat(parts, '|')
 end
 if lent then
