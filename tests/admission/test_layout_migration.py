@@ -182,3 +182,23 @@ def test_the_relist_command_runs_on_the_store_in_use(backend):
         assert out.getvalue() == "in-flight zsets listed again: 0\n"
     finally:
         backends.set_backend(prev)
+
+
+def test_a_budgets_older_periods_leave_the_scopes_hash_at_a_periods_first_spend(backend):
+    """A period's spend stays a field of the scope's hash past its end (the previous period's is still
+    read), until a later period's first spend removes the fields of the periods before the previous one."""
+    b = backend
+    t = keys.tag(b.prefix, "old")
+    s = _scope(t, "s", ttl=600.0, limited=True)
+    stem = s.limits.periods[0].key  # type: ignore[union-attr]
+
+    def fields() -> list[str]:
+        return sorted(f.decode()[len(stem) + 1 :] for f in b.client.hkeys(s.own.key) if f.decode().startswith(stem))
+
+    days = []
+    for shift in range(4):  # the keys are named for days ahead; Redis' clock picks the current one
+        b.period_offset_s = shift * 86400.0
+        assert _reserve(b, s).admitted  # four in all: the concurrency cap
+        days.append(fields()[-1])
+        assert b.used(f"{stem}:{days[-1]}") == 100.0
+    assert fields() == days[2:]  # the last two days' spend; the older ones went
