@@ -1,6 +1,6 @@
 """integrations/envoy/envoy.yaml for a given set of addresses (the tests and the bench run that very
 file): the model server, the ext_proc, the listener and the admin ports rewritten; optionally a
-second listener, the same but without the ext_proc filter (a negative control, the bench's baseline).
+second listener, the same but without the ext_proc filters (a negative control, the bench's baseline).
 
     python -m integrations.envoy.config --upstream 127.0.0.1:8000 --ext-proc 127.0.0.1:50051 > envoy.yaml
     python -m integrations.envoy.config --upstream 127.0.0.1:8000 --ext-proc 127.0.0.1:50051 --ext-procs 2 > envoy.yaml
@@ -17,7 +17,8 @@ from typing import Any
 import yaml
 
 EXAMPLE = Path(__file__).with_name("envoy.yaml")
-EXT_PROC = "envoy.filters.http.ext_proc"
+EXT_PROC = "envoy.filters.http.ext_proc"  # the reserve's filter
+OBSERVER = "headroom.observer"  # the observability-mode ext_proc that settles (integrations/envoy/observe.py)
 
 
 def _addr(host: str, port: int) -> dict[str, Any]:
@@ -52,7 +53,7 @@ def render(*, upstream: tuple[str, int], ext_proc: tuple[str, int] | list[tuple[
         bare["name"], bare["address"] = "llm_without_headroom", _addr(*without)
         hcm = _hcm(bare)
         hcm["stat_prefix"] = "llm_without_headroom"
-        hcm["http_filters"] = [f for f in hcm["http_filters"] if f["name"] != EXT_PROC]
+        hcm["http_filters"] = [f for f in hcm["http_filters"] if f["name"] not in (EXT_PROC, OBSERVER)]
         res["listeners"].append(bare)
     conf["admin"]["address"] = _addr(*admin)
     return conf
