@@ -27,7 +27,13 @@ side skipped, saying why, without g++ and Debian's libgrpc++-dev); with a do-not
 ext_proc has its Envoy (one worker); the same processing mode (integrations/envoy/envoy.yaml). The
 C++ no-op's ratio is what any ext_proc can reach here; the exit status is 0 unless an answer failed.
 
+`--latency-only`: that latency part alone (no throughput rounds): Envoy alone, Headroom's library mode
+(`--observer-procs K`: the observer filter's streams on K ext_proc processes of their own; 0, the
+default: on the reserve's), HTTP mode, and with `--compare /work/main` another checkout's ext_proc with
+its own envoy.yaml (library mode), all interleaved in one run.
+
 Run: .venv/bin/python bench/gateway_envoy.py [--clients 8] [--rounds 6] [--round-s 3] [--slow-ms 50] [--alone-s 16] [--ext-procs N]
+     .venv/bin/python bench/gateway_envoy.py --latency-only [--compare /work/main] [--observer-procs 1] [--twice]
      .venv/bin/python bench/gateway_envoy.py --ceiling --slow-ms 10 20 50 100
 """
 
@@ -61,20 +67,32 @@ ENVOY = ROOT / ".venv" / "bin" / "envoy"
 EXT_CONFIG = {"keys": {"sk-bench": {"tenant": "acme", "traffic_class": "reserved"}}}
 
 
-def ext_proc(work: Path, name: str, port: int, env: dict[str, str]) -> stack.Proc:
+def ext_proc(work: Path, name: str, port: int, env: dict[str, str], root: Path = ROOT) -> stack.Proc:
+    """An ext_proc process of the checkout at `root` (this one, or --compare's)."""
     health = stack.free_port()
-    e = stack.child_env(PYTHONPATH=str(ROOT), HEADROOM_REGION="us-test",
+    e = stack.child_env(PYTHONPATH=str(root), HEADROOM_REGION="us-test",
                         HEADROOM_EXT_PROC_CONFIG=str(work / "ext_proc.json"), **env)  # fmt: skip
     return stack.Proc([sys.executable, "-m", "integrations.envoy.ext_proc", "--port", str(port), "--health-port",
                        str(health)], env=e, port=health, probe="/health", log=work / f"{name}.out")  # fmt: skip
 
 
-def envoy(work: Path, name: str, upstream_port: int, ext_ports: list[int], *, without: bool) -> tuple[stack.Proc, dict]:
+def envoy(work: Path, name: str, upstream_port: int, ext_ports: list[int], *, without: bool,
+          observer_ports: list[int] | None = None, root: Path = ROOT) -> tuple[stack.Proc, dict]:  # fmt: skip
+    """An Envoy (one worker) running `root`'s envoy.yaml (rendered by its config.py) before these ext_procs."""
     ports = {k: stack.free_port() for k in ("with", "without", "admin")}
-    conf = envoy_config.render(upstream=("127.0.0.1", upstream_port), ext_proc=[("127.0.0.1", p) for p in ext_ports],
-                               listen=("127.0.0.1", ports["with"]), admin=("127.0.0.1", ports["admin"]),
-                               without=("127.0.0.1", ports["without"]) if without else None)  # fmt: skip
-    (work / f"{name}.yaml").write_text(envoy_config.dump(conf))
+    if root == ROOT:
+        conf = envoy_config.render(upstream=("127.0.0.1", upstream_port),
+                                   ext_proc=[("127.0.0.1", p) for p in ext_ports],
+                                   listen=("127.0.0.1", ports["with"]), admin=("127.0.0.1", ports["admin"]),
+                                   without=("127.0.0.1", ports["without"]) if without else None,
+                                   observer=[("127.0.0.1", p) for p in observer_ports or ()] or None)  # fmt: skip
+        (work / f"{name}.yaml").write_text(envoy_config.dump(conf))
+    else:  # another checkout's configuration, as its own config.py writes it
+        (work / f"{name}.yaml").write_text(subprocess.run(
+            [sys.executable, "-m", "integrations.envoy.config", "--upstream", f"127.0.0.1:{upstream_port}",
+             "--ext-proc", f"127.0.0.1:{ext_ports[0]}", "--listen", f"127.0.0.1:{ports['with']}",
+             "--admin", f"127.0.0.1:{ports['admin']}"], env=stack.child_env(PYTHONPATH=str(root)), cwd=root,
+            capture_output=True, text=True, check=True).stdout)  # fmt: skip
     p = stack.Proc([str(ENVOY), "-c", str(work / f"{name}.yaml"), "--disable-hot-restart", "--concurrency", "1",
                     "-l", "error"], env=stack.child_env(), port=ports["admin"], probe="/ready",
                    log=work / f"{name}.out")  # fmt: skip
@@ -240,6 +258,48 @@ def warm(targets: dict[str, int], clients: int, bad: list[str]) -> bool:
     return True
 
 
+def latency_only(args: argparse.Namespace, work: Path, stop: contextlib.ExitStack, portal: dict[str, str],
+                 lib_env: dict[str, str]) -> int:  # fmt: skip
+    """--latency-only: issue 49.3's figure alone (no throughput rounds): Envoy alone, with Headroom's
+    library mode (observers on --observer-procs processes of their own, or the reserve's), HTTP mode,
+    and --compare's checkout's library mode, interleaved; each twice when --twice (a repeat in one run)."""
+    up = stop.enter_context(stack.upstream(work))
+    procs = {}
+
+    def start(name: str, env: dict[str, str], root: Path = ROOT) -> int:
+        port = stack.free_port()
+        ext = ext_proc(work, name, port, {**portal, **env}, root)
+        stop.callback(ext.stop)
+        procs[name] = ext.proc.pid
+        return port
+
+    lib = [start(f"ext_lib{i}", lib_env) for i in range(args.ext_procs)]
+    obs = [start(f"ext_obs{i}", lib_env) for i in range(args.observer_procs)]
+    http = start("ext_http", {"HEADROOM_TIMEOUT_S": "2"})
+    targets = {}
+    for name, ext_ports, observers, root in [("a", lib, obs, ROOT), ("b", [http], [], ROOT)] + (
+        [("m", [start("ext_cmp", lib_env, args.compare)], [], args.compare)] if args.compare else []
+    ):
+        proc, ports = envoy(work, f"envoy_{name}", up.port, ext_ports, without=name == "a", observer_ports=observers,
+                            root=root)  # fmt: skip
+        stop.callback(proc.stop)
+        if name == "a":
+            targets["without Headroom"] = ports["without"]
+            targets[LIB] = ports["with"]
+        elif name == "b":
+            targets["Headroom, HTTP mode"] = ports["with"]
+        else:
+            targets[f"{args.compare.name}'s library mode"] = ports["with"]
+    if not warm(targets, 2, []):
+        return 1
+    print(f"Envoy 1.40 (1 worker each) before a ~1 ms upstream; {LIB}: {args.ext_procs} ext_proc(s), "
+          f"observer streams on {args.observer_procs or 'the same'} process(es)" +
+          (f"; {args.compare}'s ext_proc and envoy.yaml beside it" if args.compare else ""))  # fmt: skip
+    for _ in range(2 if args.twice else 1):
+        alone(targets, args.alone_s)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clients", type=int, default=8)
@@ -253,6 +313,11 @@ def main() -> int:
     ap.add_argument(
         "--alone-s", type=float, default=16.0, help="seconds of the latency part, per listener and concurrency"
     )
+    ap.add_argument("--latency-only", action="store_true", help="issue 49.3's latency figure alone, no throughput")
+    ap.add_argument("--observer-procs", type=int, default=0,
+                    help="--latency-only: the observer filter's streams on this many processes of their own")  # fmt: skip
+    ap.add_argument("--compare", type=Path, help="--latency-only: also another checkout's (e.g. /work/main) ext_proc")
+    ap.add_argument("--twice", action="store_true", help="--latency-only: the latency part twice")
     args = ap.parse_args()
     if len(args.slow_ms) > 1 and not args.ceiling:
         ap.error("several --slow-ms need --ceiling")
@@ -269,6 +334,8 @@ def main() -> int:
             gun, portal, lib_env = ab.gateway_portal(prefix, "bench-envoy-key")
             if args.ceiling:
                 return ceiling(args, work, stop, {**portal, **lib_env})
+            if args.latency_only:
+                return latency_only(args, work, stop, portal, lib_env)
             up = stop.enter_context(stack.upstream(work))
             slow = stop.enter_context(stack.upstream(work / "slow", ttfb_ms=args.slow_ms[0]))
             lib_ports, http_port = [stack.free_port() for _ in range(args.ext_procs)], stack.free_port()

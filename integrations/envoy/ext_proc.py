@@ -52,6 +52,7 @@ import json
 import logging
 import math
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,7 @@ from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 from envoy.type.v3 import http_status_pb2
+from grpc.aio import EOF
 
 from integrations import headroom_admission as ha
 from integrations.envoy import observe
@@ -195,6 +197,15 @@ def throttle(d: dict[str, Any]) -> pb.ProcessingResponse:
 
 
 EMPTY_BODY = pb.BodyResponse()
+LAYOUT, OBSERVER = "x-headroom-layout", "observer"  # envoy-observer.yaml's reserve filter sends this metadata
+Reserved = tuple[pb.ProcessingResponse | None, dict[str, str], str | None, int]
+
+
+def _with_headers(hs: dict[str, str]) -> pb.ProcessingResponse:
+    mut = pb.HeaderMutation(set_headers=[_hvo(k, v) for k, v in hs.items()])
+    return pb.ProcessingResponse(response_headers=pb.HeadersResponse(response=pb.CommonResponse(header_mutation=mut)))
+
+
 CONTINUE_REQ_HEADERS = pb.ProcessingResponse(request_headers=pb.HeadersResponse())
 CONTINUE_REQ_BODY = pb.ProcessingResponse(request_body=pb.BodyResponse())
 CONTINUE_RESP_HEADERS = pb.ProcessingResponse(response_headers=pb.HeadersResponse())
@@ -232,50 +243,86 @@ class Processor(pb_grpc.ExternalProcessorServicer):
         except Exception as exc:  # noqa: BLE001 - the portal may be starting: the first request retries
             log.warning("Headroom: admission not ready yet (%s)", exc)
 
-    async def Process(self, request_iterator: Any, context: Any) -> Any:  # noqa: N802 - the gRPC method's name
-        """One request's stream: the first filter's (the reserve: answered) or the observer's (its response
-        read, the reservation settled: observe.py; nothing answered)."""
-        it = request_iterator.__aiter__()
-        try:
-            req = await it.__anext__()
-        except StopAsyncIteration:
+    async def Process(self, request_iterator: Any, context: Any) -> None:  # noqa: N802 - the gRPC method's name
+        """One request's stream, in either layout (docs/gateways.md): envoy.yaml's one stream (reserve, then
+        the response read and settled on it), or envoy-observer.yaml's two: the reserve's stream (ends with
+        the reserve's answer) and the observer's (observe.py: read and settled, nothing answered).
+        grpc.aio's reader / writer API: no async generator between grpcio and this code."""
+        read, write = context.read, context.write
+        req = await read()
+        if req is EOF:
             return
         if req.observability_mode:
-            await observe.observe(req, it, self.settle)
+            await observe.observe(req, read, self.settle)
             return
         headers: dict[str, str] | None = None
         body = b""
-        while True:
+        while True:  # up to the reserve
             kind = req.WhichOneof("request")
-            if kind == "request_headers":  # only when envoy.yaml SENDs them (it SKIPs: attributes instead)
+            if kind == "request_headers":  # only when the filter SENDs them (envoy.yaml SKIPs: attributes instead)
                 headers = _headers(req.request_headers)
+                await write(CONTINUE_REQ_HEADERS)
                 if not self.meters(headers) or req.request_headers.end_of_stream:
-                    yield CONTINUE_REQ_HEADERS
                     return
-                yield CONTINUE_REQ_HEADERS
             elif kind == "request_body":
                 if headers is None:  # request headers SKIPped: they came as attributes with the body
                     headers = _attribute_headers(req)
                     if not self.meters(headers):
-                        yield CONTINUE_REQ_BODY
+                        await write(CONTINUE_REQ_BODY)
                         return
                 rb = req.request_body
                 body = body + rb.body if body else rb.body  # BUFFERED: one message, taken as it is (no copy)
                 if rb.end_of_stream:
-                    if self.inline and self.lazy._admission is not None:
-                        yield self.on_request(headers, body)
-                    else:
-                        yield await asyncio.get_running_loop().run_in_executor(
-                            self.pool, self.on_request, headers, body
-                        )
-                    return  # the reserve was the stream's one message: the observer settles
-                yield CONTINUE_REQ_BODY
-            else:  # a phase envoy.yaml does not send to this filter: let it pass
-                yield CONTINUE.get(kind, CONTINUE_REQ_BODY)
-            try:
-                req = await it.__anext__()
-            except StopAsyncIteration:
+                    break
+                await write(CONTINUE_REQ_BODY)
+            else:  # a phase the filter does not send before the body: let it pass
+                await write(CONTINUE.get(kind, CONTINUE_REQ_BODY))
+            req = await read()
+            if req is EOF:
                 return
+        if self.inline and self.lazy._admission is not None:
+            refused, quota, rid, est = self.on_request(headers, body)
+        else:
+            loop = asyncio.get_running_loop()
+            refused, quota, rid, est = await loop.run_in_executor(self.pool, self.on_request, headers, body)
+        if refused is not None:
+            await write(refused)
+            return
+        if (LAYOUT, OBSERVER) in context.invocation_metadata():  # the observer settles: this stream is done
+            await write(pb.ProcessingResponse(request_body=EMPTY_BODY,
+                                              dynamic_metadata=observe.reply_metadata(quota, rid, est)))  # fmt: skip
+            return
+        await write(CONTINUE_REQ_BODY)
+        await self.respond(read, write, observe.Exchange(rid, est, time.time()) if rid else None, quota)
+
+    async def respond(self, read: Any, write: Any, x: observe.Exchange | None, quota: dict[str, str]) -> None:
+        """envoy.yaml's layout, after the reserve: the quota headers added to the response headers, the
+        response read on its way (each message answered at once) and settled, `cancelled` if the stream
+        ends first (the client left, a timeout)."""
+        try:
+            while (req := await read()) is not EOF:
+                kind = req.WhichOneof("request")
+                if kind == "response_headers":
+                    await write(_with_headers(quota) if quota else CONTINUE_RESP_HEADERS)
+                    if x is not None:
+                        x.on_headers(req.response_headers)
+                        if req.response_headers.end_of_stream:
+                            self.settle(x, "ok" if x.status < 400 else "error")
+                elif kind == "response_body":
+                    await write(CONTINUE_RESP_BODY)  # answered first: the chunk goes on while it is read
+                    if x is not None and not x.settled:
+                        x.feed(req.response_body.body)
+                        if req.response_body.end_of_stream:
+                            x.finish()
+                            self.settle(x, "ok" if x.status < 400 else "error")
+                else:
+                    await write(CONTINUE.get(kind, CONTINUE_RESP_TRAILERS))
+                    if kind == "response_trailers" and x is not None and not x.settled:
+                        x.finish()
+                        self.settle(x, "ok" if x.status < 400 else "error")
+        finally:
+            if x is not None:
+                self.settle(x, "cancelled")  # a no-op once settled
 
     # ---- request ------------------------------------------------------------------------------
 
@@ -283,25 +330,28 @@ class Processor(pb_grpc.ExternalProcessorServicer):
         path = h.get(":path", "").split("?", 1)[0].rstrip("/")
         return self.enabled and h.get(":method") == "POST" and path.endswith(METERED)
 
-    def on_request(self, headers: dict[str, str], raw: bytes) -> pb.ProcessingResponse:
+    def on_request(self, headers: dict[str, str], raw: bytes) -> Reserved:
+        """The reserve: (the refusal to answer, or None when admitted; the quota headers; the reservation
+        to settle, None when the fail mode admitted; the prompt estimate)."""
         try:
             body = json.loads(raw)
         except ValueError:
-            return refusal(400, "Headroom: the request body is not JSON", "invalid_request_error")
+            return refusal(400, "Headroom: the request body is not JSON", "invalid_request_error"), {}, None, 0
         if not isinstance(body, dict) or not isinstance(body.get("model"), str) or not body["model"]:
-            return refusal(400, "Headroom: the request names no model", "invalid_request_error")
+            return refusal(400, "Headroom: the request names no model", "invalid_request_error"), {}, None, 0
         scope = self.config.who(headers)
         if not scope["tenant"]:
-            return refusal(403, "Headroom: this key names no tenant", "permission_error")
+            return refusal(403, "Headroom: this key names no tenant", "permission_error"), {}, None, 0
         model, region = self.config.scope(body["model"])
         if not region:
-            return refusal(500, f"Headroom: no region for {body['model']!r} (models or HEADROOM_REGION)", "api_error")
+            msg = f"Headroom: no region for {body['model']!r} (models or HEADROOM_REGION)"
+            return refusal(500, msg, "api_error"), {}, None, 0
         out_est = body.get("max_completion_tokens", body.get("max_tokens"))
         if out_est is not None and (isinstance(out_est, bool) or not isinstance(out_est, int) or out_est < 0):
-            return refusal(400, "max_tokens must be a whole number", "invalid_request_error")
+            return refusal(400, "max_tokens must be a whole number", "invalid_request_error"), {}, None, 0
         request_id = headers.get("x-request-id", "")
         if not request_id:
-            return refusal(500, "Headroom: Envoy gave this request no x-request-id", "api_error")
+            return refusal(500, "Headroom: Envoy gave this request no x-request-id", "api_error"), {}, None, 0
         est = estimate_prompt(body)
         args = {"request_id": request_id, "tenant": scope["tenant"], "project": scope["project"], "model": model,
                 "region": region, "traffic_class": scope["traffic_class"], "prompt_tokens": est,
@@ -309,19 +359,19 @@ class Processor(pb_grpc.ExternalProcessorServicer):
         try:
             d, adm = self.lazy.reserve(**args)
         except ValueError as exc:  # library mode's InvalidRequest
-            return refusal(400, f"Headroom: {exc}", "invalid_request_error")
+            return refusal(400, f"Headroom: {exc}", "invalid_request_error"), {}, None, 0
         if d.get("decision") == "throttle":
-            return throttle(d)
+            return throttle(d), {}, None, 0
         if d.get("decision") != "admit":  # HTTP mode's 400: the field it names
-            return refusal(400, f"Headroom refused the request: {json.dumps(d)}", "invalid_request_error")
+            return refusal(400, f"Headroom refused the request: {json.dumps(d)}", "invalid_request_error"), {}, None, 0
         if d.get("settled"):  # a replayed request id whose reservation is settled: never served twice
-            return refusal(409, "Headroom: this request id was already served and settled", "invalid_request_error")
-        # Admitted: the quota headers (the route adds them) and, when there is a reservation to settle (not
-        # the fail mode's admit), what the observer stream needs, as dynamic metadata (observe.py).
-        rid = d["reservation_id"] if adm is not None else None
-        return pb.ProcessingResponse(
-            request_body=EMPTY_BODY, dynamic_metadata=observe.reply_metadata(ha.quota_headers(d), rid, est)
-        )
+            return (
+                refusal(409, "Headroom: this request id was already served and settled", "invalid_request_error"),
+                {},
+                None,
+                0,
+            )
+        return None, ha.quota_headers(d), d["reservation_id"] if adm is not None else None, est
 
     # ---- settlement (the observer stream's) ----------------------------------------------------
 

@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 from google.protobuf import struct_pb2
+from grpc.aio import EOF
 
 NS = "headroom"  # the dynamic metadata namespace both filters share (envoy.yaml: receiving / forwarding)
 MAX_BODY = 8 << 20  # a JSON answer larger than this is not parsed for usage (a stream is parsed line by line)
@@ -129,8 +130,8 @@ class Exchange:
                 "ttft_ms": ttft, "e2e_ms": max(0.0, (time.time() - self.started) * 1000)}  # fmt: skip
 
 
-async def observe(first: Any, rest: Any, settle: Any) -> None:
-    """An observer stream from its `first` message on (`rest`: the iterator of the others); `settle(x,
+async def observe(first: Any, read: Any, settle: Any) -> None:
+    """An observer stream from its `first` message on (`read()`: the next, or grpc.aio.EOF); `settle(x,
     status)` completes the reservation (once). Nothing is answered: Envoy ignores an observer's replies."""
     x = Exchange.of(first)
     if x is None:
@@ -154,9 +155,8 @@ async def observe(first: Any, rest: Any, settle: Any) -> None:
                 x.finish()
                 settle(x, "ok" if x.status < 400 else "error")
                 return
-            try:
-                req = await rest.__anext__()
-            except StopAsyncIteration:
+            req = await read()
+            if req is EOF:
                 return
     finally:
         settle(x, "cancelled")  # a no-op once settled; else Envoy closed the stream before the body ended
