@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 from django.db import connection
-from django.db.models import BigIntegerField, Case, Func, IntegerField, Min, QuerySet, Sum, Value, When
+from django.db.models import BigIntegerField, Case, Func, IntegerField, QuerySet, Sum, Value, When
 
 from entitlements.models import ServedModel
 from telemetry.models import HourRollup
@@ -66,15 +66,17 @@ def series_keys(*, start: datetime, end: datetime, min_hours: int = 0) -> list[K
     sorted, without reading their values: what a run splits into chunks."""
     start, end = floor_hour(start), floor_hour(end)
     r = r_by_model()
+    # A series has `min_hours` hours when its first hour is at least that far before `end`: the keys with any
+    # row before that hour. DISTINCT, not GROUP BY with MIN(bucket): SQLite's DISTINCT keeps only the keys,
+    # where its GROUP BY sorted every row of the window first (4.0-4.6 s vs 1.0-1.7 s for 100 series × 36 weeks).
+    before = end - HOUR * max(min_hours - 1, 0)
     rows = (
-        HourRollup.objects.filter(bucket__gte=start, bucket__lt=end, decision__in=ARRIVED)
+        HourRollup.objects.filter(bucket__gte=start, bucket__lt=before, decision__in=ARRIVED)
         .values_list("tenant", "model", "region")
-        .annotate(first=Min("bucket"))
+        .distinct()
         .order_by()
     )
-    return sorted(
-        (t, m, reg) for t, m, reg, first in rows if m in r and int((end - floor_hour(first)) / HOUR) >= min_hours
-    )
+    return sorted((t, m, reg) for t, m, reg in rows if m in r)
 
 
 class BucketHour(Func):
