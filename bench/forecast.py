@@ -168,7 +168,7 @@ def main() -> None:
         finally:
             fit_s[0] += time.perf_counter() - t0
 
-    selection.fitted_daily = timed_fits  # type: ignore[assignment]
+    selection.fitted_daily = timed_fits
 
     def job() -> float:
         fit_s[0] = 0.0
