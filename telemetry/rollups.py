@@ -78,7 +78,7 @@ class _Column:
             if holes
             else None
         )
-        self.values = np.array(none_as(values, 0) if holes else values, dtype=dtype)
+        self.values: np.ndarray = np.array(none_as(values, 0) if holes else values, dtype=dtype)
 
 
 def _counts(ids: np.ndarray, weights: np.ndarray | None, m: int) -> np.ndarray:
