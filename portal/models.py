@@ -59,8 +59,6 @@ SCENARIO_VALIDATORS = [MinValueValidator(0.0), MaxValueValidator(max(SCENARIO_MA
 CV_RANGE = RANGES["minute_rate_cv"]
 
 
-
-
 def known_workload_kind(value: str) -> None:
     """A workload kind of the catalogue (data/workload_cv.csv); not model choices, so a kind added to the
     catalogue needs no migration."""
