@@ -115,7 +115,11 @@ def test_the_demo_spills_and_borrows_on_the_grants_it_drives(
     tag = settings.ADMISSION_KEY_PREFIX
     spill_key = keys.spill(keys.tag(tag, target.pool_id), "acme:support-bot:llama-2-70b:eu-west:reserved")
     borrow_key = keys.borrow(keys.tag(tag, borrower.pool_id), "umbrella:research:llama-3-8b:ap-south:best_effort")
-    ledger = bucket_ledger.record(backends.get_backend(), {spill_key: (5000.0, 5000.0), borrow_key: (7500.0, 7500.0)})
+    depth_s = settings.ADMISSION_BUCKET_DEPTH_S
+    spill_rate = float(spiller.spillover_budget_cu) * spiller.pool.model.r_wt_per_s  # 5,000 wt/s
+    borrow_rate = float(borrower.borrowing_limit_cu) * borrower.pool.model.r_wt_per_s  # 7,500 wt/s
+    rates = {spill_key: (spill_rate, spill_rate * depth_s), borrow_key: (borrow_rate, borrow_rate * depth_s)}
+    ledger = bucket_ledger.record(backends.get_backend(), rates)
     out = StringIO()
     sigterm = signal.getsignal(signal.SIGTERM)
     try:
@@ -145,6 +149,7 @@ def test_the_demo_spills_and_borrows_on_the_grants_it_drives(
     assert borrowed.count() >= 1
     _ledger_says_what_they_were_charged(ledger, borrow_key, borrowed, "borrowed")
     # The seeded parameters the buckets above are worked out from (R = 5,000 wt/s for both models).
+    assert (spiller.pool.model.r_wt_per_s, borrower.pool.model.r_wt_per_s) == (5000, 5000)
     assert (spiller.spillover_target_id, spiller.spillover_budget_cu, borrower.borrowing_limit_cu, borrower.weight) == (
         target.pk,
         Decimal("1.000"),
