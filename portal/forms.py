@@ -39,6 +39,7 @@ SECTIONS = (
             *(f"{s}_{k}" for s in SCENARIOS for k in ("value", "basis")),
             "target_throttled_share",
             "minute_rate_cv",
+            "workload_kind",
         ),
     ),
     ("Justification", ("justification",)),
@@ -61,9 +62,10 @@ CV_ERROR = (
 )
 CV_HELP = (
     "how far each minute's request rate swings around the scenario's in the replay (coefficient of variation; "
-    f"0 = steady); empty: the default ({catalogue_cv().minute_rate_cv:g}) for conversation traffic, or what your "
-    "tenant sent for this model and class over the last 28 days"
+    f"0 = steady); empty: what your tenant sent for this model and class over the last 28 days, else the default "
+    f"of the workload kind below (conversation {catalogue_cv().minute_rate_cv:g})"
 )
+KINDS = ", ".join(sorted(catalogue()))
 
 
 def _max_of(name: str) -> Any:
@@ -132,6 +134,14 @@ class LaunchRequestForm(forms.Form):
         help_text=CV_HELP,
         error_messages={"min_value": CV_ERROR, "max_value": CV_ERROR, "invalid": CV_ERROR},
         widget=forms.NumberInput(attrs={"step": "any", "placeholder": "default"}),
+    )
+    # The catalogue kind whose CV is the default (docs/contract.md §3), as the calculator's; one per request.
+    workload_kind = forms.ChoiceField(
+        label="Workload kind",
+        choices=[(k, f"{k}: minute-rate CV {v.minute_rate_cv:g}") for k, v in catalogue().items()],
+        required=False,
+        help_text="sets the minute-rate CV when none is typed and your tenant has sent none for this model and class",
+        error_messages={"invalid_choice": f"unknown workload kind %(value)s: expected one of {KINDS}"},
     )
     justification = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), required=False)
     # Set by the availability rows' "file against" buttons (static/js/intake.js), not typed.

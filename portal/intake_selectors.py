@@ -30,6 +30,7 @@ EDITABLE_FIELDS = (
     *[f"{s}_{k}" for s in SCENARIOS for k in ("basis", "value")],
     "target_throttled_share",
     "minute_rate_cv",
+    "workload_kind",
     "criticality",
     "justification",
     "proposed_pool",

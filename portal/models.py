@@ -21,6 +21,7 @@ from django.db import models
 from django.db.models import F, Q
 from django_fsm import ConcurrentTransitionMixin, FSMField, transition
 
+from capacity.minute_cv import DEFAULT_KIND, catalogue
 from capacity.planning import TARGET_RANGE
 from capacity.ranges import RANGES
 from entitlements import roles
@@ -56,6 +57,13 @@ SCENARIO_MAX = {"rps": 100_000.0, "wt_per_min": 1e12}  # per basis; the field it
 SCENARIO_VALIDATORS = [MinValueValidator(0.0), MaxValueValidator(max(SCENARIO_MAX.values()))]
 # The envelope replay's minute-rate CV: the calculator's own range (capacity.ranges), 0 to 5.
 CV_RANGE = RANGES["minute_rate_cv"]
+
+
+def known_workload_kind(value: str) -> None:
+    """A workload kind of the catalogue (data/workload_cv.csv); not model choices, so a kind added to the
+    catalogue needs no migration."""
+    if value not in catalogue():
+        raise ValidationError(f"unknown workload kind {value[:32]!r}: expected one of {', '.join(sorted(catalogue()))}")
 
 
 # Transition permissions: django-fsm calls these with (instance, user). Tenancy (404) is checked
@@ -134,6 +142,15 @@ class LaunchRequest(ConcurrentTransitionMixin, models.Model):
         blank=True,
         validators=[MinValueValidator(CV_RANGE.low), MaxValueValidator(CV_RANGE.high)],
         help_text="coefficient of variation of the one-minute request rate in the replay; empty: the default",
+    )
+    # Which catalogue kind the traffic is (data/workload_cv.csv, docs/contract.md §3): its minute-rate CV is the
+    # envelope's default when the request states none and its tenant × model × class has recorded none.
+    # One per request, as the CV: the four scenarios are volumes of the same traffic.
+    workload_kind = models.CharField(
+        max_length=32,
+        default=DEFAULT_KIND,
+        validators=[known_workload_kind],
+        help_text="the catalogue's workload kind whose minute-rate CV is the default (data/workload_cv.csv)",
     )
     criticality = models.CharField(max_length=12, choices=Criticality.choices, default=Criticality.MEDIUM)
     justification = models.TextField(blank=True)

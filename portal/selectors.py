@@ -97,7 +97,7 @@ def target_of(req: LaunchRequest) -> float:
 
 def cv_of(req: LaunchRequest) -> EnvelopeCv:
     """The request's minute-rate CV for the envelope replay and its source: its own, else what its tenant ×
-    model × class recorded over 28 days, else the catalogue's conversation default (telemetry.minute_cv,
+    model × class recorded over 28 days, else the catalogue's default for its workload kind (telemetry.minute_cv,
     the calculator's rule too), with a warning where its own is below the recorded one."""
     own = getattr(req, "minute_rate_cv", None)
     return envelope_cv(
@@ -105,6 +105,7 @@ def cv_of(req: LaunchRequest) -> EnvelopeCv:
         tenant=req.tenant.slug if req.tenant_id else None,
         model=req.model.slug if req.model is not None else None,
         traffic_class=req.traffic_class,
+        kind=getattr(req, "workload_kind", None) or None,
     )
 
 
@@ -179,6 +180,8 @@ class Sizing:
     minute_rate_cv: float | None = None  # the replay's, the request's own or the default
     minute_rate_cv_is_default: bool = True
     minute_rate_cv_source: str = ""  # words: stated, recorded (with the measurement) or the catalogue's
+    minute_rate_cv_origin: str = ""  # "stated" | "recorded" | "catalogue" (telemetry.minute_cv.EnvelopeCv)
+    workload_kind: str = ""  # the request's; its catalogue CV is used only when the origin is "catalogue"
     cv_warnings: tuple[dict[str, Any], ...] = ()
 
     @property
@@ -339,6 +342,8 @@ def size_request(req: LaunchRequest, regions: list[Region]) -> Sizing:
         minute_rate_cv=cv.value,
         minute_rate_cv_is_default=cv.is_default,
         minute_rate_cv_source=cv.source,
+        minute_rate_cv_origin=cv.origin,
+        workload_kind=getattr(req, "workload_kind", "") or "",
         cv_warnings=cv.warnings,
     )
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from capacity.minute_cv import catalogue
 from capacity.planning import TARGET_RANGE
 from entitlements.models import Pool, Region, ServedModel
 from entitlements.models.prices import Term
@@ -126,6 +127,15 @@ class LaunchRequestIn(serializers.Serializer):
         required=False,
         allow_null=True,
         help_text="coefficient of variation of the one-minute rate in the envelope replay; null: the default",
+    )
+    workload_kind = serializers.ChoiceField(
+        choices=sorted(catalogue()),
+        required=False,
+        help_text="the catalogue's workload kind (data/workload_cv.csv) whose minute-rate CV is the default when "
+        "the tenant has recorded none for this model and class; default conversation",
+        error_messages={
+            "invalid_choice": f"unknown workload kind {{input!r}}: expected one of {', '.join(sorted(catalogue()))}"
+        },
     )
 
     def get_fields(self) -> dict[str, serializers.Field]:

@@ -57,7 +57,10 @@ def test_autosave_stores_a_good_cv_and_an_empty_one_goes_back_to_the_default(peo
 def test_the_form_says_what_empty_means(people, draft):
     page = web_client(people.requester).get(f"/launch/{draft.uuid}/edit").content.decode()
     assert 'name="minute_rate_cv"' in page
-    assert "empty: the default (0.21)" in page
+    assert (
+        "empty: what your tenant sent for this model and class over the last 28 days, else the default of the " in page
+    )
+    assert "workload kind below (conversation 0.21)" in page
 
 
 def test_the_panel_previews_the_cv_on_screen(people, draft):
