@@ -49,10 +49,12 @@ from bench import admission as adm  # noqa: E402 - after the path (sets the benc
 OLD = "ead91d8"
 
 
-def old_source() -> str:
+def old_source(rev: str = OLD) -> str:
+    """reserve.lua as loaded at commit `rev` (lib.lua, the generated preamble, the script)."""
+
     def show(path: str) -> str:
         return subprocess.run(
-            ["git", "show", f"{OLD}:{path}"], cwd=ROOT, capture_output=True, check=True, text=True
+            ["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True, check=True, text=True
         ).stdout
 
     old_inputs: dict = {"__name__": "old_inputs"}
@@ -158,6 +160,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=2000, help="calls per block")
     ap.add_argument("--rounds", type=int, default=6, help="rounds, the block order reversed each round (≥ 5)")
+    ap.add_argument("--base", default="", help="also replay the scripts of this commit (a step between old and new)")
     args = ap.parse_args()
     os.environ["ADMISSION_KEY_PREFIX"] = f"bench-{uuid.uuid4().hex[:8]}:"
     import redis
@@ -181,6 +184,7 @@ def main() -> int:
         plain, budgeted = capture("acme"), capture("globex")
         empty = r.script_load("return 1")
         old = r.script_load(old_source())
+        base = r.script_load(old_source(args.base)) if args.base else None
 
         def with_args(i: int) -> None:
             r.execute_command("EVALSHA", empty, plain.nkeys, *plain.args, *plain.static, *plain.extra)
@@ -204,6 +208,9 @@ def main() -> int:
             "reserve, plain scope (old script)": ("evalsha", Replay(plain, old)),
             "reserve, budgeted scope (old script)": ("evalsha", Replay(budgeted, old)),
         }
+        if base:
+            sides["reserve, plain scope (base script)"] = ("evalsha", Replay(plain, base))
+            sides["reserve, budgeted scope (base script)"] = ("evalsha", Replay(budgeted, base))
 
         def run_block(name: str, n: int) -> tuple[float, float, float]:
             cmd, fn = sides[name]
@@ -234,6 +241,11 @@ def main() -> int:
                   f" {cmds:.1f} commands in the script")  # fmt: skip
         for k in ("reserve, plain scope", "reserve, budgeted scope"):
             print(f"  {k}: new ÷ old script, Redis server time: {med[k] / med[k + ' (old script)']:.2f}")
+            if base:
+                b = med[k + " (base script)"]
+                print(
+                    f"  {k}: {args.base} ÷ old {b / med[k + ' (old script)']:.2f}, new ÷ {args.base} {med[k] / b:.2f}"
+                )
         incr_wall = statistics.median(x[1] for x in got["INCR"])
         print(f"  INCR wall time per call on this client: {incr_wall:.0f} µs")
         for k, goal in (("reserve, plain scope", 1.35), ("reserve, budgeted scope", 1.5)):
