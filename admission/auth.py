@@ -29,6 +29,10 @@ from entitlements.auth import ApiTokenAuthentication, check_scope, parse_header,
 from entitlements.models.tenancy import ApiToken, hash_key
 
 _cache: dict[str, tuple[float, Any, Any]] = {}  # key hash → (valid until, user, token)
+# An Authorization header → its key's hash: a gateway sends the same header on every call, so the fast
+# path parses it and hashes the key (SHA-256) once, not per request. Only a function of the header:
+# what the key may do is still decided by _cache, its expiry and the store's epoch.
+_header_hashes: dict[str, str] = {}
 _lock = threading.Lock()
 MAX_KEYS = 10_000
 TRIES = 3  # verifications per call when epochs keep changing under it; the last asks without a check
@@ -57,7 +61,11 @@ def forget(token: Any) -> None:
 
 
 def _hit(key: str) -> tuple[Any, Any] | None:
-    hit = _cache.get(hash_key(key))
+    return _hit_hash(hash_key(key))
+
+
+def _hit_hash(key_hash: str) -> tuple[Any, Any] | None:
+    hit = _cache.get(key_hash)
     if hit is None or hit[0] <= time.monotonic():
         return None
     token = hit[2]
@@ -96,13 +104,19 @@ def remembered(authorization: str) -> tuple[Any, Any] | None:
     """(user, token) for an `Authorization: Token|Bearer <key>` header verified within the cache time,
     else None (then the request takes the full authentication path). For api.py's fast path, which
     serves writes only: a read-only token never passes here. The epoch is checked by the store."""
-    try:
-        key = parse_header(authorization.encode("iso-8859-1"))  # as DRF's get_authorization_header reads it
-    except (UnicodeEncodeError, exceptions.AuthenticationFailed):
-        return None
-    if key is None:
-        return None
-    got = _hit(key)
+    key_hash = _header_hashes.get(authorization)
+    if key_hash is None:
+        try:
+            key = parse_header(authorization.encode("iso-8859-1"))  # as DRF's get_authorization_header reads it
+        except (UnicodeEncodeError, exceptions.AuthenticationFailed):
+            return None
+        if key is None:
+            return None
+        key_hash = hash_key(key)
+        if len(_header_hashes) >= MAX_KEYS:
+            _header_hashes.clear()
+        _header_hashes[authorization] = key_hash
+    got = _hit_hash(key_hash)
     if got is None or got[1].scope == ApiToken.Scope.READ:
         return None
     return got

@@ -236,12 +236,13 @@ def reserve(
             if not served:  # reclaim latency is about lenders and borrowers in the scope's own pool
                 hooks.admitted(backend, sp, source)
         pool_id = spill.pool_id if served and spill is not None else sp.pool_id
-        d = _admitted(req, sp, parts[2], source, parts[4], sign, plan.scope.ttl_s, settled=ans.settled,
-                      pool_id=pool_id)  # fmt: skip
-        d.body.update(served)
         if served:  # said in a header too, for clients that read headers only (the gateways pass it on)
             headers = {**headers, "x-headroom-served-from": served["served_from"]}
-        return Decision(d.status, d.body, headers)
+        d = _admitted(req, sp, parts[2], source, parts[4], sign, plan.scope.ttl_s, settled=ans.settled,
+                      pool_id=pool_id, headers=headers)  # fmt: skip
+        if served:
+            d.body.update(served)
+        return d
     reason, ra = parts[1], parts[2]
     # Which limit a QUOTA_EXCEEDED hit: the token rate, or the request rate ("rps", docs/contract.md §5).
     # A borrower's may name the lenders' limit ("lending") or its fair share of borrowing ("fair_share").
@@ -285,7 +286,7 @@ def _usd_release(backend: Any, hold: usd.UsdHold) -> None:
 
 def _admitted(
     req: ReserveRequest, sp: ScopeParams, wt: str, source: str, expires: str, sign: Callable[[Claims], str],
-    ttl_s: float, *, settled: bool = False, pool_id: int | None = None,
+    ttl_s: float, *, settled: bool = False, pool_id: int | None = None, headers: dict[str, str] | None = None,
 ) -> Decision:  # fmt: skip
     """The admit answer; its reservation id is signed and built from the stored answer only, so a
     replay gets the same id. `settled`: a replay of a reservation already completed or expired,
@@ -300,7 +301,7 @@ def _admitted(
             "expires_at": iso_utc(exp)}  # fmt: skip
     if settled:
         body["settled"] = True
-    return Decision(200, body)
+    return Decision(200, body, {} if headers is None else headers)
 
 
 def fail_mode(

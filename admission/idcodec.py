@@ -9,19 +9,22 @@ Form: `r1.<base64url(JSON claims)>.<base64url(HMAC-SHA256(key, "r1." + claims)[:
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import json
-from dataclasses import dataclass
 from functools import lru_cache
 from hashlib import blake2b
 from json.encoder import encode_basestring_ascii as _json_str
+from typing import Any, NamedTuple
 
 PREFIX = "r1."
 
 
-@dataclass(frozen=True)
-class Claims:
+class Claims(NamedTuple):
+    """A tuple, not a frozen dataclass: one is built per admit, and a frozen dataclass's __init__ sets
+    each of its 7 fields through object.__setattr__ (1.8 vs 0.4 µs, timeit)."""
+
     tenant: str
     request_id: str
     scope: tuple[str, str, str, str, str]  # (tenant, project|"", model, region, class) as matched
@@ -54,8 +57,12 @@ def record_name(rid_key: bytes, tenant: str, request_id: str) -> str:
     return blake2b(f"{tenant}\n{request_id}".encode(), digest_size=16, key=rid_key).hexdigest()
 
 
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
+
+
 def _b64(b: bytes) -> str:
-    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+    # base64.urlsafe_b64encode, without its two Python wrappers (b64encode, then translate)
+    return binascii.b2a_base64(b, newline=False).rstrip(b"=").translate(_URLSAFE).decode()
 
 
 def _unb64(s: str) -> bytes:
@@ -63,14 +70,29 @@ def _unb64(s: str) -> bytes:
 
 
 @lru_cache(maxsize=8)
-def _keyed(key: bytes) -> hmac.HMAC:
-    return hmac.new(key, digestmod=hashlib.sha256)  # the key schedule once; each id copies it
+def _pads(key: bytes) -> tuple[Any, Any]:
+    """HMAC-SHA256's two hash states after the key's padded blocks (RFC 2104), computed once per key:
+    each id then costs two copies, two updates and two digests, no HMAC object (hmac.HMAC.copy()
+    builds one in Python per call: 3.6 vs 2.6 µs, timeit). The same bytes as hmac.new(key, body, sha256)."""
+    if len(key) > _BLOCK:
+        key = hashlib.sha256(key).digest()
+    key = key.ljust(_BLOCK, b"\0")
+    return hashlib.sha256(key.translate(_IPAD)), hashlib.sha256(key.translate(_OPAD))
+
+
+_BLOCK = hashlib.sha256().block_size
+_IPAD = bytes(x ^ 0x36 for x in range(256))
+_OPAD = bytes(x ^ 0x5C for x in range(256))
 
 
 def _mac(key: bytes, body: str) -> bytes:
-    m = _keyed(key).copy()
-    m.update(body.encode())
-    return m.digest()[:16]
+    """HMAC-SHA256(key, body)[:16]."""
+    inner, outer = _pads(key)
+    i = inner.copy()
+    i.update(body.encode())
+    o = outer.copy()
+    o.update(i.digest())
+    return o.digest()[:16]
 
 
 def sign(c: Claims, key: bytes) -> str:

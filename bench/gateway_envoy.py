@@ -27,7 +27,15 @@ side skipped, saying why, without g++ and Debian's libgrpc++-dev); with a do-not
 ext_proc has its Envoy (one worker); the same processing mode (integrations/envoy/envoy.yaml). The
 C++ no-op's ratio is what any ext_proc can reach here; the exit status is 0 unless an answer failed.
 
+`--latency-only`: that latency part alone (no throughput rounds): Envoy alone, Headroom's library mode
+with envoy.yaml (one ext_proc stream a request) and with envoy-observer.yaml (the reserve's stream and
+an observability-mode one; `--observer-procs K`: the observer's streams on K ext_proc processes of their
+own; 0, the default: on the reserve's), HTTP mode, and with `--compare /work/main` another checkout's
+ext_proc with its own envoy.yaml (library mode), all interleaved in one run. `--layout observer`: the
+throughput and `--ceiling` parts run envoy-observer.yaml (e.g. the C++ no-op with one blocking message).
+
 Run: .venv/bin/python bench/gateway_envoy.py [--clients 8] [--rounds 6] [--round-s 3] [--slow-ms 50] [--alone-s 16] [--ext-procs N]
+     .venv/bin/python bench/gateway_envoy.py --latency-only [--compare /work/main] [--observer-procs 1] [--twice]
      .venv/bin/python bench/gateway_envoy.py --ceiling --slow-ms 10 20 50 100
 """
 
@@ -52,7 +60,7 @@ sys.path[0] = str(ROOT)  # not bench/: its admission.py would shadow the admissi
 
 import bench.admission as ab  # noqa: E402 - after the path fix; sets the bench portal's environment
 from bench import admission_modes  # noqa: E402
-from bench.rounds import BODY, HEADERS, cleanup, hammer, interleaved, load, verdicts  # noqa: E402 - the same load
+from bench.rounds import BODY, HEADERS, cleanup, cpu_s, hammer, interleaved, load, verdicts  # noqa: E402 - the same load
 from integrations.envoy import config as envoy_config  # noqa: E402
 from tests.integrations import stack  # noqa: E402
 
@@ -61,20 +69,36 @@ ENVOY = ROOT / ".venv" / "bin" / "envoy"
 EXT_CONFIG = {"keys": {"sk-bench": {"tenant": "acme", "traffic_class": "reserved"}}}
 
 
-def ext_proc(work: Path, name: str, port: int, env: dict[str, str]) -> stack.Proc:
+def ext_proc(work: Path, name: str, port: int, env: dict[str, str], root: Path = ROOT) -> stack.Proc:
+    """An ext_proc process of the checkout at `root` (this one, or --compare's)."""
     health = stack.free_port()
-    e = stack.child_env(PYTHONPATH=str(ROOT), HEADROOM_REGION="us-test",
+    e = stack.child_env(PYTHONPATH=str(root), HEADROOM_REGION="us-test",
                         HEADROOM_EXT_PROC_CONFIG=str(work / "ext_proc.json"), **env)  # fmt: skip
     return stack.Proc([sys.executable, "-m", "integrations.envoy.ext_proc", "--port", str(port), "--health-port",
                        str(health)], env=e, port=health, probe="/health", log=work / f"{name}.out")  # fmt: skip
 
 
-def envoy(work: Path, name: str, upstream_port: int, ext_ports: list[int], *, without: bool) -> tuple[stack.Proc, dict]:
+LAYOUT = ["inline"]  # --layout: the envoy.yaml every Envoy of this checkout runs, unless told
+
+
+def envoy(work: Path, name: str, upstream_port: int, ext_ports: list[int], *, without: bool,
+          observer_ports: list[int] | None = None, root: Path = ROOT, layout: str | None = None) -> tuple[stack.Proc, dict]:  # fmt: skip
+    """An Envoy (one worker) running `root`'s envoy.yaml (rendered by its config.py) before these ext_procs."""
     ports = {k: stack.free_port() for k in ("with", "without", "admin")}
-    conf = envoy_config.render(upstream=("127.0.0.1", upstream_port), ext_proc=[("127.0.0.1", p) for p in ext_ports],
-                               listen=("127.0.0.1", ports["with"]), admin=("127.0.0.1", ports["admin"]),
-                               without=("127.0.0.1", ports["without"]) if without else None)  # fmt: skip
-    (work / f"{name}.yaml").write_text(envoy_config.dump(conf))
+    if root == ROOT:
+        conf = envoy_config.render(upstream=("127.0.0.1", upstream_port),
+                                   ext_proc=[("127.0.0.1", p) for p in ext_ports],
+                                   listen=("127.0.0.1", ports["with"]), admin=("127.0.0.1", ports["admin"]),
+                                   without=("127.0.0.1", ports["without"]) if without else None,
+                                   observer=[("127.0.0.1", p) for p in observer_ports or ()] or None,
+                                   layout=layout or LAYOUT[0])  # fmt: skip
+        (work / f"{name}.yaml").write_text(envoy_config.dump(conf))
+    else:  # another checkout's configuration, as its own config.py writes it
+        (work / f"{name}.yaml").write_text(subprocess.run(
+            [sys.executable, "-m", "integrations.envoy.config", "--upstream", f"127.0.0.1:{upstream_port}",
+             "--ext-proc", f"127.0.0.1:{ext_ports[0]}", "--listen", f"127.0.0.1:{ports['with']}",
+             "--admin", f"127.0.0.1:{ports['admin']}"], env=stack.child_env(PYTHONPATH=str(root)), cwd=root,
+            capture_output=True, text=True, check=True).stdout)  # fmt: skip
     p = stack.Proc([str(ENVOY), "-c", str(work / f"{name}.yaml"), "--disable-hot-restart", "--concurrency", "1",
                     "-l", "error"], env=stack.child_env(), port=ports["admin"], probe="/ready",
                    log=work / f"{name}.out")  # fmt: skip
@@ -169,7 +193,11 @@ def ceiling(args: argparse.Namespace, work: Path, stop: contextlib.ExitStack, li
                 return 1
             ratios[label] = verdicts(totals, args.rounds * args.round_s, GOAL)[1], load()
             if not ms:
-                alone(targets, args.alone_s)
+                ext_pids = {"C++ no-op": ["noop_cpp"], "Python no-op": ["noop_py"],
+                            LIB: [k for k in pids if k.startswith("ext_lib")]}  # fmt: skip
+                alone(
+                    targets, args.alone_s, pids={k: [pids[n] for n in v] for k, v in ext_pids.items() if k in targets}
+                )
     for label, (r, at) in ratios.items():
         print(f"  ceiling, {label}: " + ", ".join(f"{k} {v:.2f} ×" for k, v in r.items()) + f"   ({at})")
     return 0
@@ -202,25 +230,35 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
 
 
-def alone(targets: dict[str, int], seconds: float, clients_list: tuple[int, ...] = (1, 2)) -> dict:
+def alone(targets: dict[str, int], seconds: float, clients_list: tuple[int, ...] = (1, 2),
+          pids: dict[str, list[int]] | None = None) -> dict:  # fmt: skip
     """Issue 49's latency figure: what a request takes through each listener, p50 and p99, and what the
     ext_proc adds to it over Envoy alone (the first target), at 1 client (one request at a time: the
     machine not saturated by the bench) and at 2 (one per core); listeners interleaved in rounds of
-    `seconds`/8 with the order reversed each round, the load printed per concurrency.
-    → {clients: {name: (p50, p99)}}."""
+    `seconds`/8 with the order reversed each round, the load printed per concurrency; `pids`: a listener's
+    ext_proc processes, whose CPU per request is printed too. → {clients: {name: (p50, p99)}}."""
     names = list(targets)
     got = {}
+    pids = pids or {}
     for clients in clients_list:
         lat: dict[str, list[float]] = {name: [] for name in names}
+        cpu = dict.fromkeys(pids, 0.0)
         for r in range(8):
             for name in names if r % 2 == 0 else names[::-1]:
+                c0 = sum(map(cpu_s, pids.get(name, ())))
                 lat[name] += latencies_ms(targets[name], clients, seconds / 8)
+                if name in pids:
+                    cpu[name] += sum(map(cpu_s, pids[name])) - c0
         q = {name: (pct(v, 50), pct(v, 99)) for name, v in lat.items()}
         base = q[names[0]]
         print(f"  {clients} client(s), one request at a time each, {sum(map(len, lat.values())):,} requests: "
               + ", ".join(f"{n} p50 {q[n][0]:.2f} / p99 {q[n][1]:.2f} ms" for n in names) + "; added: "
               + ", ".join(f"{n} +{q[n][0] - base[0]:.2f} / +{q[n][1] - base[1]:.2f} ms" for n in names[1:])
               + f" (goal +2 / +10)   ({load()})")  # fmt: skip
+        if cpu:
+            print(
+                "    ext_proc CPU per request: " + ", ".join(f"{n} {cpu[n] / len(lat[n]) * 1000:.2f} ms" for n in cpu)
+            )
         got[clients] = q
     return got
 
@@ -240,6 +278,52 @@ def warm(targets: dict[str, int], clients: int, bad: list[str]) -> bool:
     return True
 
 
+def latency_only(args: argparse.Namespace, work: Path, stop: contextlib.ExitStack, portal: dict[str, str],
+                 lib_env: dict[str, str]) -> int:  # fmt: skip
+    """--latency-only: issue 49.3's figure alone (no throughput rounds): Envoy alone, with Headroom's
+    library mode (observers on --observer-procs processes of their own, or the reserve's), HTTP mode,
+    and --compare's checkout's library mode, interleaved; each twice when --twice (a repeat in one run)."""
+    up = stop.enter_context(stack.upstream(work))
+    port_pid: dict[int, int] = {}  # ext_proc port → its process
+
+    def start(name: str, env: dict[str, str], root: Path = ROOT) -> int:
+        port = stack.free_port()
+        ext = ext_proc(work, name, port, {**portal, **env}, root)
+        stop.callback(ext.stop)
+        port_pid[port] = ext.proc.pid
+        return port
+
+    lib = [start(f"ext_lib{i}", lib_env) for i in range(args.ext_procs)]
+    lib_o = [start(f"ext_lib_o{i}", lib_env) for i in range(args.ext_procs)]
+    obs = [start(f"ext_obs{i}", lib_env) for i in range(args.observer_procs)]
+    http = start("ext_http", {"HEADROOM_TIMEOUT_S": "2"})
+    targets = {}
+    sides = [("a", lib, [], ROOT, "inline"), ("o", lib_o, obs, ROOT, "observer"), ("b", [http], [], ROOT, "inline")]
+    if args.compare:
+        sides.append(("m", [start("ext_cmp", lib_env, args.compare)], [], args.compare, "inline"))
+    listener_pids: dict[str, list[int]] = {}
+    for name, ext_ports, observers, root, layout in sides:
+        proc, ports = envoy(work, f"envoy_{name}", up.port, ext_ports, without=name == "a", observer_ports=observers,
+                            root=root, layout=layout)  # fmt: skip
+        stop.callback(proc.stop)
+        label = {"a": LIB, "o": "library mode, observer layout", "b": "Headroom, HTTP mode"}.get(
+            name, f"{args.compare.name if args.compare else ''}'s library mode"
+        )
+        if name == "a":
+            targets["without Headroom"] = ports["without"]
+        targets[label] = ports["with"]
+        listener_pids[label] = [port_pid[p] for p in ext_ports + observers]
+    if not warm(targets, 2, []):
+        return 1
+    print(f"Envoy 1.40 (1 worker each) before a ~1 ms upstream; library mode: {args.ext_procs} ext_proc(s) per "
+          f"listener; envoy.yaml (one stream a request) and envoy-observer.yaml (observer streams on "
+          f"{args.observer_procs or 'the same'} process(es))" +
+          (f"; {args.compare}'s ext_proc and envoy.yaml beside it" if args.compare else ""))  # fmt: skip
+    for _ in range(2 if args.twice else 1):
+        alone(targets, args.alone_s, pids=listener_pids)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clients", type=int, default=8)
@@ -253,7 +337,15 @@ def main() -> int:
     ap.add_argument(
         "--alone-s", type=float, default=16.0, help="seconds of the latency part, per listener and concurrency"
     )
+    ap.add_argument("--latency-only", action="store_true", help="issue 49.3's latency figure alone, no throughput")
+    ap.add_argument("--observer-procs", type=int, default=0,
+                    help="--latency-only: the observer filter's streams on this many processes of their own")  # fmt: skip
+    ap.add_argument("--compare", type=Path, help="--latency-only: also another checkout's (e.g. /work/main) ext_proc")
+    ap.add_argument("--twice", action="store_true", help="--latency-only: the latency part twice")
+    ap.add_argument("--layout", choices=sorted(envoy_config.LAYOUTS), default="inline",
+                    help="the envoy.yaml of the throughput and --ceiling parts (observer: envoy-observer.yaml)")  # fmt: skip
     args = ap.parse_args()
+    LAYOUT[0] = args.layout
     if len(args.slow_ms) > 1 and not args.ceiling:
         ap.error("several --slow-ms need --ceiling")
     if not ENVOY.exists():
@@ -269,6 +361,8 @@ def main() -> int:
             gun, portal, lib_env = ab.gateway_portal(prefix, "bench-envoy-key")
             if args.ceiling:
                 return ceiling(args, work, stop, {**portal, **lib_env})
+            if args.latency_only:
+                return latency_only(args, work, stop, portal, lib_env)
             up = stop.enter_context(stack.upstream(work))
             slow = stop.enter_context(stack.upstream(work / "slow", ttfb_ms=args.slow_ms[0]))
             lib_ports, http_port = [stack.free_port() for _ in range(args.ext_procs)], stack.free_port()

@@ -133,16 +133,17 @@ def since_break(values: np.ndarray) -> np.ndarray:
     return values[-back * WEEK :] if back is not None and back >= MIN_FIT_WEEKS else values
 
 
-def level_shift(values: np.ndarray, n_hours: int) -> np.ndarray:
+def level_shift(values: np.ndarray, n_hours: int, shape: np.ndarray | None = None) -> np.ndarray:
     """The mean level since the most recent significant shift (the last PROFILE_WEEKS weeks without one)
-    times the recent shape: a candidate that follows a step and never invents a slope."""
+    times the recent shape (profile(values), passed in when the caller has it): a candidate that follows a
+    step and never invents a slope."""
     back = recent_break(values)
     weeks = whole(values, WEEK)
     if len(weeks):
         level = float(weeks[-(back or PROFILE_WEEKS) :].mean())
     else:
         level = float(whole(values, DAY).mean()) if len(values) >= DAY else float(values.mean())
-    shape = profile(values)
+    shape = profile(values) if shape is None else shape
     return level * np.tile(shape, -(-n_hours // WEEK))[:n_hours]
 
 
@@ -152,11 +153,11 @@ def repeat(values: np.ndarray, period: int, n_hours: int) -> np.ndarray:
     return np.tile(last, -(-n_hours // period))[:n_hours]
 
 
-def custom_path(name: str, values: np.ndarray, n_hours: int) -> np.ndarray:
+def custom_path(name: str, values: np.ndarray, n_hours: int, shape: np.ndarray | None = None) -> np.ndarray:
     if name == "naive_daily":
         return repeat(values, DAY, n_hours)
     if name == "naive_weekly":
         return repeat(values, WEEK if len(values) >= WEEK else DAY, n_hours)
     if name == "level_shift":
-        return level_shift(values, n_hours)
+        return level_shift(values, n_hours, shape)
     raise KeyError(name)

@@ -102,13 +102,13 @@ def path(
     name: str, values: np.ndarray, n_hours: int, fitted: np.ndarray | None, shape: np.ndarray | None = None
 ) -> np.ndarray:
     """One candidate's hourly path; `shape` is profile(values) when the caller has it already (the fitted
-    candidates share it: computed once per series and origin, not once per candidate)."""
+    candidates and level_shift share it: computed once per series and origin, not once per candidate)."""
     from forecasting.candidates import FITTED, custom_path, hourly_from_daily, profile
 
     if name in FITTED:
         assert fitted is not None  # noqa: S101  # fitted names always come with their daily forecast
         return hourly_from_daily(fitted, profile(values) if shape is None else shape, n_hours)
-    return np.clip(custom_path(name, values, n_hours), 0.0, None)
+    return np.clip(custom_path(name, values, n_hours, shape), 0.0, None)
 
 
 def mase_scale(values: np.ndarray) -> float:

@@ -7,7 +7,9 @@ sum is a numpy bincount over those integers rather than a Python `+=` per event.
 
 from __future__ import annotations
 
+import operator
 from datetime import UTC, datetime
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -65,43 +67,69 @@ def _floats(col: list[Any]) -> np.ndarray:
     return np.array(none_as(col, 0.0), dtype=np.float64)
 
 
+class _Column:
+    """One numeric column converted to numpy once (None as 0) with which events carry a value (None: all),
+    for the several sums, histograms and maxima that read it."""
+
+    def __init__(self, values: list[Any], dtype: type) -> None:
+        holes = None in values  # one C-level scan
+        self.present: np.ndarray | None = (
+            np.fromiter(map(operator.is_not, values, repeat(None)), dtype=np.bool_, count=len(values))
+            if holes
+            else None
+        )
+        self.values: np.ndarray = np.array(none_as(values, 0) if holes else values, dtype=dtype)
+
+
 def _counts(ids: np.ndarray, weights: np.ndarray | None, m: int) -> np.ndarray:
     """Per-key sums of whole numbers (exact: float64 holds integers up to 2**53)."""
     return np.rint(np.bincount(ids, weights=weights, minlength=m)).astype(np.int64)
 
 
-def _histogram(ids: np.ndarray, values: list[Any], m: int) -> np.ndarray:
-    """Per-key counts of `values` (None: not counted) in the log-spaced bins: an (m, N_BINS) array."""
-    present = [i for i, v in enumerate(values) if v is not None]
-    if not present:
-        return np.zeros((m, N_BINS), dtype=np.int64)
-    picked = values if len(present) == len(values) else [values[i] for i in present]
-    bins = np.searchsorted(EDGES, np.array(picked, dtype=np.float64), side="right")
-    cells = (ids if len(present) == len(values) else ids[present]) * N_BINS + bins
+def _histogram(ids: np.ndarray, values: np.ndarray, present: np.ndarray | None, m: int) -> np.ndarray:
+    """Per-key counts of `values` (where `present`: None, all) in the log-spaced bins: an (m, N_BINS) array."""
+    cells = ids * N_BINS + np.searchsorted(EDGES, values.astype(np.float64, copy=False), side="right")
+    if present is not None:
+        cells = cells[present]
     return np.bincount(cells, minlength=m * N_BINS).reshape(m, N_BINS)
 
 
-def _maxima(ids: np.ndarray, values: list[Any], m: int) -> list[int]:
+def _maxima(ids: np.ndarray, values: np.ndarray, m: int) -> list[int]:
     out = np.zeros(m, dtype=np.int64)
-    np.maximum.at(out, ids, np.array(none_as(values, 0), dtype=np.int64))
+    np.maximum.at(out, ids, values)
     return out.tolist()
 
 
-def _outcomes(cols: Columns, ents: list[str], envelopes: Envelopes | None) -> list[np.ndarray]:
+def _is(values: list[Any], what: Any) -> np.ndarray:
+    """Per event, whether its value is `what` (identity: True, None), as a bool array, in one C-level pass."""
+    return np.fromiter(map(operator.is_, values, repeat(what)), dtype=np.bool_, count=len(values))
+
+
+def _equals(values: list[Any], what: str) -> np.ndarray:
+    return np.fromiter(map(operator.eq, values, repeat(what)), dtype=np.bool_, count=len(values))
+
+
+def _outcomes(cols: Columns, ents: list[str], envelopes: Envelopes | None) -> tuple[list[np.ndarray], np.ndarray]:
     """Per event, 0/1 columns in ROLLUP_OUTCOMES order (the SLO ones of served completions reporting
     slo_met, by envelope; then the not-served completions by status), and whether it counts as served
-    for slo_met / slo_total. `envelopes` None: the caller knew of none, so no SLO outcome is classified
-    (the statement counts those misses as unclassified)."""
+    for slo_met / slo_total (a bool array). `envelopes` None: the caller knew of none, so no SLO outcome
+    is classified (the statement counts those misses as unclassified). Boolean arrays, each one C-level
+    pass over a column: a batch without completions skips them all."""
     n = len(ents)
     status, decision, slo = cols["status"], cols["decision"], cols["slo_met"]
-    done = [d == "complete" for d in decision]
-    failed = [[d and s == bad for d, s in zip(done, status, strict=True)] for bad in NOT_SERVED]
-    served = [d and s not in NOT_SERVED for d, s in zip(done, status, strict=True)]
-    reported = [ok and v is not None for ok, v in zip(served, slo, strict=True)]
-    inside = [False] * n
+    if "complete" not in decision:
+        zero = np.zeros(n, dtype=np.bool_)
+        return [zero] * (4 + len(NOT_SERVED)), zero
+    done = _equals(decision, "complete")
+    failed = [done & _equals(status, bad) if bad in status else np.zeros(n, dtype=np.bool_) for bad in NOT_SERVED]
+    served = done & ~np.logical_or.reduce(failed)
+    reported = served & ~_is(slo, None)
+    met = _is(slo, True)
+    missed = _is(slo, False)
+    inside = np.zeros(n, dtype=np.bool_)
     if envelopes is not None:
         capped = cols.get("capped") or [False] * n
-        for i in (i for i, r in enumerate(reported) if r):
+        for i in np.flatnonzero(reported).tolist():
             scope = (
                 cols["tenant"][i],
                 cols["project"][i],
@@ -117,15 +145,12 @@ def _outcomes(cols: Columns, ents: list[str], envelopes: Envelopes | None) -> li
                 bool(capped[i]),
                 cols["source_kind"][i],
             )
-    known = envelopes is not None
-    cells = [
-        [r and known and i and v is True for r, i, v in zip(reported, inside, slo, strict=True)],
-        [r and known and i and v is False for r, i, v in zip(reported, inside, slo, strict=True)],
-        [r and known and not i and v is True for r, i, v in zip(reported, inside, slo, strict=True)],
-        [r and known and not i and v is False for r, i, v in zip(reported, inside, slo, strict=True)],
-        *failed,
-    ]
-    return [np.array(c, dtype=np.float64) for c in cells] + [np.array(reported, dtype=np.float64)]
+    else:
+        reported_known = np.zeros(n, dtype=np.bool_)
+        return [reported_known] * 4 + failed, reported
+    outside = ~inside
+    cells = [reported & inside & met, reported & inside & missed, reported & outside & met, reported & outside & missed]
+    return cells + failed, reported
 
 
 def _sources(cols: Columns, ids: np.ndarray, m: int, actual: np.ndarray) -> tuple[list[list[int]], list[list[float]]]:
@@ -144,17 +169,12 @@ def _sources(cols: Columns, ids: np.ndarray, m: int, actual: np.ndarray) -> tupl
     return counts, wts
 
 
-def _lows(ids: np.ndarray, values: list[Any], m: int) -> list[int]:
-    """Per key, MIN_REV_BASE − the shortest length (telemetry.models.ROLLUP_MAX)."""
-    return _maxima(ids, [MIN_REV_BASE - (v or 0) for v in values], m)
-
-
 def minute_deltas(cols: Columns, envelopes: Envelopes | None = None) -> dict[Key, list]:
     """Rollup values (ROLLUP_VALUES order: the additive ones, then the maxima) per minute key
     (ROLLUP_KEY order). `envelopes`: what each settled request is judged against (telemetry.envelopes).
 
-    Each event's key becomes a small integer once (two C-level dict passes), and every sum and
-    histogram is then one numpy bincount over those integers."""
+    Each event's key becomes a small integer once (two C-level dict passes), each numeric column a numpy
+    array once, and every sum and histogram is then one numpy bincount over those integers."""
     n = len(cols["ts"])
     if not n:
         return {}
@@ -180,28 +200,30 @@ def minute_deltas(cols: Columns, envelopes: Envelopes | None = None) -> dict[Key
     index = {k: i for i, k in enumerate(dict.fromkeys(keys))}
     ids = np.array(list(map(index.__getitem__, keys)), dtype=np.intp)
     m = len(index)
-    *outcomes, reported = _outcomes(cols, ents, envelopes)
+    outcomes, reported = _outcomes(cols, ents, envelopes)
+    prompt, output = _Column(cols["prompt_tokens"], np.int64), _Column(cols["output_tokens"], np.int64)
+    estimated_wt = _Column(cols["estimated_wt"], np.float64)
     ints = [
         _counts(ids, None, m),
-        _counts(ids, np.array(cols["prompt_tokens"], dtype=np.float64), m),
+        _counts(ids, prompt.values.astype(np.float64), m),
         _counts(ids, np.array(cols["cached_prompt_tokens"], dtype=np.float64), m),
-        _counts(ids, np.array(cols["output_tokens"], dtype=np.float64), m),
+        _counts(ids, output.values.astype(np.float64), m),
         # latency attainment counts served completions only (issue 33: an errored one is shown apart)
-        _counts(ids, reported * np.array([v is True for v in cols["slo_met"]], dtype=np.float64), m),
-        _counts(ids, reported, m),
+        np.bincount(ids[reported & _is(cols["slo_met"], True)], minlength=m),
+        np.bincount(ids[reported], minlength=m),
     ]
-    for name in ("ttft_ms", "e2e_ms", "prompt_tokens", "output_tokens"):
-        ints.append(_histogram(ids, cols[name], m))
-    ints.extend(_counts(ids, c, m) for c in outcomes)
+    latencies = [_Column(cols[name], np.float64) for name in ("ttft_ms", "e2e_ms")]
+    ints.extend(_histogram(ids, c.values, c.present, m) for c in (*latencies, prompt, output))
+    ints.extend(np.bincount(ids[c], minlength=m) for c in outcomes)
     # The sub-minute arrival profile and the cost histogram (telemetry.models.ARRIVAL_SLOTS, WT_BINS).
     slot = ((stamps % 60.0) // ARRIVAL_SLOT_S).astype(np.intp).clip(0, len(ARRIVAL_SLOTS) - 1)
     ints.append(np.bincount(ids * len(ARRIVAL_SLOTS) + slot, minlength=m * len(ARRIVAL_SLOTS)).reshape(m, -1))
-    ints.append(_histogram(ids, none_as(cols["estimated_wt"], 0.0), m))
+    ints.append(_histogram(ids, estimated_wt.values, None, m))  # a missing estimate counts as 0
     table = np.column_stack(ints).tolist()
-    in_flight = cols.get("in_flight") or [None] * n  # rows built before the field existed carry none
-    maxima = [_maxima(ids, cols[c], m) for c in ("prompt_tokens", "output_tokens")] + [_maxima(ids, in_flight, m)]
-    maxima += [_lows(ids, cols[c], m) for c in ("prompt_tokens", "output_tokens")]
-    estimated = np.bincount(ids, weights=_floats(cols["estimated_wt"]), minlength=m).tolist()
+    in_flight = _Column(cols.get("in_flight") or [None] * n, np.int64)  # rows built before it carry none
+    maxima = [_maxima(ids, c.values, m) for c in (prompt, output, in_flight)]
+    maxima += [_maxima(ids, MIN_REV_BASE - c.values, m) for c in (prompt, output)]  # ROLLUP_MAX: the shortest
+    estimated = np.bincount(ids, weights=estimated_wt.values, minlength=m).tolist()
     actual_wt = _floats(cols["actual_wt"])
     actual = np.bincount(ids, weights=actual_wt, minlength=m).tolist()
     kind_n, kind_wt = _sources(cols, ids, m, actual_wt)

@@ -91,8 +91,10 @@ def _pg_staged(
             f"CREATE TEMP TABLE IF NOT EXISTS {stage} ON COMMIT DELETE ROWS "  # noqa: S608 - model metadata
             f"AS SELECT {cols} FROM {table} WITH NO DATA"
         )
-        # ON COMMIT never comes between calls when the caller's transaction spans several of them
-        cur.execute(f"TRUNCATE {stage}")
+        # ON COMMIT never comes between calls when the caller's transaction spans several of them.
+        # DELETE, not TRUNCATE: the stage is nearly always empty here, and TRUNCATE gives it a new file
+        # each time (telemetry.staging measured it)
+        cur.execute(f"DELETE FROM {stage}")  # noqa: S608 - model metadata
         with cur.copy(f"COPY {stage} ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
             copy.set_types([_copy_type(f) for f in fields])
             for r in rows:

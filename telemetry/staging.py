@@ -51,13 +51,14 @@ def stage_copy(names: Sequence[str]) -> Iterator[Callable[[Sequence[Any]], None]
     table = _qn(AdmissionEvent._meta.db_table)
     fields = [AdmissionEvent._meta.get_field(n) for n in names]
     with _cursor() as cur:
-        # ON COMMIT DELETE ROWS keeps a finished batch from lingering; TRUNCATE covers several batches
-        # in one caller's transaction
+        # ON COMMIT DELETE ROWS keeps a finished batch from lingering; the DELETE covers several batches
+        # in one caller's transaction. Not TRUNCATE: that gives the table a new file every batch
+        # (measured 3.3-3.5 ms wall, 0.4 ms server CPU each; a DELETE of the empty stage 0.15 / 0.02)
         cur.execute(
             f"CREATE TEMP TABLE IF NOT EXISTS {STAGE} ON COMMIT DELETE ROWS "  # noqa: S608 - model metadata
             f"AS SELECT {_cols(names)} FROM {table} WITH NO DATA"
         )
-        cur.execute(f"TRUNCATE {STAGE}")
+        cur.execute(f"DELETE FROM {STAGE}")  # noqa: S608 - a module constant
         with cur.copy(f"COPY {STAGE} ({_cols(names)}) FROM STDIN (FORMAT BINARY)") as copy:  # noqa: S608
             copy.set_types([_copy_type(f) for f in fields])  # type: ignore[arg-type]
             yield copy.write_row

@@ -12,6 +12,7 @@ from itertools import repeat
 from typing import Any
 
 from django.conf import settings
+from django.db import connection, models
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -95,25 +96,51 @@ class Catalogue:
                 values = {v for e in dicts if isinstance(v := e.get(k), str)}
             # a control character is a bad event anyway, and a NUL would fail the query on PostgreSQL
             seen[k] = {v for v in values if isinstance(v, str) and not has_control(v)}
-        tenants = seen["tenant"]
         earliest, latest = ts_window(now or timezone.now())
+        found = _known(seen)
         return cls(
             earliest=earliest,
             latest=latest,
-            tenants=frozenset(Tenant.objects.filter(slug__in=tenants).values_list("slug", flat=True)),
-            models=frozenset(ServedModel.objects.filter(slug__in=seen["model"]).values_list("slug", flat=True)),
-            regions=frozenset(Region.objects.filter(slug__in=seen["region"]).values_list("slug", flat=True)),
-            classes=frozenset(
-                TrafficClass.objects.filter(slug__in=seen["traffic_class"]).values_list("slug", flat=True)
-            ),
-            projects=frozenset(
-                Project.objects.filter(tenant__slug__in=tenants, slug__in=seen["project"]).values_list(
-                    "tenant__slug", "slug"
-                )
-            )
-            if seen["project"]
-            else frozenset(),
+            tenants=frozenset(v for k, v, _ in found if k == "tenant"),
+            models=frozenset(v for k, v, _ in found if k == "model"),
+            regions=frozenset(v for k, v, _ in found if k == "region"),
+            classes=frozenset(v for k, v, _ in found if k == "traffic_class"),
+            projects=frozenset((v, p) for k, v, p in found if k == "project"),
         )
+
+
+def _column(model: type[models.Model], name: str) -> str:
+    return connection.ops.quote_name(str(model._meta.get_field(name).column))  # type: ignore[union-attr]
+
+
+def _known(seen: dict[str, set[str]]) -> list[tuple[str, str, str]]:
+    """Which of the slugs a batch names exist, in one query (one round trip, not one per table): rows
+    (field, slug, "") and, for projects, ("project", tenant slug, project slug)."""
+    qn = connection.ops.quote_name
+    parts: list[str] = []
+    params: list[str] = []
+
+    def some(values: set[str]) -> str:
+        params.extend(sorted(values))
+        return ", ".join(["%s"] * len(values))
+
+    for key, model in (("tenant", Tenant), ("model", ServedModel), ("region", Region), ("traffic_class", TrafficClass)):
+        if seen[key]:
+            table, slug = qn(model._meta.db_table), _column(model, "slug")
+            parts.append(f"SELECT '{key}', {slug}, '' FROM {table} WHERE {slug} IN ({some(seen[key])})")  # noqa: S608
+    if seen["project"] and seen["tenant"]:
+        p, t = qn(Project._meta.db_table), qn(Tenant._meta.db_table)
+        tenant_id, t_pk = _column(Project, "tenant"), _column(Tenant, "id")
+        t_slug, p_slug = _column(Tenant, "slug"), _column(Project, "slug")
+        parts.append(
+            f"SELECT 'project', t.{t_slug}, p.{p_slug} FROM {p} p JOIN {t} t ON t.{t_pk} = p.{tenant_id} "  # noqa: S608
+            f"WHERE t.{t_slug} IN ({some(seen['tenant'])}) AND p.{p_slug} IN ({some(seen['project'])})"
+        )
+    if not parts:
+        return []
+    with connection.cursor() as cur:
+        cur.execute(" UNION ALL ".join(parts), params)
+        return [tuple(r) for r in cur.fetchall()]
 
 
 def parse_ts(value: Any) -> datetime:

@@ -23,13 +23,19 @@ Per OpenAI-shaped request (`POST …/chat/completions` or `…/completions`; any
   `Retry-After` (when a retry can pass), `x-headroom-reason`, `x-headroom-responsible` and the
   `x-ratelimit-*` remaining-quota headers. A request with no tenant is refused 403, never served
   unmetered; a malformed body 400.
-- **response headers** (SEND): an admitted request's answer gets the remaining-quota headers.
-- **response body** (STREAMED: each chunk as Envoy forwards it, nothing buffered): a JSON answer's
-  `usage`, or for a server-sent-event stream the last chunk's `usage` (the client asks for it with
-  `stream_options.include_usage`); at the end of the body: complete `ok` (`error` for a status ≥ 400)
+- the reserve's reply (admitted) carries the remaining-quota headers and what settling needs (the
+  reservation id, the prompt estimate, the time) as Envoy dynamic metadata (namespace `headroom`):
+  the route adds the headers to the answer (`response_headers_to_add`, `%DYNAMIC_METADATA(headroom:…)%`,
+  `QUOTA_HEADERS`), so this filter's stream has no message after the reserve (response phases SKIP).
+- a second ext_proc filter in `observability_mode` (Envoy never waits for it) reads the response
+  (integrations/envoy/observe.py): the request body (after the reserve, with the metadata), the
+  response headers and its body chunks as Envoy forwards them: a JSON answer's `usage`, or for a
+  server-sent-event stream the last chunk's `usage` (the client asks for it with
+  `stream_options.include_usage`); at the end of the body: complete `ok` (`error` for a status >= 400)
   with that usage, else with the prompt estimate and the content chunks seen.
-- a stream Envoy closes before the response ended (the client left, a timeout): complete
-  `cancelled` with the usage seen, else the prompt estimate and the content chunks forwarded.
+- an observer stream Envoy closes before the response ended (the client left, a timeout; Envoy closes
+  it `deferred_close_timeout` after the request): complete `cancelled` with the usage seen, else the
+  prompt estimate and the content chunks forwarded.
 
 A reservation is completed once. Mode (library mode when HEADROOM_REDIS_URL is set, HTTP otherwise)
 and the other HEADROOM_* settings as integrations/headroom_admission.py says; events of library
@@ -55,13 +61,14 @@ from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 from envoy.type.v3 import http_status_pb2
+from grpc.aio import EOF
 
 from integrations import headroom_admission as ha
+from integrations.envoy import observe
 
 log = logging.getLogger("headroom.envoy")
 
 METERED = ("/chat/completions", "/completions")
-MAX_BODY = 8 << 20  # a JSON answer larger than this is not parsed for usage (a stream is parsed line by line)
 PER_MESSAGE = 3  # prompt tokens a chat template adds per message, in the estimate
 
 
@@ -131,6 +138,13 @@ HEADER_ATTRIBUTES = {
                                               "x-headroom-project", "x-headroom-traffic-class")},
 }  # fmt: skip
 ATTRIBUTES_NS = "envoy.filters.http.ext_proc"
+# The remaining-quota headers an admitted answer can carry (admission.core.quota_names, USD_HEADER and
+# x-headroom-served-from): envoy.yaml's route adds each from the reserve's dynamic metadata (absent: not
+# added). tests/integrations/test_envoy_ext_proc.py checks envoy.yaml lists exactly these.
+QUOTA_HEADERS = ("x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens",
+                 "x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests",
+                 "x-headroom-budget-remaining-daily", "x-headroom-budget-remaining-monthly",
+                 "x-headroom-budget-remaining-usd", ha.SERVED_FROM)  # fmt: skip
 
 
 def _attribute_headers(req: Any) -> dict[str, str]:
@@ -182,70 +196,25 @@ def throttle(d: dict[str, Any]) -> pb.ProcessingResponse:
     return immediate(ha.throttle_status(d), body, ha.throttle_headers(d))  # 503: the gateway's token refused
 
 
+EMPTY_BODY = pb.BodyResponse()
+LAYOUT, OBSERVER = "x-headroom-layout", "observer"  # envoy-observer.yaml's reserve filter sends this metadata
+Reserved = tuple[pb.ProcessingResponse | None, dict[str, str], str | None, int]
+
+
+def _with_headers(hs: dict[str, str]) -> pb.ProcessingResponse:
+    mut = pb.HeaderMutation(set_headers=[_hvo(k, v) for k, v in hs.items()])
+    return pb.ProcessingResponse(response_headers=pb.HeadersResponse(response=pb.CommonResponse(header_mutation=mut)))
+
+
 CONTINUE_REQ_HEADERS = pb.ProcessingResponse(request_headers=pb.HeadersResponse())
 CONTINUE_REQ_BODY = pb.ProcessingResponse(request_body=pb.BodyResponse())
 CONTINUE_RESP_HEADERS = pb.ProcessingResponse(response_headers=pb.HeadersResponse())
 CONTINUE_RESP_BODY = pb.ProcessingResponse(response_body=pb.BodyResponse())
 CONTINUE_REQ_TRAILERS = pb.ProcessingResponse(request_trailers=pb.TrailersResponse())
 CONTINUE_RESP_TRAILERS = pb.ProcessingResponse(response_trailers=pb.TrailersResponse())
-
-
-class Exchange:
-    """One HTTP request's state across its ext_proc stream."""
-
-    __slots__ = ("headers", "body", "metered", "reservation", "adm", "prompt_est", "quota", "started", "first_byte",
-                 "status", "sse", "resp", "usage", "chunks", "settled")  # fmt: skip
-
-    def __init__(self) -> None:
-        self.headers: dict[str, str] = {}
-        self.body = b""  # BUFFERED: the one message's bytes, taken as they are (no copy)
-        self.metered = False
-        self.reservation: str | None = None
-        self.adm: Any = None
-        self.prompt_est = 0
-        self.quota: dict[str, str] = {}
-        self.started = time.monotonic()
-        self.first_byte: float | None = None
-        self.status = 200
-        self.sse = False
-        self.resp = bytearray()  # a JSON answer's body; for a stream, the unfinished last line
-        self.usage: dict[str, Any] | None = None
-        self.chunks = 0
-        self.settled = False
-
-    def feed(self, chunk: bytes) -> None:
-        if self.first_byte is None and chunk:
-            self.first_byte = time.monotonic()
-        if not self.sse:
-            if len(self.resp) + len(chunk) <= MAX_BODY:
-                self.resp += chunk
-            return
-        self.resp += chunk
-        *lines, rest = bytes(self.resp).split(b"\n")
-        self.resp = bytearray(rest)
-        for line in lines:
-            if not line.startswith(b"data:"):
-                continue
-            if b'"content"' in line:
-                self.chunks += 1  # ~ one token each (corrected by the usage chunk when it comes)
-            if b'"usage"' in line:
-                try:
-                    u = json.loads(line[5:]).get("usage")
-                except (ValueError, AttributeError):
-                    continue
-                if isinstance(u, dict):
-                    self.usage = u
-
-    def finish_json(self) -> None:
-        if self.sse:
-            self.feed(b"\n")
-            return
-        try:
-            u = json.loads(bytes(self.resp)).get("usage")
-        except (ValueError, AttributeError):
-            return
-        if isinstance(u, dict):
-            self.usage = u
+CONTINUE = {"request_headers": CONTINUE_REQ_HEADERS, "request_body": CONTINUE_REQ_BODY,
+            "response_headers": CONTINUE_RESP_HEADERS, "response_body": CONTINUE_RESP_BODY,
+            "request_trailers": CONTINUE_REQ_TRAILERS, "response_trailers": CONTINUE_RESP_TRAILERS}  # fmt: skip
 
 
 class Processor(pb_grpc.ExternalProcessorServicer):
@@ -274,56 +243,86 @@ class Processor(pb_grpc.ExternalProcessorServicer):
         except Exception as exc:  # noqa: BLE001 - the portal may be starting: the first request retries
             log.warning("Headroom: admission not ready yet (%s)", exc)
 
-    async def Process(self, request_iterator: Any, context: Any) -> Any:  # noqa: N802 - the gRPC method's name
-        x = Exchange()
-        loop = asyncio.get_running_loop()
-        try:
-            async for req in request_iterator:
-                kind = req.WhichOneof("request")
-                if kind == "request_headers":
-                    x.headers = _headers(req.request_headers)
-                    x.metered = self.meters(x.headers) and not req.request_headers.end_of_stream
-                    yield CONTINUE_REQ_HEADERS
-                elif kind == "request_body":
-                    if not x.headers:  # request headers SKIPped: they came as attributes with the body
-                        x.headers = _attribute_headers(req)
-                        x.metered = self.meters(x.headers)
-                    if not x.metered:
-                        yield CONTINUE_REQ_BODY
-                        continue
-                    rb = req.request_body
-                    x.body = x.body + rb.body if x.body else rb.body
-                    if not rb.end_of_stream:  # BUFFERED sends one message; be safe with more
-                        yield CONTINUE_REQ_BODY
-                        continue
-                    if self.inline and self.lazy._admission is not None:
-                        answer = self.on_request(x)
-                    else:
-                        answer = await loop.run_in_executor(self.pool, self.on_request, x)
-                    yield answer
-                    if answer.HasField("immediate_response"):
+    async def Process(self, request_iterator: Any, context: Any) -> None:  # noqa: N802 - the gRPC method's name
+        """One request's stream, in either layout (docs/gateways.md): envoy.yaml's one stream (reserve, then
+        the response read and settled on it), or envoy-observer.yaml's two: the reserve's stream (ends with
+        the reserve's answer) and the observer's (observe.py: read and settled, nothing answered).
+        grpc.aio's reader / writer API: no async generator between grpcio and this code."""
+        read, write = context.read, context.write
+        req = await read()
+        if req is EOF:
+            return
+        if req.observability_mode:
+            await observe.observe(req, read, self.settle)
+            return
+        headers: dict[str, str] | None = None
+        body = b""
+        while True:  # up to the reserve
+            kind = req.WhichOneof("request")
+            if kind == "request_headers":  # only when the filter SENDs them (envoy.yaml SKIPs: attributes instead)
+                headers = _headers(req.request_headers)
+                await write(CONTINUE_REQ_HEADERS)
+                if not self.meters(headers) or req.request_headers.end_of_stream:
+                    return
+            elif kind == "request_body":
+                if headers is None:  # request headers SKIPped: they came as attributes with the body
+                    headers = _attribute_headers(req)
+                    if not self.meters(headers):
+                        await write(CONTINUE_REQ_BODY)
                         return
-                elif kind == "response_headers":
-                    yield self.on_response_headers(x, req.response_headers)
-                    if req.response_headers.end_of_stream:
-                        self.settle(x, "ok" if x.status < 400 else "error")
+                rb = req.request_body
+                body = body + rb.body if body else rb.body  # BUFFERED: one message, taken as it is (no copy)
+                if rb.end_of_stream:
+                    break
+                await write(CONTINUE_REQ_BODY)
+            else:  # a phase the filter does not send before the body: let it pass
+                await write(CONTINUE.get(kind, CONTINUE_REQ_BODY))
+            req = await read()
+            if req is EOF:
+                return
+        if self.inline and self.lazy._admission is not None:
+            refused, quota, rid, est = self.on_request(headers, body)
+        else:
+            loop = asyncio.get_running_loop()
+            refused, quota, rid, est = await loop.run_in_executor(self.pool, self.on_request, headers, body)
+        if refused is not None:
+            await write(refused)
+            return
+        if (LAYOUT, OBSERVER) in context.invocation_metadata():  # the observer settles: this stream is done
+            await write(pb.ProcessingResponse(request_body=EMPTY_BODY,
+                                              dynamic_metadata=observe.reply_metadata(quota, rid, est)))  # fmt: skip
+            return
+        await write(CONTINUE_REQ_BODY)
+        await self.respond(read, write, observe.Exchange(rid, est, time.time()) if rid else None, quota)
+
+    async def respond(self, read: Any, write: Any, x: observe.Exchange | None, quota: dict[str, str]) -> None:
+        """envoy.yaml's layout, after the reserve: the quota headers added to the response headers, the
+        response read on its way (each message answered at once) and settled, `cancelled` if the stream
+        ends first (the client left, a timeout)."""
+        try:
+            while (req := await read()) is not EOF:
+                kind = req.WhichOneof("request")
+                if kind == "response_headers":
+                    await write(_with_headers(quota) if quota else CONTINUE_RESP_HEADERS)
+                    if x is not None:
+                        x.on_headers(req.response_headers)
+                        if req.response_headers.end_of_stream:
+                            self.settle(x, "ok" if x.status < 400 else "error")
                 elif kind == "response_body":
-                    if x.reservation is not None:
+                    await write(CONTINUE_RESP_BODY)  # answered first: the chunk goes on while it is read
+                    if x is not None and not x.settled:
                         x.feed(req.response_body.body)
                         if req.response_body.end_of_stream:
-                            x.finish_json()
+                            x.finish()
                             self.settle(x, "ok" if x.status < 400 else "error")
-                    yield CONTINUE_RESP_BODY
-                elif kind == "request_trailers":
-                    yield CONTINUE_REQ_TRAILERS
-                elif kind == "response_trailers":
-                    if x.reservation is not None:
-                        x.finish_json()
+                else:
+                    await write(CONTINUE.get(kind, CONTINUE_RESP_TRAILERS))
+                    if kind == "response_trailers" and x is not None and not x.settled:
+                        x.finish()
                         self.settle(x, "ok" if x.status < 400 else "error")
-                    yield CONTINUE_RESP_TRAILERS
         finally:
-            # Envoy closed the stream before the response ended: the client left (or a timeout hit).
-            self.settle(x, "cancelled")
+            if x is not None:
+                self.settle(x, "cancelled")  # a no-op once settled
 
     # ---- request ------------------------------------------------------------------------------
 
@@ -331,88 +330,64 @@ class Processor(pb_grpc.ExternalProcessorServicer):
         path = h.get(":path", "").split("?", 1)[0].rstrip("/")
         return self.enabled and h.get(":method") == "POST" and path.endswith(METERED)
 
-    def on_request(self, x: Exchange) -> pb.ProcessingResponse:
+    def on_request(self, headers: dict[str, str], raw: bytes) -> Reserved:
+        """The reserve: (the refusal to answer, or None when admitted; the quota headers; the reservation
+        to settle, None when the fail mode admitted; the prompt estimate)."""
         try:
-            body = json.loads(x.body)
+            body = json.loads(raw)
         except ValueError:
-            return refusal(400, "Headroom: the request body is not JSON", "invalid_request_error")
+            return refusal(400, "Headroom: the request body is not JSON", "invalid_request_error"), {}, None, 0
         if not isinstance(body, dict) or not isinstance(body.get("model"), str) or not body["model"]:
-            return refusal(400, "Headroom: the request names no model", "invalid_request_error")
-        scope = self.config.who(x.headers)
+            return refusal(400, "Headroom: the request names no model", "invalid_request_error"), {}, None, 0
+        scope = self.config.who(headers)
         if not scope["tenant"]:
-            return refusal(403, "Headroom: this key names no tenant", "permission_error")
+            return refusal(403, "Headroom: this key names no tenant", "permission_error"), {}, None, 0
         model, region = self.config.scope(body["model"])
         if not region:
-            return refusal(500, f"Headroom: no region for {body['model']!r} (models or HEADROOM_REGION)", "api_error")
+            msg = f"Headroom: no region for {body['model']!r} (models or HEADROOM_REGION)"
+            return refusal(500, msg, "api_error"), {}, None, 0
         out_est = body.get("max_completion_tokens", body.get("max_tokens"))
         if out_est is not None and (isinstance(out_est, bool) or not isinstance(out_est, int) or out_est < 0):
-            return refusal(400, "max_tokens must be a whole number", "invalid_request_error")
-        request_id = x.headers.get("x-request-id", "")
+            return refusal(400, "max_tokens must be a whole number", "invalid_request_error"), {}, None, 0
+        request_id = headers.get("x-request-id", "")
         if not request_id:
-            return refusal(500, "Headroom: Envoy gave this request no x-request-id", "api_error")
-        x.prompt_est = estimate_prompt(body)
+            return refusal(500, "Headroom: Envoy gave this request no x-request-id", "api_error"), {}, None, 0
+        est = estimate_prompt(body)
         args = {"request_id": request_id, "tenant": scope["tenant"], "project": scope["project"], "model": model,
-                "region": region, "traffic_class": scope["traffic_class"], "prompt_tokens": x.prompt_est,
+                "region": region, "traffic_class": scope["traffic_class"], "prompt_tokens": est,
                 "max_output_tokens": out_est}  # fmt: skip
         try:
             d, adm = self.lazy.reserve(**args)
         except ValueError as exc:  # library mode's InvalidRequest
-            return refusal(400, f"Headroom: {exc}", "invalid_request_error")
+            return refusal(400, f"Headroom: {exc}", "invalid_request_error"), {}, None, 0
         if d.get("decision") == "throttle":
-            return throttle(d)
+            return throttle(d), {}, None, 0
         if d.get("decision") != "admit":  # HTTP mode's 400: the field it names
-            return refusal(400, f"Headroom refused the request: {json.dumps(d)}", "invalid_request_error")
+            return refusal(400, f"Headroom refused the request: {json.dumps(d)}", "invalid_request_error"), {}, None, 0
         if d.get("settled"):  # a replayed request id whose reservation is settled: never served twice
-            return refusal(409, "Headroom: this request id was already served and settled", "invalid_request_error")
-        x.quota = ha.quota_headers(d)
-        if adm is not None:  # else admitted by the fail mode: nothing to complete
-            x.reservation, x.adm = d["reservation_id"], adm
-        return CONTINUE_REQ_BODY
+            return (
+                refusal(409, "Headroom: this request id was already served and settled", "invalid_request_error"),
+                {},
+                None,
+                0,
+            )
+        return None, ha.quota_headers(d), d["reservation_id"] if adm is not None else None, est
 
-    # ---- response -----------------------------------------------------------------------------
+    # ---- settlement (the observer stream's) ----------------------------------------------------
 
-    def on_response_headers(self, x: Exchange, hs: Any) -> pb.ProcessingResponse:
-        if x.reservation is None and not x.quota:
-            return CONTINUE_RESP_HEADERS
-        h = _headers(hs)
-        try:
-            x.status = int(h.get(":status", "200"))
-        except ValueError:
-            x.status = 200
-        x.sse = h.get("content-type", "").startswith("text/event-stream")
-        if not x.quota:
-            return CONTINUE_RESP_HEADERS
-        mut = pb.HeaderMutation(set_headers=[_hvo(k, v) for k, v in x.quota.items()])
-        return pb.ProcessingResponse(
-            response_headers=pb.HeadersResponse(response=pb.CommonResponse(header_mutation=mut))
-        )
-
-    def settle(self, x: Exchange, status: str) -> None:
+    def settle(self, x: observe.Exchange, status: str) -> None:
         """Complete the reservation once, in a worker thread (never on the event loop, never awaited:
         a cancelled stream cannot await)."""
-        if x.reservation is None or x.settled:
+        if x.settled:
             return
         x.settled = True
-        u = x.usage or {}
-        prompt, output = u.get("prompt_tokens"), u.get("completion_tokens")
-        cached = (u.get("prompt_tokens_details") or {}).get("cached_tokens") if isinstance(u, dict) else None
-        if not isinstance(prompt, int) or not isinstance(output, int):  # no usage: the estimate and what streamed
-            prompt, output, cached = x.prompt_est, x.chunks, None
-        if not isinstance(cached, int) or not 0 < cached <= prompt:
-            cached = None
-        now = time.monotonic()
-        ttft = (x.first_byte - x.started) * 1000 if x.first_byte is not None else None
-        args = {"prompt_tokens": prompt, "output_tokens": output, "status": status, "cached_prompt_tokens": cached,
-                "ttft_ms": ttft, "e2e_ms": (now - x.started) * 1000}  # fmt: skip
-        # Never on the event loop: the last response-body message's answer (the client's last bytes)
-        # and every other stream would wait for the Redis or portal round trip (measured: 1.15 × the
-        # requests/s of completing on the loop, interleaved A/B at 8 clients).
-        self.pool.submit(self._complete, x.adm, x.reservation, args)
+        # Never on the event loop: every other stream (a reserve among them) would wait for the Redis or
+        # portal round trip (measured: 1.15 × the requests/s of completing on the loop, A/B at 8 clients).
+        self.pool.submit(self._complete, x.reservation, x.complete_args(status))
 
-    @staticmethod
-    def _complete(adm: Any, reservation_id: str, args: dict[str, Any]) -> None:
+    def _complete(self, reservation_id: str, args: dict[str, Any]) -> None:
         try:
-            adm.complete(reservation_id, **args)
+            self.lazy.get().complete(reservation_id, **args)
         except Exception:  # never fail the client's answer over a settlement: the TTL settles it
             log.warning("Headroom: complete of %s failed; its TTL will settle it", reservation_id, exc_info=True)
 

@@ -32,9 +32,14 @@ def scopes(prefix: str) -> tuple[Scope, Scope]:
     return budget, rps
 
 
-def run(url: str, prefix: str, offset: float, threads: int, seconds: float, out) -> None:  # type: ignore[no-untyped-def]
+def run(url: str, prefix: str, offset, threads: int, seconds: float, out, ready, go) -> None:  # type: ignore[no-untyped-def]
+    """`offset` (a shared double) is set by the parent once every process is ready (`ready`), then `go` is
+    set: the boundary's lead then counts from when the hammering starts, however slowly processes spawn."""
     backend = RedisBackend(url, prefix=prefix, socket_timeout=2.0)
-    backend.period_offset_s = offset
+    backend.ping()
+    ready.put(1)
+    go.wait()
+    backend.period_offset_s = offset.value
     budget, rps = scopes(prefix)
     lock = threading.Lock()
     acc = {"admits": [], "rps_admits": [], "throttles": {}, "rps_throttles": {}, "errors": 0, "fail_open": 0,

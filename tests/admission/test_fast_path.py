@@ -102,3 +102,46 @@ def test_a_cached_gateway_call_skips_the_page_middleware(w, monkeypatch):
     assert gw.post(COMPLETE, done, format="json").status_code == 200 and below == []
     bad = gw.post(RESERVE, {**body("acme", "reserved", "bad"), "prompt_tokens": -1}, format="json")
     assert bad.status_code == 400 and sorted(below) == ["AuthenticationMiddleware", "CsrfViewMiddleware"]
+
+
+def test_every_header_is_as_drf_names_it(w, monkeypatch):
+    """The quota headers too (api._set_headers writes them past ResponseHeaders' conversion): the same
+    names, in the same spelling, on the fast path as through DRF, and the static ones' values."""
+    gw = w.gateway
+    gw.post(RESERVE, body("acme", "reserved", "warm"), format="json")
+    fast = gw.post(RESERVE, body("acme", "reserved", "f"), format="json")
+    monkeypatch.setattr(api._GatewayFastPath, "_fast", lambda self, request: api._SLOW)
+    slow = gw.post(RESERVE, body("acme", "reserved", "s"), format="json")
+    assert sorted(fast.headers) == sorted(slow.headers)
+    assert "x-ratelimit-remaining-tokens" in fast.headers
+    for h in ("Allow", "Vary", "Content-Type", "x-ratelimit-limit-tokens"):
+        assert fast.headers[h] == slow.headers[h]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"x-ratelimit-remaining-tokens": "7940", "x-ratelimit-reset-tokens": "1", "Retry-After": "5"},
+        {"x-headroom-served-from": "pool-b", "x-headroom-budget-remaining-usd": "12.5"},
+        {"x-headroom-served-from": "Zürich"},  # not ASCII: encoded as ResponseHeaders always did (MIME)
+    ],
+)
+def test_set_headers_stores_what_response_setitem_would(headers):
+    from django.http import HttpResponse
+
+    fast, plain = (
+        HttpResponse(b"{}", content_type="application/json"),
+        HttpResponse(b"{}", content_type="application/json"),
+    )
+    api._set_headers(fast, headers)
+    plain["Allow"], plain["Vary"] = "POST, OPTIONS", "Accept"
+    for k, v in headers.items():
+        plain[k] = v
+    assert fast.headers._store == plain.headers._store
+
+
+def test_set_headers_still_refuses_a_newline():
+    from django.http import BadHeaderError, HttpResponse
+
+    with pytest.raises(BadHeaderError):
+        api._set_headers(HttpResponse(b"{}"), {"x-headroom-served-from": "a\r\nSet-Cookie: x=1"})

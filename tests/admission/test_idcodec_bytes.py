@@ -39,3 +39,15 @@ def test_sign_writes_the_bytes_json_dumps_would(tenant, request_id, project):
     token = idcodec.sign(c, KEY)
     assert token == reference(c, KEY)
     assert idcodec.verify(token, [KEY]) == c
+
+
+@pytest.mark.parametrize("key", [b"", b"k", b"k" * 32, b"k" * 64, b"k" * 65, "ключ 🔑".encode() * 20])
+def test_the_signature_is_hmac_sha256_for_any_key_length(key):
+    """idcodec keeps HMAC's two padded states per key and copies them (RFC 2104 by hand): the same bytes
+    as hmac.new for keys shorter than, equal to and longer than SHA-256's 64-byte block (hashed first),
+    so ids signed before this change still verify and ids signed now verify on a process without it."""
+    c = Claims("acme", "req-1", ("acme", "", "llama-test", "us-test", "reserved"), 17, "100.0", "0", "fail_open")
+    token = idcodec.sign(c, key)
+    assert token == reference(c, key)
+    assert idcodec.verify(token, [b"other", key]) == c
+    assert idcodec.verify(token, [key + b"x"]) is None

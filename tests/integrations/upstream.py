@@ -11,7 +11,8 @@ deliberately not what a gateway estimates:
 - with `"stream": true` one SSE chunk per output token (paced by `delay:MS` in a message), then,
   with `stream_options.include_usage`, a last chunk carrying `usage`, then `[DONE]`.
 `--ttfb-ms MS` holds every answer back that long before its first byte (a model's time to first
-token, for the benches). A message's `id:TAG` names the request in the log: one JSON line per answer, `{"tag", "usage",
+token, for the benches); a message's `wait:MS` holds that one answer back, logging its arrival first
+(`finished` false, `sent` 0: the test knows it reached the upstream). A message's `id:TAG` names the request in the log: one JSON line per answer, `{"tag", "usage",
 "stream", "finished", "sent"}` (`finished` false when the client left mid-stream).
 """
 
@@ -30,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
-MARK = re.compile(r"\b(id|short|delay):(\S+)")
+MARK = re.compile(r"\b(id|short|delay|wait):(\S+)")
 
 
 def text_of(body: dict[str, Any]) -> list[str]:
@@ -68,6 +69,9 @@ def make_app(log_path: str | None, ttfb_ms: float = 0.0) -> Starlette:
             await asyncio.sleep(ttfb_ms / 1000)
         usage, marks = usage_for(body)
         tag = marks.get("id")
+        if "wait" in marks:
+            record(tag, usage, bool(body.get("stream")), False, 0)
+            await asyncio.sleep(float(marks["wait"]) / 1000)
         model = body.get("model", "upstream")
         created = int(time.time())
         n = usage["completion_tokens"]

@@ -94,3 +94,22 @@ def test_a_batch_of_replays_only_stores_nothing_and_adds_nothing(fleet):
     assert (again.accepted, again.duplicates) == (1, 4)
     assert sum(MinuteRollup.objects.values_list("requests", flat=True)) == 5
     assert AdmissionEvent.objects.count() == EventKey.objects.count() == 5
+
+
+@pytest.mark.postgres
+def test_a_second_batch_in_one_transaction_finds_the_stage_empty(fleet):
+    # the test's own transaction spans both: ON COMMIT DELETE ROWS never comes between them, the DELETE does
+    # (without it the second batch's move would meet the first's staged rows and take the slow exact path)
+    from django.db import connection
+
+    from telemetry.columns import FIELDS
+    from telemetry.staging import STAGE, stage_copy
+
+    ingest_events(source="gw", events=[event(0), event(1)])
+    with stage_copy(FIELDS):
+        pass
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT count(*) FROM {STAGE}")  # noqa: S608 - a module constant
+        assert cur.fetchone()[0] == 0
+    assert ingest_events(source="gw", events=[event(2)]).accepted == 1
+    assert sum(MinuteRollup.objects.values_list("requests", flat=True)) == 3
