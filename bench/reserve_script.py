@@ -49,10 +49,12 @@ from bench import admission as adm  # noqa: E402 - after the path (sets the benc
 OLD = "ead91d8"
 
 
-def old_source() -> str:
+def old_source(rev: str = OLD) -> str:
+    """reserve.lua as loaded at commit `rev` (lib.lua, the generated preamble, the script)."""
+
     def show(path: str) -> str:
         return subprocess.run(
-            ["git", "show", f"{OLD}:{path}"], cwd=ROOT, capture_output=True, check=True, text=True
+            ["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True, check=True, text=True
         ).stdout
 
     old_inputs: dict = {"__name__": "old_inputs"}
@@ -154,10 +156,48 @@ def block(r, cmd: str, fn, n: int) -> tuple[float, float, float]:
     return (u1 - u0) / (c1 - c0), wall, (k1 - k0) / n
 
 
+def per_call(r, sides: dict, args, plain: Captured) -> int:
+    """Each script call's own server time from SLOWLOG (threshold 0: every command logged with its µs),
+    batches of 100 calls per side, interleaved: the low percentiles are the script's work without the
+    preemptions a loaded machine adds to a block's mean (a private server only: the log is reset)."""
+    r.config_set("slowlog-log-slower-than", 0)
+    r.config_set("slowlog-max-len", 4000)
+    took: dict[str, list[int]] = {k: [] for k in sides}
+    names = list(sides)
+    for rnd in range(args.rounds * 4):
+        for name in names if rnd % 2 == 0 else names[::-1]:
+            fn = sides[name][1]
+            fn.prefix = "b" + uuid.uuid4().hex[: len(plain.prefix) - 1]
+            r.slowlog_reset()
+            for i in range(100):
+                fn(i)
+            for e in r.slowlog_get(4000):
+                cmd = e["command"]
+                if isinstance(cmd, bytes):
+                    cmd = cmd.decode(errors="replace")
+                if cmd.upper().startswith("EVALSHA"):
+                    took[name].append(int(e["duration"]))
+            for k in r.scan_iter(fn.prefix + "*", count=1000):
+                r.delete(k)
+    r.config_set("slowlog-log-slower-than", 10000)
+    print(f"Per call (SLOWLOG), µs: p10 / p25 / median of {args.rounds * 4} × 100 calls a side; {adm.load()}")
+    q = {k: statistics.quantiles(v, n=20) for k, v in took.items()}
+    for k in names:
+        print(f"  {k:<40} {q[k][1]:6.1f} {q[k][4]:6.1f} {q[k][9]:6.1f}  (n={len(took[k])})")
+    for k in ("reserve, plain scope", "reserve, budgeted scope"):
+        for other in (" (old script)", " (base script)"):
+            if k + other in q:
+                print(f"  {k}: new ÷ {other.strip(' ()')}, p10 {q[k][1] / q[k + other][1]:.2f},"
+                      f" p25 {q[k][4] / q[k + other][4]:.2f}, median {q[k][9] / q[k + other][9]:.2f}")  # fmt: skip
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=2000, help="calls per block")
     ap.add_argument("--rounds", type=int, default=6, help="rounds, the block order reversed each round (≥ 5)")
+    ap.add_argument("--per-call", action="store_true", help="per-call times from SLOWLOG (a private server)")
+    ap.add_argument("--base", default="", help="also replay the scripts of this commit (a step between old and new)")
     args = ap.parse_args()
     os.environ["ADMISSION_KEY_PREFIX"] = f"bench-{uuid.uuid4().hex[:8]}:"
     import redis
@@ -181,6 +221,7 @@ def main() -> int:
         plain, budgeted = capture("acme"), capture("globex")
         empty = r.script_load("return 1")
         old = r.script_load(old_source())
+        base = r.script_load(old_source(args.base)) if args.base else None
 
         def with_args(i: int) -> None:
             r.execute_command("EVALSHA", empty, plain.nkeys, *plain.args, *plain.static, *plain.extra)
@@ -204,6 +245,9 @@ def main() -> int:
             "reserve, plain scope (old script)": ("evalsha", Replay(plain, old)),
             "reserve, budgeted scope (old script)": ("evalsha", Replay(budgeted, old)),
         }
+        if base:
+            sides["reserve, plain scope (base script)"] = ("evalsha", Replay(plain, base))
+            sides["reserve, budgeted scope (base script)"] = ("evalsha", Replay(budgeted, base))
 
         def run_block(name: str, n: int) -> tuple[float, float, float]:
             cmd, fn = sides[name]
@@ -218,6 +262,8 @@ def main() -> int:
 
         for name in sides:  # warm: scripts cached, connections open
             run_block(name, 50)
+        if args.per_call:
+            return per_call(r, {k: v for k, v in sides.items() if isinstance(v[1], Replay)}, args, plain)
         got: dict[str, list[tuple[float, float, float]]] = {k: [] for k in sides}
         names = list(sides)
         for rnd in range(args.rounds):
@@ -232,8 +278,21 @@ def main() -> int:
             cmds = statistics.median(x[2] for x in got[k])
             print(f"  {k:<40} {med[k]:7.1f}   (rounds {min(x[0] for x in got[k]):.1f}-{max(x[0] for x in got[k]):.1f}),"
                   f" {cmds:.1f} commands in the script")  # fmt: skip
+
+        def paired(a: str, b: str) -> float:
+            """The median of the rounds' own ratios (each round's blocks ran side by side: less load noise)."""
+            return statistics.median(x[0] / y[0] for x, y in zip(got[a], got[b], strict=True))
+
         for k in ("reserve, plain scope", "reserve, budgeted scope"):
-            print(f"  {k}: new ÷ old script, Redis server time: {med[k] / med[k + ' (old script)']:.2f}")
+            print(f"  {k}: new ÷ old script, Redis server time: {med[k] / med[k + ' (old script)']:.2f}"
+                  f" (median of the rounds' ratios {paired(k, k + ' (old script)'):.2f})")  # fmt: skip
+            if base:
+                b = med[k + " (base script)"]
+                print(
+                    f"  {k}: {args.base} ÷ old {b / med[k + ' (old script)']:.2f}, new ÷ {args.base} {med[k] / b:.2f}"
+                    f" (rounds' ratios: {paired(k + ' (base script)', k + ' (old script)'):.2f},"
+                    f" {paired(k, k + ' (base script)'):.2f})"
+                )
         incr_wall = statistics.median(x[1] for x in got["INCR"])
         print(f"  INCR wall time per call on this client: {incr_wall:.0f} µs")
         for k, goal in (("reserve, plain scope", 1.35), ("reserve, budgeted scope", 1.5)):

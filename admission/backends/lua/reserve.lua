@@ -28,52 +28,55 @@ local want_q, spill_ok, lim = A_want_quota, A_spill_ok, A_limited
 -- the scope's hash named for the period's key (issue 49.1); `vals`: those fields as read with the scope's
 -- other fields (nil: read here). A field absent is the period's first spend in the hash: `how` 1, or 2
 -- when its spend is still under the key itself (a store written before: read there, moved on admission).
-local function periods_pick(now)
-  local got = {}
-  for _, p in ipairs(A_periods) do
-    local k, kend = p.keys[1], p.start_s
-    if now < p.start then kend = p.start_s
-    elseif now < p.stop then k, kend = p.keys[2], p.stop_s
-    else k, kend = p.keys[3], p.next_stop end
-    got[#got + 1] = {k, p.limit_s, kend, 0, 0, p.keys}
-  end
-  return got
-end
-
-local function periods_fill(got, vals, off)
-  for i, g in ipairs(got) do
-    local v = vals[off + i]
-    if v then g[4] = tonumber(v)
-    else
-      g[5] = 1
-      v = redis.call('GET', g[1])
-      if v then g[4], g[5] = tonumber(v), 2 end
-    end
-  end
-  return got
-end
-
-local function periods_now(now)
-  local got, ks = periods_pick(now), {}
-  if #got == 0 then return got end
-  for i, g in ipairs(got) do ks[i] = g[1] end
-  return periods_fill(got, redis.call('HMGET', K_own, unpack(ks)), 0)
-end
-
--- The request-rate bucket lives in the scope's hash (its own bucket's key), one field named for its
--- key: 'level|when'. `raw`: that field as read (nil: absent, so the bucket is still under its own key,
--- as a store written before issue 49.1 keeps it; an admission moves it into the hash).
+local periods_pick, periods_fill, periods_now, rq_level  -- built only with limits (A_limited)
 local rq_old = false
-local function rq_level(raw, now)
-  local v
-  if raw then
-    local bar = string.find(raw, '|', 1, true)
-    v = {string.sub(raw, 1, bar - 1), string.sub(raw, bar + 1)}
-  else
-    v = redis.call('HMGET', K_rq, 'l', 't')
-    rq_old = v[1] ~= false and v[1] ~= nil
+if lim then
+  function periods_pick(now)
+    local got = {}
+    for _, p in ipairs(A_periods) do
+      local k, kend = p.keys[1], p.start_s
+      if now < p.start then kend = p.start_s
+      elseif now < p.stop then k, kend = p.keys[2], p.stop_s
+      else k, kend = p.keys[3], p.next_stop end
+      got[#got + 1] = {k, p.limit_s, kend, 0, 0, p.keys}
+    end
+    return got
   end
-  return level_of(v, A_rq_rate, A_rq_depth, now)
+
+  function periods_fill(got, vals, off)
+    for i, g in ipairs(got) do
+      local v = vals[off + i]
+      if v then g[4] = tonumber(v)
+      else
+        g[5] = 1
+        v = redis.call('GET', g[1])
+        if v then g[4], g[5] = tonumber(v), 2 end
+      end
+    end
+    return got
+  end
+
+  function periods_now(now)
+    local got, ks = periods_pick(now), {}
+    if #got == 0 then return got end
+    for i, g in ipairs(got) do ks[i] = g[1] end
+    return periods_fill(got, redis.call('HMGET', K_own, unpack(ks)), 0)
+  end
+
+  -- The request-rate bucket lives in the scope's hash (its own bucket's key), one field named for its
+  -- key: 'level|when'. `raw`: that field as read (nil: absent, so the bucket is still under its own key,
+  -- as a store written before issue 49.1 keeps it; an admission moves it into the hash).
+  function rq_level(raw, now)
+    local v
+    if raw then
+      local bar = string.find(raw, '|', 1, true)
+      v = {string.sub(raw, 1, bar - 1), string.sub(raw, bar + 1)}
+    else
+      v = redis.call('HMGET', K_rq, 'l', 't')
+      rq_old = v[1] ~= false and v[1] ~= nil
+    end
+    return level_of(v, A_rq_rate, A_rq_depth, now)
+  end
 end
 
 -- The header values (quota.py's whole, to_full: the same rule in Python for the memory store), formatted
@@ -203,7 +206,7 @@ if live >= A_max_concurrency then return throttle('CONCURRENCY_LIMIT', A_retry_c
 -- Period budgets, then the request rate, then the token rate (mirrored by memory.py). A period
 -- bucket holds what was spent under a key named for its period: it resets by key change at the
 -- boundary and never refills in between.
-local units, charges, rq_l = 0, {}, nil
+local units, charges, rq_l = 0, nil, nil  -- charges: with limits only
 if lim then
   units = A_units
   local untl = 0
@@ -231,77 +234,6 @@ local bor_reason, bor_retry = 'RECLAIMED', A_retry_reclaimed
 if degraded then bor_reason, bor_retry = 'PLATFORM_CAPACITY', A_retry_platform end
 local pool_ok = room_above_margin(pool_l, c, A_margin)
 
--- Borrowed tokens written at `at` as they count at `now` (fair.decayed).
-local function decayed(u, at, now)
-  if now > at then return u * math.exp(-(now - at) / A_window_s) end
-  return u
-end
-
-local function fields(raw)
-  local f = {}
-  for v in string.gmatch(raw, '[^|]+') do f[#f + 1] = tonumber(v) end
-  return f
-end
-
--- What an entry's own borrowing limit lets it take now (fair.can_take; an entry without those fields,
--- written before issue 48.3: unlimited).
-local function can_take(f, now)
-  if not f[8] then return math.huge end
-  local l = f[5] + f[6] * math.max(0, now - f[2])
-  if l > f[7] then l = f[7] end
-  return l
-end
-
--- The pool's fair-share table (fair.py; memory.py: _fair_read): → this scope's borrowed tokens in the
--- window, the active borrowers' together, their weights together (this scope counted as active), and
--- {held, weight, can take} of each other active one. A borrower counts as active while its entry is
--- recent and its own limit would let it take what it last asked; entries neither active nor borrowing
--- are dropped.
-local function fair_read(now)
-  local all = redis.call('HGETALL', K_fair)
-  local mine, used, weights, others = 0, 0, A_weight, {}
-  for i = 1, #all, 2 do
-    local f = fields(all[i + 1])
-    local got = decayed(f[1], f[2], now)
-    if all[i] == A_member then
-      mine = got
-      used = used + got
-    elseif f[4] > now and (not f[8] or can_take(f, now) >= f[8]) then
-      used = used + got
-      weights = weights + f[3]
-      others[#others + 1] = {got, f[3], can_take(f, now)}
-    elseif f[4] <= now and got < 1e-3 then redis.call('HDEL', K_fair, all[i]) end
-  end
-  return mine, used, weights, others
-end
-
--- fair.fair_ok: within its share, or what it takes leaves the more-deserving ones what they are owed.
-local function fair_ok(mine, pie, weights, room, others)
-  local w = A_weight
-  if mine * weights <= pie * w then return true end
-  local need = 0
-  for _, o in ipairs(others) do
-    if o[1] * w < mine * o[2] then
-      need = need + math.min(math.max(0, o[2] * pie / weights - o[1]), o[3])
-    end
-  end
-  return room - c >= need
-end
-
--- This scope's entry: its borrowed tokens decayed to now plus `add`, active for A_active_s more, and
--- what its own borrow bucket holds after this attempt (`bl`), with its rate, depth and this cost.
-local function fair_put(now, now_str, add, bl)
-  local u = 0
-  local got = redis.call('HGET', K_fair, A_member)
-  if got then
-    local f = fields(got)
-    u = decayed(f[1], f[2], now)
-  end
-  redis.call('HSET', K_fair, A_member, num(u + add) .. '|' .. now_str .. '|' .. A_weight_s .. '|' ..
-    num(now + A_active_s) .. '|' .. num(bl) .. '|' .. num(A_borrow_rate) .. '|' .. num(A_borrow_depth) ..
-    '|' .. A_cost_s)
-end
-
 local source, bor_l, lend_l
 -- What this admission charged the lend accounts, for complete.lua (lib.lua: the record's last field):
 -- 'n|n × (key|rate|depth|wt)' and, for a borrowed one, 'table|member|weight|window|wt|when'.
@@ -322,6 +254,77 @@ else
   if bor_d <= 0 then return quota_exceeded(c - own_l, own_r) end
   bor_l = level(K_borrow, bor_r, bor_d, now)  -- read only now: decide() needs it only here
   if bor_l < c then return quota_exceeded(c - math.max(own_l, bor_l), own_r + bor_r) end
+  -- The fair-share helpers, built only on this path (a closure defined at the top would be built on every call).
+  -- Borrowed tokens written at `at` as they count at `now` (fair.decayed).
+  local function decayed(u, at, now)
+    if now > at then return u * math.exp(-(now - at) / A_window_s) end
+    return u
+  end
+
+  local function fields(raw)
+    local f = {}
+    for v in string.gmatch(raw, '[^|]+') do f[#f + 1] = tonumber(v) end
+    return f
+  end
+
+  -- What an entry's own borrowing limit lets it take now (fair.can_take; an entry without those fields,
+  -- written before issue 48.3: unlimited).
+  local function can_take(f, now)
+    if not f[8] then return math.huge end
+    local l = f[5] + f[6] * math.max(0, now - f[2])
+    if l > f[7] then l = f[7] end
+    return l
+  end
+
+  -- The pool's fair-share table (fair.py; memory.py: _fair_read): → this scope's borrowed tokens in the
+  -- window, the active borrowers' together, their weights together (this scope counted as active), and
+  -- {held, weight, can take} of each other active one. A borrower counts as active while its entry is
+  -- recent and its own limit would let it take what it last asked; entries neither active nor borrowing
+  -- are dropped.
+  local function fair_read(now)
+    local all = redis.call('HGETALL', K_fair)
+    local mine, used, weights, others = 0, 0, A_weight, {}
+    for i = 1, #all, 2 do
+      local f = fields(all[i + 1])
+      local got = decayed(f[1], f[2], now)
+      if all[i] == A_member then
+        mine = got
+        used = used + got
+      elseif f[4] > now and (not f[8] or can_take(f, now) >= f[8]) then
+        used = used + got
+        weights = weights + f[3]
+        others[#others + 1] = {got, f[3], can_take(f, now)}
+      elseif f[4] <= now and got < 1e-3 then redis.call('HDEL', K_fair, all[i]) end
+    end
+    return mine, used, weights, others
+  end
+
+  -- fair.fair_ok: within its share, or what it takes leaves the more-deserving ones what they are owed.
+  local function fair_ok(mine, pie, weights, room, others)
+    local w = A_weight
+    if mine * weights <= pie * w then return true end
+    local need = 0
+    for _, o in ipairs(others) do
+      if o[1] * w < mine * o[2] then
+        need = need + math.min(math.max(0, o[2] * pie / weights - o[1]), o[3])
+      end
+    end
+    return room - c >= need
+  end
+
+  -- This scope's entry: its borrowed tokens decayed to now plus `add`, active for A_active_s more, and
+  -- what its own borrow bucket holds after this attempt (`bl`), with its rate, depth and this cost.
+  local function fair_put(now, now_str, add, bl)
+    local u = 0
+    local got = redis.call('HGET', K_fair, A_member)
+    if got then
+      local f = fields(got)
+      u = decayed(f[1], f[2], now)
+    end
+    redis.call('HSET', K_fair, A_member, num(u + add) .. '|' .. now_str .. '|' .. A_weight_s .. '|' ..
+      num(now + A_active_s) .. '|' .. num(bl) .. '|' .. num(A_borrow_rate) .. '|' .. num(A_borrow_depth) ..
+      '|' .. A_cost_s)
+  end
   -- Lending limits and fair share (issues 36.3, 48.3; mirrored by memory.py): every borrowed attempt
   -- its own limit lets through keeps the scope active; the fair-share rule is fair.fair_ok.
   local fw = A_weight
@@ -384,21 +387,25 @@ if source == 'borrowed' then
   static, own_after = A_record_borrowed, own_l
   put(K_borrow, bor_l - c, now_str)
 end
--- The scope's hash: its own bucket, the in-flight bound, the request-rate bucket, the period budgets.
-local hs = {K_own, 'l', num(own_after), 't', now_str, K_inflight, due_s}
-if rq_l then hs[#hs + 1], hs[#hs + 2] = K_rq, num(rq_l - 1) .. '|' .. now_str end
-for _, ch in ipairs(charges) do hs[#hs + 1], hs[#hs + 2] = ch[1], num(ch[4] + units) end
-redis.call('HSET', unpack(hs))
-if rq_old then redis.call('DEL', K_rq) end  -- moved into the hash
-for _, ch in ipairs(charges) do
-  if ch[5] == 2 then redis.call('DEL', ch[1]) end  -- moved into the hash
-  if ch[5] >= 1 then
-    -- The period's first spend in the hash (once per period): the fields of this budget's periods
-    -- other than the previous, this and the next one go (a period's spend is kept past its end until then).
-    local stem, keep = string.match(ch[1], '^(.*:)[^:]*$'), {}
-    for _, k in ipairs(ch[6]) do keep[k] = true end
-    for _, f in ipairs(redis.call('HKEYS', K_own)) do
-      if string.sub(f, 1, #stem) == stem and not keep[f] then redis.call('HDEL', K_own, f) end
+-- The scope's hash: its own bucket, the in-flight bound, the request-rate bucket, the period budgets
+-- (a plain scope's in one call, no table built).
+if not lim then redis.call('HSET', K_own, 'l', num(own_after), 't', now_str, K_inflight, due_s)
+else
+  local hs = {K_own, 'l', num(own_after), 't', now_str, K_inflight, due_s}
+  if rq_l then hs[#hs + 1], hs[#hs + 2] = K_rq, num(rq_l - 1) .. '|' .. now_str end
+  for _, ch in ipairs(charges) do hs[#hs + 1], hs[#hs + 2] = ch[1], num(ch[4] + units) end
+  redis.call('HSET', unpack(hs))
+  if rq_old then redis.call('DEL', K_rq) end  -- moved into the hash
+  for _, ch in ipairs(charges) do
+    if ch[5] == 2 then redis.call('DEL', ch[1]) end  -- moved into the hash
+    if ch[5] >= 1 then
+      -- The period's first spend in the hash (once per period): the fields of this budget's periods
+      -- other than the previous, this and the next one go (a period's spend is kept past its end until then).
+      local stem, keep = string.match(ch[1], '^(.*:)[^:]*$'), {}
+      for _, k in ipairs(ch[6]) do keep[k] = true end
+      for _, f in ipairs(redis.call('HKEYS', K_own)) do
+        if string.sub(f, 1, #stem) == stem and not keep[f] then redis.call('HDEL', K_own, f) end
+      end
     end
   end
 end
