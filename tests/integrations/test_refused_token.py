@@ -41,15 +41,12 @@ def _envoy_answer(plugin: ha.LazyAdmission, cls: str) -> tuple[int, dict]:
                           "sk-globex": {"tenant": "globex", "traffic_class": "best_effort"}},
                     models={}, region="tiny-region")  # fmt: skip
     proc = ext_proc.Processor(config, plugin.get(), workers=1)
-    x = ext_proc.Exchange()
-    x.headers = {":method": "POST", ":path": "/v1/chat/completions", "authorization": f"Bearer {key}",
-                 "x-request-id": f"envoy-{cls}"}  # fmt: skip
-    x.body = bytearray(
-        json.dumps({"model": "llama-test", "max_tokens": 20, "messages": [{"role": "user", "content": "hi"}]}).encode()
-    )
-    r = proc.on_request(x)
+    headers = {":method": "POST", ":path": "/v1/chat/completions", "authorization": f"Bearer {key}",
+               "x-request-id": f"envoy-{cls}"}  # fmt: skip
+    body = json.dumps({"model": "llama-test", "max_tokens": 20, "messages": [{"role": "user", "content": "hi"}]})
+    r, _quota, _rid, _est = proc.on_request(headers, body.encode())
     proc.pool.shutdown()
-    if not r.HasField("immediate_response"):
+    if r is None or not r.HasField("immediate_response"):
         return 200, {}
     return r.immediate_response.status.code, json.loads(r.immediate_response.body)
 
