@@ -302,24 +302,27 @@ class Processor(pb_grpc.ExternalProcessorServicer):
         try:
             while (req := await read()) is not EOF:
                 kind = req.WhichOneof("request")
+                # Each message is read before it is answered: once the last one is answered Envoy may end the
+                # stream, and a cancel landing on that `await write` would settle `cancelled` without the usage
+                # the message carried (seen under load: the refunds came early and two throttles turned 200).
                 if kind == "response_headers":
-                    await write(_with_headers(quota) if quota else CONTINUE_RESP_HEADERS)
                     if x is not None:
                         x.on_headers(req.response_headers)
                         if req.response_headers.end_of_stream:
                             self.settle(x, "ok" if x.status < 400 else "error")
+                    await write(_with_headers(quota) if quota else CONTINUE_RESP_HEADERS)
                 elif kind == "response_body":
-                    await write(CONTINUE_RESP_BODY)  # answered first: the chunk goes on while it is read
                     if x is not None and not x.settled:
                         x.feed(req.response_body.body)
                         if req.response_body.end_of_stream:
                             x.finish()
                             self.settle(x, "ok" if x.status < 400 else "error")
+                    await write(CONTINUE_RESP_BODY)
                 else:
-                    await write(CONTINUE.get(kind, CONTINUE_RESP_TRAILERS))
                     if kind == "response_trailers" and x is not None and not x.settled:
                         x.finish()
                         self.settle(x, "ok" if x.status < 400 else "error")
+                    await write(CONTINUE.get(kind, CONTINUE_RESP_TRAILERS))
         finally:
             if x is not None:
                 self.settle(x, "cancelled")  # a no-op once settled
