@@ -5,7 +5,7 @@ any window, any overheads the catalogue may add, one pool or a launch request's 
 from __future__ import annotations
 
 import csv
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from django.conf import settings as dj_settings
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from demo.prices import load_prices
-from entitlements.models import Accelerator, Pool
+from entitlements.models import Accelerator, Pool, Price
 from entitlements.prices import prices_read_once
 from entitlements.quotes import pool_quotes, summed_quotes
 from tests.factories import AcceleratorFactory, OperatingPointFactory, RegionFactory, ServedModelFactory, make_pool
@@ -24,9 +24,13 @@ PROPS = settings(
 )
 
 
-def _demo_pairs() -> list[tuple[str, str]]:
+def _demo_rows() -> list[dict[str, str]]:
     with (dj_settings.DATA_DIR / "prices.csv").open(newline="", encoding="utf-8") as f:
-        return sorted({(r["accelerator"], r["region"]) for r in csv.DictReader(f)})
+        return list(csv.DictReader(f))
+
+
+def _demo_pairs() -> list[tuple[str, str]]:
+    return sorted({(r["accelerator"], r["region"]) for r in _demo_rows()})
 
 
 @pytest.fixture
@@ -36,7 +40,13 @@ def demo_pools(db) -> list[Pool]:
     for i, (acc, region) in enumerate(_demo_pairs()):
         op = OperatingPointFactory(model=model, accelerator=AcceleratorFactory(slug=acc, name=acc))
         pools.append(make_pool(f"demo-{i}", op=op, region=RegionFactory(slug=region, name=region)))
-    assert load_prices() > 0
+    # every row's accelerator and region is in the catalogue now: each row is written, once
+    rows = _demo_rows()
+    assert load_prices() == len(rows) == 30
+    assert sorted(Price.objects.values_list("accelerator__slug", "region__slug", "term", "effective_from")) == sorted(
+        (r["accelerator"], r["region"], r["term"], date.fromisoformat(r["effective_from"])) for r in rows
+    )
+    assert load_prices() == 0  # loaded again: nothing changes
     assert len(pools) >= 2
     return pools
 
