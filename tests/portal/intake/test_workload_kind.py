@@ -122,9 +122,12 @@ def test_the_live_panel_resizes_for_the_kind_on_screen_and_saves_nothing(people,
 def test_the_api_takes_the_kind_refuses_an_unknown_one_and_sizes_with_it(people, draft):
     c = api_client(people.requester)
     assert c.get(f"{API}/{draft.uuid}").json()["workload_kind"] == "conversation"
-    for bad in ("poetry", "", 3, None):
+    for bad in ("poetry", "", 3, None, "coding\x00", "\x00", "c" * 100_000, 1e308, "9999-12-31", ["coding"]):
         r = c.patch(f"{API}/{draft.uuid}", {"workload_kind": bad}, format="json")
         assert r.status_code == 400 and list(r.json()["error"]["fields"]) == ["workload_kind"], (bad, r.json())
+    draft.refresh_from_db()
+    assert draft.workload_kind == "conversation"  # nothing of a refused patch was kept
+    assert c.get(f"{API}/{draft.uuid}").status_code == 200  # and the next request is answered
     r = c.patch(f"{API}/{draft.uuid}", {"workload_kind": "poetry"}, format="json")
     assert r.json()["error"]["fields"]["workload_kind"] == [f"unknown workload kind 'poetry': {KINDS_NAMED}"]
     r = c.patch(f"{API}/{draft.uuid}", {"workload_kind": "coding"}, format="json")
