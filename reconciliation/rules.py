@@ -15,6 +15,13 @@ from entitlements.models.grants import BORROWING_CLASS
 from forecasting.peak_to_mean import planning_answer
 from reconciliation.figures import Figures, p95
 
+
+def cu_text(cu: Decimal) -> str:
+    """A stored CU (three places: 95.800) as the advice beside it reads: 95.8, 100, 28.3."""
+    t = f"{cu:f}"
+    return t.rstrip("0").rstrip(".") if "." in t else t
+
+
 STEP = Decimal("0.1")  # recommended CU are rounded up to a tenth
 
 
@@ -66,7 +73,7 @@ def right_size_down(f: Figures) -> Proposal | None:
     days = settings.RECONCILE_WINDOW_DAYS
     return Proposal(
         "right_size_down",
-        f"Amend to {new} CU (from {ent.cu}): the busiest 5 % of hours used {share:.0%} of what was bought "
+        f"Amend to {new} CU (from {cu_text(ent.cu)}): the busiest 5 % of hours used {share:.0%} of what was bought "
         f"over {days} days, below the {settings.RECONCILE_RIGHTSIZE_SHARE:.0%} threshold. Check: {answer.check}; "
         f"at the {now.cu:.1f} CU bought now {percent(now.throttled_share)}.",
         {
@@ -129,7 +136,7 @@ def grow(f: Figures) -> Proposal | None:
     new = need
     return Proposal(
         "grow",
-        f"Amend to {new} CU (from {ent.cu}): {share:.1%} of arrivals were throttled for quota, concurrency or "
+        f"Amend to {new} CU (from {cu_text(ent.cu)}): {share:.1%} of arrivals were throttled for quota, concurrency or "
         f"budget (threshold {settings.RECONCILE_TENANT_THROTTLE_SHARE:.0%}; the class's target "
         f"{percent(answer.target_throttled_share)}).{check}",
         evidence,
@@ -184,7 +191,7 @@ def envelope_drift(f: Figures) -> Proposal | None:
         recommended |= {"cu": float(cu), "target_throttled_share": answer.target_throttled_share}
         delta = cu - ent.cu
         planning = _planning_evidence(answer, now, f.history)
-        cu_words = f"; the traffic sent needs {cu} CU (now {ent.cu}). Check: {answer.check}."
+        cu_words = f"; the traffic sent needs {cu} CU (now {cu_text(ent.cu)}). Check: {answer.check}."
     changed = ", ".join(k for k, v in drift.items() if v)
     return Proposal(
         "envelope_drift",

@@ -61,7 +61,7 @@ def test_right_size_down_when_p95_use_stays_below_the_threshold(grant, _run):
     assert rs.evidence["replay"] == {"cu": 0.4, "throttled_share": 0.0, "requests": 60 * 336}
     assert rs.evidence["replay_at_current"] == {"cu": 2.0, "throttled_share": 0.0, "requests": 60 * 336}
     assert rs.evidence["replay_one_step_less"]["throttled_share"] > 0.001
-    assert "Amend to 0.4 CU" in rs.action
+    assert "Amend to 0.4 CU (from 2):" in rs.action  # the stored 2.000 as the advice's own figures read
     assert "Check: 0.4 CU: replayed 20,160 requests, 0 % throttled (target 0.1 %); at 0.3 CU" in rs.action
 
 
@@ -214,3 +214,11 @@ def test_platform_owes_for_latency_misses_inside_the_envelope(grant, _run):
     p = _kinds(ent)["platform_owes"]
     assert (p.evidence["platform_misses"], p.evidence["platform_throttles"]) == (2, 0)
     assert list(p.recommended["hours"].values()) == [2]
+
+
+@pytest.mark.parametrize(("stored", "text"), [("95.800", "95.8"), ("2.000", "2"), ("100.000", "100"), ("28.350", "28.35"),
+                                              ("0.001", "0.001"), ("0", "0")])  # fmt: skip
+def test_cu_text_reads_a_stored_cu_without_trailing_zeros_or_an_exponent(stored, text):
+    from reconciliation.rules import cu_text
+
+    assert cu_text(Decimal(stored)) == text
