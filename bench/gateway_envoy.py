@@ -62,7 +62,7 @@ import bench.admission as ab  # noqa: E402 - after the path fix; sets the bench 
 from bench import admission_modes  # noqa: E402
 from bench.rounds import BODY, HEADERS, cleanup, cpu_s, hammer, interleaved, load, verdicts  # noqa: E402 - the same load
 from integrations.envoy import config as envoy_config  # noqa: E402
-from tests.integrations import stack  # noqa: E402
+from tests.integrations import envoy_front, stack  # noqa: E402
 
 GOAL = 0.7
 ENVOY = ROOT / ".venv" / "bin" / "envoy"
@@ -203,6 +203,12 @@ def ceiling(args: argparse.Namespace, work: Path, stop: contextlib.ExitStack, li
     return 0
 
 
+def children(pid: int) -> list[int]:
+    """A supervisor's child processes (the front's workers with --front-workers N > 1), for their CPU."""
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(c) for c in path.read_text().split()] if path.exists() else []
+
+
 def latencies_ms(port: int, clients: int, seconds: float) -> list[float]:
     """`clients` keep-alive clients each sending one request at a time for `seconds`: every request's time, ms."""
     out: list[float] = []
@@ -299,6 +305,24 @@ def latency_only(args: argparse.Namespace, work: Path, stop: contextlib.ExitStac
     http = start("ext_http", {"HEADROOM_TIMEOUT_S": "2"})
     targets = {}
     sides = [("a", lib, [], ROOT, "inline"), ("o", lib_o, obs, ROOT, "observer"), ("b", [http], [], ROOT, "inline")]
+    binary, why = envoy_front.build()
+    if binary is None:
+        print(f"the compiled front skipped: {why}")
+    else:  # the reserve on the front (library-mode workers), the observer on a Python ext_proc of its own
+        sock = work / "front.sock"
+        w = envoy_front.worker(sock, {**portal, **lib_env, "HEADROOM_REGION": "us-test",
+                                      "HEADROOM_EXT_PROC_CONFIG": str(work / "ext_proc.json")},
+                               work / "front_worker.out", processes=args.front_workers)  # fmt: skip
+        stop.callback(w.stop)
+        front_port = stack.free_port()
+        f = envoy_front.front(binary, front_port, envoy_front.worker_sockets(sock, args.front_workers),
+                              work / "front.out")  # fmt: skip
+        stop.callback(f.stop)
+        port_pid[front_port] = f.proc.pid
+        front_pids = [f.proc.pid, w.proc.pid, *children(w.proc.pid)]
+        sides.append(("f", [front_port], [start("ext_obs_f", lib_env)], ROOT, "front"))
+        if args.front_observes:  # the observer's streams through the front too: no grpcio at all
+            sides.append(("g", [front_port], [front_port], ROOT, "front"))
     if args.compare:
         sides.append(("m", [start("ext_cmp", lib_env, args.compare)], [], args.compare, "inline"))
     listener_pids: dict[str, list[int]] = {}
@@ -306,13 +330,13 @@ def latency_only(args: argparse.Namespace, work: Path, stop: contextlib.ExitStac
         proc, ports = envoy(work, f"envoy_{name}", up.port, ext_ports, without=name == "a", observer_ports=observers,
                             root=root, layout=layout)  # fmt: skip
         stop.callback(proc.stop)
-        label = {"a": LIB, "o": "library mode, observer layout", "b": "Headroom, HTTP mode"}.get(
-            name, f"{args.compare.name if args.compare else ''}'s library mode"
-        )
+        label = {"a": LIB, "o": "library mode, observer layout", "b": "Headroom, HTTP mode",
+                 "f": "library mode, compiled front", "g": "compiled front, observer on it too"}.get(name, f"{args.compare.name if args.compare else ''}'s library mode")  # fmt: skip
         if name == "a":
             targets["without Headroom"] = ports["without"]
         targets[label] = ports["with"]
-        listener_pids[label] = [port_pid[p] for p in ext_ports + observers]
+        own = [port_pid[p] for p in ext_ports + observers] + (front_pids[1:] if name in ("f", "g") else [])
+        listener_pids[label] = list(dict.fromkeys(own))  # the front once, when it serves both filters
     if not warm(targets, 2, []):
         return 1
     print(f"Envoy 1.40 (1 worker each) before a ~1 ms upstream; library mode: {args.ext_procs} ext_proc(s) per "
@@ -342,6 +366,10 @@ def main() -> int:
                     help="--latency-only: the observer filter's streams on this many processes of their own")  # fmt: skip
     ap.add_argument("--compare", type=Path, help="--latency-only: also another checkout's (e.g. /work/main) ext_proc")
     ap.add_argument("--twice", action="store_true", help="--latency-only: the latency part twice")
+    ap.add_argument("--front-observes", action="store_true",
+                    help="--latency-only: also a listener whose observer filter calls the front (no grpcio)")  # fmt: skip
+    ap.add_argument("--front-workers", type=int, default=1,
+                    help="--latency-only: the compiled front's decision worker processes")  # fmt: skip
     ap.add_argument("--layout", choices=sorted(envoy_config.LAYOUTS), default="inline",
                     help="the envoy.yaml of the throughput and --ceiling parts (observer: envoy-observer.yaml)")  # fmt: skip
     args = ap.parse_args()

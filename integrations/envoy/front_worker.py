@@ -229,13 +229,13 @@ async def listen(path: str, processor: Processor, *, max_frame: int = MAX_FRAME)
         os.umask(old)
 
 
-async def serve(path: str, config: Config) -> None:
+async def serve(path: str, config: Config, *, max_frame: int = MAX_FRAME) -> None:
     processor = Processor(config)
     await asyncio.get_running_loop().run_in_executor(None, processor.warm)
     gc.collect()  # as integrations/envoy/server.py does: what lives as long as the process, out of the walks
     gc.freeze()
     gc.set_threshold(20_000, 50, 100)
-    server = await listen(path, processor)
+    server = await listen(path, processor, max_frame=max_frame)
     log.warning("Headroom front worker on %s (%s mode, %s)", path,
                 "library" if os.environ.get("HEADROOM_REDIS_URL") else "HTTP", ext_server.loop_name())  # fmt: skip
     stop = asyncio.Event()
@@ -254,6 +254,7 @@ def main() -> None:
     ap.add_argument("--socket", required=True, help="the unix socket the front connects to")
     ap.add_argument("--config", default=os.environ.get("HEADROOM_EXT_PROC_CONFIG"))
     ap.add_argument("--processes", default="1", help="N workers on SOCKET.0 … SOCKET.N-1; 0: one per core")
+    ap.add_argument("--max-frame", type=int, default=MAX_FRAME, help="a longer frame from the front is refused")
     args = ap.parse_args()
     logging.basicConfig(level=os.environ.get("HEADROOM_LOG_LEVEL", "WARNING"))
     try:
@@ -262,7 +263,7 @@ def main() -> None:
         ap.error(str(exc))
     config = Config.load(args.config)
     if n == 1:
-        ext_server.run(serve(args.socket, config))
+        ext_server.run(serve(args.socket, config, max_frame=args.max_frame))
         return
     children = []
     for i in range(n):  # forked before any event loop exists in this process
@@ -270,7 +271,7 @@ def main() -> None:
         if pid == 0:
             code = 0
             try:
-                ext_server.run(serve(f"{args.socket}.{i}", config))
+                ext_server.run(serve(f"{args.socket}.{i}", config, max_frame=args.max_frame))
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else 1
             except BaseException:  # noqa: BLE001 - reported, then this worker's exit tells the supervisor

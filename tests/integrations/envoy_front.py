@@ -70,7 +70,7 @@ class Started:
         self._out.close()
 
 
-def _accepts(path: str) -> bool:
+def accepts(path: str) -> bool:
     with socket.socket(socket.AF_UNIX) as s:
         try:
             s.connect(path)
@@ -79,17 +79,23 @@ def _accepts(path: str) -> bool:
         return True
 
 
-def worker(path: Path, env: dict[str, str], log: Path, *, processes: int = 1) -> Started:
-    """front_worker.py serving `path` (several processes: path.0 …), with these HEADROOM_* settings."""
-    paths = [str(path)] if processes == 1 else [f"{path}.{i}" for i in range(processes)]
-    e = stack.child_env(PYTHONPATH=str(stack.ROOT), **env)
-    cmd = [sys.executable, "-m", "integrations.envoy.front_worker", "--socket", str(path), "--processes",
-           str(processes)]  # fmt: skip
-    return Started(cmd, env=e, log=log, ready=lambda: all(map(_accepts, paths)))
+def worker_cmd(path: Path, processes: int = 1) -> list[str]:
+    return [sys.executable, "-m", "integrations.envoy.front_worker", "--socket", str(path), "--processes",
+            str(processes)]  # fmt: skip
+
+
+def worker_env(env: dict[str, str]) -> dict[str, str]:
+    return stack.child_env(PYTHONPATH=str(stack.ROOT), **env)
 
 
 def worker_sockets(path: Path, processes: int = 1) -> list[str]:
     return [str(path)] if processes == 1 else [f"{path}.{i}" for i in range(processes)]
+
+
+def worker(path: Path, env: dict[str, str], log: Path, *, processes: int = 1) -> Started:
+    """front_worker.py serving `path` (several processes: path.0 …), with these HEADROOM_* settings."""
+    paths = worker_sockets(path, processes)
+    return Started(worker_cmd(path, processes), env=worker_env(env), log=log, ready=lambda: all(map(accepts, paths)))
 
 
 def front(binary: Path, port: int, sockets: list[str], log: Path) -> Started:

