@@ -30,12 +30,16 @@ C++ no-op's ratio is what any ext_proc can reach here; the exit status is 0 unle
 `--latency-only`: that latency part alone (no throughput rounds): Envoy alone, Headroom's library mode
 with envoy.yaml (one ext_proc stream a request) and with envoy-observer.yaml (the reserve's stream and
 an observability-mode one; `--observer-procs K`: the observer's streams on K ext_proc processes of their
-own; 0, the default: on the reserve's), HTTP mode, and with `--compare /work/main` another checkout's
-ext_proc with its own envoy.yaml (library mode), all interleaved in one run. `--layout observer`: the
+own; 0, the default: on the reserve's), HTTP mode, the compiled front (integrations/envoy/front/, built on
+first use into $TMPDIR/headroom-front; the reserve on the front and `--front-workers` library-mode decision
+workers, the observer on a Python ext_proc; `--front-observes`: also a listener whose observer is the front
+too), and with `--compare /work/main` another checkout's ext_proc with its own envoy.yaml (library mode), all
+interleaved in one run. `--layout observer`: the
 throughput and `--ceiling` parts run envoy-observer.yaml (e.g. the C++ no-op with one blocking message).
 
 Run: .venv/bin/python bench/gateway_envoy.py [--clients 8] [--rounds 6] [--round-s 3] [--slow-ms 50] [--alone-s 16] [--ext-procs N]
      .venv/bin/python bench/gateway_envoy.py --latency-only [--compare /work/main] [--observer-procs 1] [--twice]
+                                             [--front-observes] [--front-workers 2]
      .venv/bin/python bench/gateway_envoy.py --ceiling --slow-ms 10 20 50 100
 """
 
@@ -345,6 +349,10 @@ def latency_only(args: argparse.Namespace, work: Path, stop: contextlib.ExitStac
           (f"; {args.compare}'s ext_proc and envoy.yaml beside it" if args.compare else ""))  # fmt: skip
     for _ in range(2 if args.twice else 1):
         alone(targets, args.alone_s, pids=listener_pids)
+    if binary is not None:  # where the front side's CPU went, whole run (warm-up included): the split only
+        parts = {"front (C++)": [front_pids[0]], "decision worker(s)": front_pids[1:]}
+        spent = {k: sum(map(cpu_s, v)) for k, v in parts.items()}
+        print("  compiled front, CPU over the run: " + ", ".join(f"{k} {v:.1f} s" for k, v in spent.items()))
     return 0
 
 

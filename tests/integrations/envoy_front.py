@@ -101,8 +101,10 @@ def worker(path: Path, env: dict[str, str], log: Path, *, processes: int = 1) ->
 def front(binary: Path, port: int, sockets: list[str], log: Path) -> Started:
     """The front on 127.0.0.1:`port`, started once it is connected to every worker socket."""
 
+    start = log.stat().st_size if log.exists() else 0  # the log is appended to: this run's lines only
+
     def ready() -> bool:
-        text = log.read_text(errors="replace") if log.exists() else ""
+        text = log.read_bytes()[start:].decode(errors="replace") if log.exists() else ""
         return "listening on" in text and all(f"connected to worker {s}\n" in text for s in sockets)
 
     return Started([str(binary), f"127.0.0.1:{port}", *sockets], env=stack.child_env(), log=log, ready=ready)
