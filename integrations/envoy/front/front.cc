@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -58,6 +59,7 @@ void Append(std::string* out, uint64_t id, uint8_t type, const void* data, size_
 bool ReadAll(int fd, char* p, size_t n) {
   while (n) {
     ssize_t r = read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return false;
     p += r;
     n -= size_t(r);
@@ -80,6 +82,7 @@ class Worker {
     size_t n = frames.size();
     while (n && fd_ >= 0) {
       ssize_t w = send(fd_, p, n, MSG_NOSIGNAL);
+      if (w < 0 && errno == EINTR) continue;
       if (w <= 0) {
         shutdown(fd_, SHUT_RDWR);  // the reader thread sees it, fails the streams, reconnects
         return false;
@@ -127,6 +130,7 @@ class Stream : public grpc::ServerGenericBidiReactor {
     worker_ = w;
     worker_->Add(id_, this);
     std::lock_guard<std::mutex> l(mu_);
+    if (finished_ || finishing_) return;  // the worker went away meanwhile: Fail finished it
     reading_ = true;
     StartRead(&in_);
   }
