@@ -207,12 +207,6 @@ def ceiling(args: argparse.Namespace, work: Path, stop: contextlib.ExitStack, li
     return 0
 
 
-def children(pid: int) -> list[int]:
-    """A supervisor's child processes (the front's workers with --front-workers N > 1), for their CPU."""
-    path = Path(f"/proc/{pid}/task/{pid}/children")
-    return [int(c) for c in path.read_text().split()] if path.exists() else []
-
-
 def latencies_ms(port: int, clients: int, seconds: float) -> list[float]:
     """`clients` keep-alive clients each sending one request at a time for `seconds`: every request's time, ms."""
     out: list[float] = []
@@ -313,17 +307,14 @@ def latency_only(args: argparse.Namespace, work: Path, stop: contextlib.ExitStac
     if binary is None:
         print(f"the compiled front skipped: {why}")
     else:  # the reserve on the front (library-mode workers), the observer on a Python ext_proc of its own
-        sock = work / "front.sock"
-        w = envoy_front.worker(sock, {**portal, **lib_env, "HEADROOM_REGION": "us-test",
-                                      "HEADROOM_EXT_PROC_CONFIG": str(work / "ext_proc.json")},
-                               work / "front_worker.out", processes=args.front_workers)  # fmt: skip
-        stop.callback(w.stop)
-        front_port = stack.free_port()
-        f = envoy_front.front(binary, front_port, envoy_front.worker_sockets(sock, args.front_workers),
-                              work / "front.out")  # fmt: skip
-        stop.callback(f.stop)
-        port_pid[front_port] = f.proc.pid
-        front_pids = [f.proc.pid, w.proc.pid, *children(w.proc.pid)]
+        env = {
+            **portal,
+            **lib_env,
+            "HEADROOM_REGION": "us-test",
+            "HEADROOM_EXT_PROC_CONFIG": str(work / "ext_proc.json"),
+        }
+        front_port, front_pids = envoy_front.serve(stop, binary, work, env, args.front_workers)
+        port_pid[front_port] = front_pids[0]
         sides.append(("f", [front_port], [start("ext_obs_f", lib_env)], ROOT, "front"))
         if args.front_observes:  # the observer's streams through the front too: no grpcio at all
             sides.append(("g", [front_port], [front_port], ROOT, "front"))

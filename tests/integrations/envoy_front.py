@@ -108,3 +108,18 @@ def front(binary: Path, port: int, sockets: list[str], log: Path) -> Started:
         return "listening on" in text and all(f"connected to worker {s}\n" in text for s in sockets)
 
     return Started([str(binary), f"127.0.0.1:{port}", *sockets], env=stack.child_env(), log=log, ready=ready)
+
+
+def serve(
+    stop: contextlib.ExitStack, binary: Path, work: Path, env: dict[str, str], processes: int = 1
+) -> tuple[int, list[int]]:
+    """`processes` decision workers and the front before them, stopped with `stop` → (the front's port,
+    [the front's pid, the workers' pids…]: a supervisor's children too, for their CPU)."""
+    sock = work / "front.sock"
+    w = worker(sock, env, work / "front_worker.out", processes=processes)
+    stop.callback(w.stop)
+    port = stack.free_port()
+    f = front(binary, port, worker_sockets(sock, processes), work / "front.out")
+    stop.callback(f.stop)
+    kids = Path(f"/proc/{w.proc.pid}/task/{w.proc.pid}/children")
+    return port, [f.proc.pid, w.proc.pid, *(int(c) for c in kids.read_text().split())]
