@@ -9,7 +9,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run prod test test-slow test-all test-fast lint check serve demo bench clean gateways
+.PHONY: run prod test test-slow test-all test-fast lint check serve demo bench clean gateways front
 
 $(STAMP): requirements.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -31,6 +31,11 @@ $(GW_STAMP): requirements-gateways.txt | $(STAMP)
 	touch $(GW_STAMP)
 
 gateways: $(GW_STAMP)
+
+# The compiled ext_proc front for Envoy (integrations/envoy/front/, docs/gateways.md): built outside the
+# tree, where the tests and bench/gateway_envoy.py look for it. Needs g++ make pkg-config libgrpc++-dev libprotobuf-dev.
+front:
+	$(MAKE) -C integrations/envoy/front OUT="$${TMPDIR:-/tmp}/headroom-front"
 
 # A production image installs this alone: no test runner, linters or browser driver.
 prod: $(STAMP)

