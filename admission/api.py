@@ -11,11 +11,13 @@ same fast path from the middleware stack, before the session, CSRF and page midd
 from __future__ import annotations
 
 import json
+from http.cookies import SimpleCookie
 from json.encoder import c_make_encoder, encode_basestring, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.http.response import ResponseHeaders
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
@@ -123,22 +125,42 @@ class _GatewayFastPath:
             learned(changed.current)
             forget(who[1])
             return _SLOW
-        response = HttpResponse(_render(body), status=status, content_type="application/json")
+        response = _answer(_render(body), status)
         _set_headers(response, headers)
         return response
 
 
 # DRF's default response headers, as ResponseHeaders stores them (lower-cased name → (name, value)).
 _DRF_HEADERS = {"allow": ("Allow", "POST, OPTIONS"), "vary": ("Vary", "Accept")}
+_ANSWER_HEADERS = {"content-type": ("Content-Type", "application/json"), **_DRF_HEADERS}
+
+
+def _answer(content: bytes, status: int) -> HttpResponse:
+    """`HttpResponse(content, status=status, content_type="application/json")` with DRF's two headers, its
+    attributes set as HttpResponseBase.__init__ and the content setter set them (the same attributes and
+    values: test_fast_path) without their checks, which have nothing to check here: the status is one of
+    this module's, the content bytes, the headers literals. 1.3 vs 5.2 µs a call (timeit, issue 49.2)."""
+    r: Any = HttpResponse.__new__(HttpResponse)
+    h: Any = ResponseHeaders.__new__(ResponseHeaders)
+    h._store = _ANSWER_HEADERS.copy()
+    r.headers = h
+    r._charset = None
+    r._resource_closers = []
+    r._handler_class = None
+    r.cookies = SimpleCookie()
+    r.closed = False
+    r.status_code = status
+    r._reason_phrase = None
+    r._container = [content]
+    return r
 
 
 def _set_headers(response: HttpResponse, headers: dict[str, str]) -> None:
-    """`response[k] = v` for DRF's two headers and the answer's, without ResponseHeaders' per-header
+    """`response[k] = v` for the answer's headers (_answer has DRF's two already), without ResponseHeaders' per-header
     charset conversion where there is nothing to convert: names are this module's ASCII literals and
     the values printable ASCII (numbers, a pool's slug) — ~1.5 µs a header, 7 headers a reserve. A value
     that is not (none today) goes through `response[k] = v`, which encodes or refuses it as always."""
     store = response.headers._store  # the mapping ResponseHeaders.__setitem__ writes (Django 3.2+)
-    store.update(_DRF_HEADERS)
     for k, v in headers.items():
         if v.isascii() and v.isprintable():
             store[k.lower()] = (k, v)

@@ -16,6 +16,7 @@ Everything it made (keys under its own prefix, the queue, gunicorn, the work dir
 end, even after a Redis timeout. With BENCH_REDIS_CLUSTER_URL, also a Redis Cluster's two nodes vs one.
 Run: .venv/bin/python bench/admission.py [--n 3000] [--clients 8] [--rounds 6] [--round-s 2]
 `--library-only`: part 1's EVALSHA and library rows alone (gunicorn still serves the library's snapshot);
+`--http-only`, `--modes-only`: part 2 or part 3 alone;
 `--profile N`: then the thread CPU per call of N INCRs and N library reserves on each scope, and those
 reserves under cProfile: the top functions by cumulative and by own time per reserve.
 """
@@ -358,6 +359,7 @@ def main() -> int:
     ap.add_argument("--library-only", action="store_true", help="part 1's EVALSHA and library rows alone")
     ap.add_argument("--profile", type=int, default=0, help="N library reserves per scope under cProfile")
     ap.add_argument("--http-only", action="store_true", help="part 2 alone (HTTP reserve vs the plain view)")
+    ap.add_argument("--modes-only", action="store_true", help="part 3 alone (library mode vs HTTP mode)")
     args = ap.parse_args()
     n = args.n
     os.environ["ADMISSION_KEY_PREFIX"] = f"bench-{uuid.uuid4().hex[:8]}:"
@@ -409,6 +411,10 @@ def main() -> int:
 
         if args.http_only:
             return http_only(port, token, args)
+        if args.modes_only:
+            from bench import admission_modes
+
+            return admission_modes.alone(port, token, ENV["REDIS_URL"], args, gun.pid)
         for warm in (web("acme"), web("globex"), library("acme"), library("globex")):
             for i in range(50):
                 warm(10**6 + i)  # snapshot, scripts, plans, connections
@@ -453,10 +459,7 @@ def main() -> int:
               f" median per pair {rows[k]['pair']:.2f}")  # fmt: skip
     http_ratios(h)
     print(f"  HTTP reserve p99                             {h['reserve']['p99_ms']:6.1f} ms")
-    print(f"  library ÷ HTTP mode reserve+complete, per round {m['ratio']:6.2f}   (≥ 5; rounds "
-          f"{', '.join(f'{x:.2f}' for x in m['rounds'])}; ratio of totals {m['ratio_totals']:.2f})")  # fmt: skip
-    print(f"  CPU per pair: HTTP mode {m['http_cpu_ms']:.2f} ms (workers {m['http_worker_cpu_ms']:.2f} + gateway "
-          f"{m['http_cpu_ms'] - m['http_worker_cpu_ms']:.2f}), library mode {m['library_cpu_ms']:.2f} ms")  # fmt: skip
+    admission_modes.report(m)
     if "cluster" in rows:
         print(f"  two pools on two nodes / one node            {rows['cluster']['ratio']:6.2f}   (≥ 1.6)")
     return 0

@@ -82,6 +82,22 @@ def body(tag: str, k: int, i: int) -> dict:
             "region": "us-test", "traffic_class": "reserved", "prompt_tokens": 20, "max_output_tokens": 20}  # fmt: skip
 
 
+def report(m: dict) -> None:
+    print(f"  library ÷ HTTP mode reserve+complete, per round {m['ratio']:6.2f}   (≥ 5; rounds "
+          f"{', '.join(f'{x:.2f}' for x in m['rounds'])}; ratio of totals {m['ratio_totals']:.2f})")  # fmt: skip
+    print(f"  CPU per pair: HTTP mode {m['http_cpu_ms']:.2f} ms (workers {m['http_worker_cpu_ms']:.2f} + gateway "
+          f"{m['http_cpu_ms'] - m['http_worker_cpu_ms']:.2f}), library mode {m['library_cpu_ms']:.2f} ms")  # fmt: skip
+
+
+def alone(port: int, token: str, redis_url: str, args: Any, gunicorn_pid: int) -> int:
+    """bench/admission.py --modes-only: this part without parts 1 and 2."""
+    print(f"3. library mode vs HTTP mode (reserve + complete); {load()}")
+    report(modes(port, token, redis_url, clients=args.clients, rounds=args.rounds, round_s=args.round_s,
+                 workers=worker_cpu(gunicorn_pid)))  # fmt: skip
+    print(f"  ({load()})")
+    return 0
+
+
 def modes(
     port: int, token: str, redis_url: str, *, clients: int, rounds: int, round_s: float, workers: Any = None
 ) -> dict[str, float]:

@@ -129,10 +129,7 @@ def test_every_header_is_as_drf_names_it(w, monkeypatch):
 def test_set_headers_stores_what_response_setitem_would(headers):
     from django.http import HttpResponse
 
-    fast, plain = (
-        HttpResponse(b"{}", content_type="application/json"),
-        HttpResponse(b"{}", content_type="application/json"),
-    )
+    fast, plain = api._answer(b"{}", 200), HttpResponse(b"{}", content_type="application/json")
     api._set_headers(fast, headers)
     plain["Allow"], plain["Vary"] = "POST, OPTIONS", "Accept"
     for k, v in headers.items():
@@ -145,3 +142,44 @@ def test_set_headers_still_refuses_a_newline():
 
     with pytest.raises(BadHeaderError):
         api._set_headers(HttpResponse(b"{}"), {"x-headroom-served-from": "a\r\nSet-Cookie: x=1"})
+
+
+@pytest.mark.parametrize("status", [200, 404, 429])
+def test_answer_is_the_response_django_builds(status):
+    """api._answer sets HttpResponse's attributes itself: the same names and values as HttpResponse's own
+    __init__ (a Django upgrade that adds or renames one fails here), the same bytes on the wire."""
+    from django.http import HttpResponse
+
+    content = b'{"decision":"admit"}'
+    fast = api._answer(content, status)
+    plain = HttpResponse(content, status=status, content_type="application/json")
+    plain["Allow"], plain["Vary"] = "POST, OPTIONS", "Accept"
+    f, p = vars(fast), vars(plain)
+    assert sorted(f) == sorted(p)
+    for k in f:
+        if k == "cookies":
+            assert type(f[k]) is type(p[k]) and f[k] == p[k] == {}
+        elif k == "headers":
+            assert list(f[k].items()) == list(p[k].items())
+        else:
+            assert f[k] == p[k], k
+    assert fast.serialize() == plain.serialize() and fast.reason_phrase == plain.reason_phrase
+    assert fast.cookies is not api._answer(content, status).cookies  # nothing shared between answers
+
+
+def test_the_fast_route_finds_the_serving_paths_below_a_script_prefix(w, monkeypatch):
+    """Mounted under a script prefix (SCRIPT_NAME), the routes are found by path_info, as URL resolution
+    finds them; the path resolution never sees (resolve) is not consulted for them."""
+    import django.urls.resolvers as resolvers
+
+    gw = w.gateway
+    assert gw.post(RESERVE, body("acme", "reserved", "first"), format="json").status_code == 200
+
+    def no_resolve(*a, **kw):
+        raise AssertionError("resolved the URL")
+
+    monkeypatch.setattr(resolvers.URLResolver, "resolve", no_resolve)
+    hot = gw.post(RESERVE, body("acme", "reserved", "hot"), format="json", SCRIPT_NAME="/portal")
+    assert hot.status_code == 200 and hot["X-Frame-Options"] == "DENY"
+    with pytest.raises(AssertionError, match="resolved the URL"):  # any other path goes down the stack
+        gw.post("/api/v1/admission/reserve/x", body("acme", "reserved", "other"), format="json")
