@@ -180,15 +180,20 @@ def per_call(r, sides: dict, args, plain: Captured) -> int:
             for k in r.scan_iter(fn.prefix + "*", count=1000):
                 r.delete(k)
     r.config_set("slowlog-log-slower-than", 10000)
-    print(f"Per call (SLOWLOG), µs: p10 / p25 / median of {args.rounds * 4} × 100 calls a side; {adm.load()}")
+    print(
+        f"Per call (SLOWLOG), µs: p10 / p25 / median / p90 / mean of {args.rounds * 4} × 100 calls a side; {adm.load()}"
+    )
     q = {k: statistics.quantiles(v, n=20) for k, v in took.items()}
     for k in names:
-        print(f"  {k:<40} {q[k][1]:6.1f} {q[k][4]:6.1f} {q[k][9]:6.1f}  (n={len(took[k])})")
+        print(f"  {k:<40} {q[k][1]:6.1f} {q[k][4]:6.1f} {q[k][9]:6.1f} {q[k][17]:6.1f} {statistics.mean(took[k]):6.1f}"
+              f"  (n={len(took[k])})")  # fmt: skip
     for k in ("reserve, plain scope", "reserve, budgeted scope"):
         for other in (" (old script)", " (base script)"):
             if k + other in q:
+                m = statistics.mean(took[k]) / statistics.mean(took[k + other])
                 print(f"  {k}: new ÷ {other.strip(' ()')}, p10 {q[k][1] / q[k + other][1]:.2f},"
-                      f" p25 {q[k][4] / q[k + other][4]:.2f}, median {q[k][9] / q[k + other][9]:.2f}")  # fmt: skip
+                      f" p25 {q[k][4] / q[k + other][4]:.2f}, median {q[k][9] / q[k + other][9]:.2f},"
+                      f" mean {m:.2f}")  # fmt: skip
     return 0
 
 
