@@ -78,6 +78,19 @@ def _resp_args(packed: bytes) -> list[bytes]:
     return out
 
 
+def old_wire(static: list[bytes]) -> list[bytes]:
+    """The static arguments as the scripts before issue 49's last cut took them: each LAZY number an argument of
+    its own, and the borrowed record's middle sent whole (now '' for a scope that cannot borrow)."""
+    from admission.backends import inputs
+
+    names = [n for n, _ in inputs.STATIC if n not in inputs.LAZY or n == inputs.LAZY_ORDER[0]]
+    got = dict(zip(names, static, strict=True))
+    lazy = dict(zip(inputs.LAZY_ORDER, got[inputs.LAZY_ORDER[0]].split(b"\t"), strict=True))
+    if got["record_borrowed"] == b"":
+        got["record_borrowed"] = got["record_own"]
+    return [lazy[n] if n in inputs.LAZY else got[n] for n, _ in inputs.STATIC]
+
+
 def _sub(x, old: str, new: str):
     if isinstance(x, bytes):
         return x.replace(old.encode(), new.encode())
@@ -94,14 +107,15 @@ class Captured:
         self.extra = list(extra)
         self.prefix = str(args[0]).split(":", 1)[0]  # every key and key-naming value starts with it
 
-    def call(self, r, prefix: str, i: int, sha=None):
-        """One replay with every key under `prefix` and a reservation id of its own (`sha`: another script)."""
+    def call(self, r, prefix: str, i: int, sha=None, old: bool = False):
+        """One replay with every key under `prefix` and a reservation id of its own (`sha`: another script;
+        `old`: one that takes the static arguments as they were sent before, old_wire)."""
         rid = f"{i:08x}{uuid.uuid4().hex[:8]}"
         a = [_sub(x, self.prefix, prefix) for x in self.args]
         rec = a[0].rsplit(":", 1)
         a[0] = f"{rec[0]}:{rid}"  # KEYS[1], the record
         a[self.nkeys + 1] = rid  # ARGV[2], the reservation id
-        st = [_sub(x, self.prefix, prefix) for x in self.static]
+        st = [_sub(x, self.prefix, prefix) for x in (old_wire(self.static) if old else self.static)]
         ex = [_sub(x, self.prefix, prefix) for x in self.extra]
         return r.execute_command("EVALSHA", sha or self.sha, self.nkeys, *a, *st, *ex)
 
@@ -203,6 +217,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=6, help="rounds, the block order reversed each round (≥ 5)")
     ap.add_argument("--per-call", action="store_true", help="per-call times from SLOWLOG (a private server)")
     ap.add_argument("--base", default="", help="also replay the scripts of this commit (a step between old and new)")
+    ap.add_argument("--base-wire-new", action="store_true", help="--base's scripts take today's wire (old_wire)")
     args = ap.parse_args()
     os.environ["ADMISSION_KEY_PREFIX"] = f"bench-{uuid.uuid4().hex[:8]}:"
     import redis
@@ -227,6 +242,7 @@ def main() -> int:
         empty = r.script_load("return 1")
         old = r.script_load(old_source())
         base = r.script_load(old_source(args.base)) if args.base else None
+        base_new = base if args.base_wire_new else None  # --base of a commit that already sends the new wire
 
         def with_args(i: int) -> None:
             r.execute_command("EVALSHA", empty, plain.nkeys, *plain.args, *plain.static, *plain.extra)
@@ -236,9 +252,10 @@ def main() -> int:
 
             def __init__(self, c: Captured, sha=None) -> None:
                 self.c, self.prefix, self.sha = c, "", sha
+                self.old = sha is not None and sha != base_new  # an earlier commit's script: the earlier wire
 
             def __call__(self, i: int) -> None:
-                out = self.c.call(r, self.prefix, i, self.sha)
+                out = self.c.call(r, self.prefix, i, self.sha, self.old)
                 assert out[0][:1] == b"A", out[0]  # every replay admitted: the same work each time
 
         sides = {
