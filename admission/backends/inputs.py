@@ -173,17 +173,16 @@ def static_wire(s: Any) -> list[str]:
     return out
 
 
-def _read(target: str, name: str, kind: str, at: str, local: bool = True) -> list[str]:
-    """Lua that reads one argument into `<target>_<name>` (a local: a register, not a table lookup),
-    or into the field `<target>.<name>` of a table when `local` is false."""
-    v, decl = (f"{target}_{name}", "local ") if local else (f"{target}.{name}", "")
+def _read(target: str, name: str, kind: str, at: str) -> list[str]:
+    """Lua that reads one argument into the local `<target>_<name>` (a register, not a table lookup)."""
+    v = f"{target}_{name}"
     if kind == "n":
-        return [f"{decl}{v} = tonumber({at})"]
+        return [f"local {v} = tonumber({at})"]
     if kind == "b":
-        return [f"{decl}{v} = {at} == '1'"]
+        return [f"local {v} = {at} == '1'"]
     if kind == "ns":
-        return [f"{decl}{v}_s = {at}", f"{decl}{v} = tonumber({v}_s)"]
-    return [f"{decl}{v} = {at}"]
+        return [f"local {v}_s = {at}", f"local {v} = tonumber({v}_s)"]
+    return [f"local {v} = {at}"]
 
 
 def lua_preamble() -> str:
@@ -226,11 +225,20 @@ def lua_preamble() -> str:
     k0 = len(KEYS) + 1
     out.append(f"  K_rq = KEYS[{k0}]")
     out.append("  for i = 1, A_n_periods do")
-    out.append(f"    local a, k, p = {n} + (i - 1) * {len(PERIOD)}, {k0} + (i - 1) * 3, {{}}")
-    for j, (name, kind) in enumerate(PERIOD, 1):
-        out += ["    " + line for line in _read("p", name, kind, f"ARGV[a + {j}]", local=False)]
-    out.append("    p.keys = {KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]}")
-    out.append("    A_periods[i] = p")
+    out.append(f"    local a, k = {n} + (i - 1) * {len(PERIOD)}, {k0} + (i - 1) * 3")
+    # One constructor (its table sized once) rather than fields added one by one (a rehash at each power of 2).
+    out.append("    local " + ", ".join(f"p_{name}" for name, _ in PERIOD) + " = "
+               + ", ".join(f"ARGV[a + {j}]" for j in range(1, len(PERIOD) + 1)))  # fmt: skip
+    fields = []
+    for name, kind in PERIOD:
+        if kind == "ns":
+            fields += [f"{name}_s = p_{name}", f"{name} = tonumber(p_{name})"]
+        elif kind == "n":
+            fields.append(f"{name} = tonumber(p_{name})")
+        else:
+            fields.append(f"{name} = p_{name}")
+    fields.append("keys = {KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]}")
+    out.append("    A_periods[i] = {" + ", ".join(fields) + "}")
     out.append("  end")
     out.append("end")
     return "\n".join(out) + "\n"
