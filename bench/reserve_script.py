@@ -15,7 +15,7 @@ blocks run in rounds, the order reversed every round:
   reserve, plain scope                    reserve.lua as the library sends it (a token rate)
   reserve, budgeted scope                 the same with two period budgets and a request rate
   … (old script)                          the same two, replayed with reserve.lua and the layout as they were
-                                          before issue 49.1 (commit OLD, the same wire order), side by side
+                                          before issue 49.1 (commit OLD, the same values: old_wire), side by side
 
 Each block also counts the commands the script ran per call (INFO commandstats' calls of every command
 but EVALSHA and INFO, over the block), the figure issue 49's goal counts.
@@ -43,7 +43,7 @@ sys.path[0] = str(ROOT)  # not bench/: its admission.py would shadow the admissi
 
 from bench import admission as adm  # noqa: E402 - after the path (sets the bench's environment)
 
-# The store's layout before issue 49.1 (the same arguments in the same order): every reserve read the
+# The store's layout before issue 49.1 (the same values, each LAZY one an argument of its own: old_wire): every reserve read the
 # in-flight zset twice (ZCOUNT, ZRANGEBYSCORE), listed it for the sweep (SADD), kept the request-rate
 # bucket under a key of its own and read each period budget with a GET of its own.
 OLD = "ead91d8"
