@@ -15,7 +15,7 @@ blocks run in rounds, the order reversed every round:
   reserve, plain scope                    reserve.lua as the library sends it (a token rate)
   reserve, budgeted scope                 the same with two period budgets and a request rate
   … (old script)                          the same two, replayed with reserve.lua and the layout as they were
-                                          before issue 49.1 (commit OLD, the same wire order), side by side
+                                          before issue 49.1 (commit OLD, the same values: old_wire), side by side
 
 Each block also counts the commands the script ran per call (INFO commandstats' calls of every command
 but EVALSHA and INFO, over the block), the figure issue 49's goal counts.
@@ -43,7 +43,7 @@ sys.path[0] = str(ROOT)  # not bench/: its admission.py would shadow the admissi
 
 from bench import admission as adm  # noqa: E402 - after the path (sets the bench's environment)
 
-# The store's layout before issue 49.1 (the same arguments in the same order): every reserve read the
+# The store's layout before issue 49.1 (the same values, each LAZY one an argument of its own: old_wire): every reserve read the
 # in-flight zset twice (ZCOUNT, ZRANGEBYSCORE), listed it for the sweep (SADD), kept the request-rate
 # bucket under a key of its own and read each period budget with a GET of its own.
 OLD = "ead91d8"
@@ -78,6 +78,19 @@ def _resp_args(packed: bytes) -> list[bytes]:
     return out
 
 
+def old_wire(static: list[bytes]) -> list[bytes]:
+    """The static arguments as the scripts before issue 49's last cut took them: each LAZY number an argument of
+    its own, and the borrowed record's middle sent whole (now '' for a scope that cannot borrow)."""
+    from admission.backends import inputs
+
+    names = [n for n, _ in inputs.STATIC if n not in inputs.LAZY or n == inputs.LAZY_ORDER[0]]
+    got = dict(zip(names, static, strict=True))
+    lazy = dict(zip(inputs.LAZY_ORDER, got[inputs.LAZY_ORDER[0]].split(b"\t"), strict=True))
+    if got["record_borrowed"] == b"":
+        got["record_borrowed"] = got["record_own"]
+    return [lazy[n] if n in inputs.LAZY else got[n] for n, _ in inputs.STATIC]
+
+
 def _sub(x, old: str, new: str):
     if isinstance(x, bytes):
         return x.replace(old.encode(), new.encode())
@@ -94,14 +107,15 @@ class Captured:
         self.extra = list(extra)
         self.prefix = str(args[0]).split(":", 1)[0]  # every key and key-naming value starts with it
 
-    def call(self, r, prefix: str, i: int, sha=None):
-        """One replay with every key under `prefix` and a reservation id of its own (`sha`: another script)."""
+    def call(self, r, prefix: str, i: int, sha=None, old: bool = False):
+        """One replay with every key under `prefix` and a reservation id of its own (`sha`: another script;
+        `old`: one that takes the static arguments as they were sent before, old_wire)."""
         rid = f"{i:08x}{uuid.uuid4().hex[:8]}"
         a = [_sub(x, self.prefix, prefix) for x in self.args]
         rec = a[0].rsplit(":", 1)
         a[0] = f"{rec[0]}:{rid}"  # KEYS[1], the record
         a[self.nkeys + 1] = rid  # ARGV[2], the reservation id
-        st = [_sub(x, self.prefix, prefix) for x in self.static]
+        st = [_sub(x, self.prefix, prefix) for x in (old_wire(self.static) if old else self.static)]
         ex = [_sub(x, self.prefix, prefix) for x in self.extra]
         return r.execute_command("EVALSHA", sha or self.sha, self.nkeys, *a, *st, *ex)
 
@@ -180,15 +194,20 @@ def per_call(r, sides: dict, args, plain: Captured) -> int:
             for k in r.scan_iter(fn.prefix + "*", count=1000):
                 r.delete(k)
     r.config_set("slowlog-log-slower-than", 10000)
-    print(f"Per call (SLOWLOG), µs: p10 / p25 / median of {args.rounds * 4} × 100 calls a side; {adm.load()}")
+    print(
+        f"Per call (SLOWLOG), µs: p10 / p25 / median / p90 / mean of {args.rounds * 4} × 100 calls a side; {adm.load()}"
+    )
     q = {k: statistics.quantiles(v, n=20) for k, v in took.items()}
     for k in names:
-        print(f"  {k:<40} {q[k][1]:6.1f} {q[k][4]:6.1f} {q[k][9]:6.1f}  (n={len(took[k])})")
+        print(f"  {k:<40} {q[k][1]:6.1f} {q[k][4]:6.1f} {q[k][9]:6.1f} {q[k][17]:6.1f} {statistics.mean(took[k]):6.1f}"
+              f"  (n={len(took[k])})")  # fmt: skip
     for k in ("reserve, plain scope", "reserve, budgeted scope"):
         for other in (" (old script)", " (base script)"):
             if k + other in q:
+                m = statistics.mean(took[k]) / statistics.mean(took[k + other])
                 print(f"  {k}: new ÷ {other.strip(' ()')}, p10 {q[k][1] / q[k + other][1]:.2f},"
-                      f" p25 {q[k][4] / q[k + other][4]:.2f}, median {q[k][9] / q[k + other][9]:.2f}")  # fmt: skip
+                      f" p25 {q[k][4] / q[k + other][4]:.2f}, median {q[k][9] / q[k + other][9]:.2f},"
+                      f" mean {m:.2f}")  # fmt: skip
     return 0
 
 
@@ -198,6 +217,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=6, help="rounds, the block order reversed each round (≥ 5)")
     ap.add_argument("--per-call", action="store_true", help="per-call times from SLOWLOG (a private server)")
     ap.add_argument("--base", default="", help="also replay the scripts of this commit (a step between old and new)")
+    ap.add_argument("--base-wire-new", action="store_true", help="--base's scripts take today's wire (old_wire)")
     args = ap.parse_args()
     os.environ["ADMISSION_KEY_PREFIX"] = f"bench-{uuid.uuid4().hex[:8]}:"
     import redis
@@ -222,6 +242,7 @@ def main() -> int:
         empty = r.script_load("return 1")
         old = r.script_load(old_source())
         base = r.script_load(old_source(args.base)) if args.base else None
+        base_new = base if args.base_wire_new else None  # --base of a commit that already sends the new wire
 
         def with_args(i: int) -> None:
             r.execute_command("EVALSHA", empty, plain.nkeys, *plain.args, *plain.static, *plain.extra)
@@ -231,9 +252,10 @@ def main() -> int:
 
             def __init__(self, c: Captured, sha=None) -> None:
                 self.c, self.prefix, self.sha = c, "", sha
+                self.old = sha is not None and sha != base_new  # an earlier commit's script: the earlier wire
 
             def __call__(self, i: int) -> None:
-                out = self.c.call(r, self.prefix, i, self.sha)
+                out = self.c.call(r, self.prefix, i, self.sha, self.old)
                 assert out[0][:1] == b"A", out[0]  # every replay admitted: the same work each time
 
         sides = {

@@ -316,7 +316,13 @@ class RedisBackend(RedisCalls):
                     left = limit - len(out)
                     if left <= 0:
                         return out
-                    ids = [_s(i) for i in self.client.zrangebyscore(ik, "-inf", now, start=0, num=left)]
+                    # Scores in microseconds; below US_MIN in seconds (written before: lib.lua).
+                    got_ids = self.client.zrangebyscore(ik, "-inf", now, start=0, num=left)
+                    if len(got_ids) < left:
+                        got_ids += self.client.zrangebyscore(
+                            ik, US_MIN, int(now * 1e6), start=0, num=left - len(got_ids)
+                        )
+                    ids = [_s(i) for i in got_ids]
                     if not ids:
                         continue  # nothing due (a listed zset stays listed when empty: expire.lua)
                     ks = (ik, ifs, *(keys.record(t, i) for i in ids))
@@ -383,6 +389,8 @@ class RedisBackend(RedisCalls):
         for k in self.client.scan_iter(match=self.prefix + "*", count=1000):
             self.client.delete(k)
 
+
+US_MIN = 10**12  # lib.lua: an in-flight zset's scores from here on are microseconds, below it seconds
 
 # KEYS: the scope's hash, the period's key (its field's name, and its own key before issue 49.1).
 _PERIOD_WRITE = """

@@ -21,6 +21,7 @@ import pytest
 from admission import keys
 from admission.backends import inputs
 from admission.backends.base import NO_OUTPUT_CAP, Bucket, CompleteOp, Limits, Period, ReserveOp, Scope, Where
+from admission.backends.redis import US_MIN
 from admission.backends.redis_calls import Script
 from capacity import periods as limits
 from tests.admission.cluster import store_url
@@ -30,25 +31,28 @@ pytestmark = pytest.mark.redis
 OLD = Path(__file__).with_name("old_layout")
 
 
-class OldScript(Script):
-    """A script of the old layout (its preamble: the inputs table, unchanged since)."""
+LAYOUT_49_1 = Path(__file__).with_name("layout_49_1")  # in-flight zsets scored in seconds
 
-    def __init__(self, name: str) -> None:  # noqa: D107 - Script's fields, from the old sources
+
+class OldScript(Script):
+    """A script of an earlier layout (its preamble: the inputs table, unchanged since); `where`: its sources."""
+
+    def __init__(self, name: str, where: Path = OLD) -> None:  # noqa: D107 - Script's fields, from the old sources
         import hashlib
 
         pre = inputs.lua_preamble() if name == "reserve" else ""
-        self.source = ((OLD / "lib.lua").read_text() + "\n" + pre + (OLD / f"{name}.lua").read_text()).encode()
+        self.source = ((where / "lib.lua").read_text() + "\n" + pre + (where / f"{name}.lua").read_text()).encode()
         self.sha = hashlib.sha1(self.source).hexdigest().encode()  # noqa: S324  (Redis names scripts by SHA-1)
 
 
-def _scope(t: str, name: str, *, ttl: float, limited: bool = False) -> Scope:
+def _scope(t: str, name: str, *, ttl: float, limited: bool = False, maxc: int = 4) -> Scope:
     lim = None
     if limited:
         lim = Limits(
             "wt", "UTC", (Period(limits.DAILY, f"{t}bd:{name}:d", 10_000.0),), Bucket(f"{t}rq:{name}", 0.0, 10.0)
         )
     return Scope(
-        inflight_key=keys.inflight(t, name), max_concurrency=4, traffic_class="reserved",
+        inflight_key=keys.inflight(t, name), max_concurrency=maxc, traffic_class="reserved",
         own=Bucket(keys.own(t, name), 0.0, 100_000.0), pool=Bucket(keys.pool(t), 0.0, 1_000_000.0), borrow=None,
         margin=0.0, degraded=False, reserved_floor=0.0, ttl_s=ttl, idem_ttl_s=60, w_out=4.0, w_cached=0.5,
         max_output=NO_OUTPUT_CAP, limits=lim, tag=t,
@@ -202,3 +206,46 @@ def test_a_budgets_older_periods_leave_the_scopes_hash_at_a_periods_first_spend(
         days.append(fields()[-1])
         assert b.used(f"{stem}:{days[-1]}") == 100.0
     assert fields() == days[2:]  # the last two days' spend; the older ones went
+
+
+def test_a_zset_scored_in_seconds_and_an_old_process_in_a_rolling_deploy_lose_no_reservation(backend):
+    """Issue 49.1's layout scored an in-flight reservation by its expiry in seconds, the new one in whole
+    microseconds (lib.lua: US_MIN). A zset holding both (written before the deploy, or by a process of the
+    layout before still running beside the new ones) is counted, expired and swept by each member's own
+    unit: a member in seconds is never taken for one long past its TTL."""
+    b = backend
+    t = keys.tag(b.prefix, "us")
+    short, long = _scope(t, "s", ttl=1.0, maxc=6), _scope(t, "s", ttl=600.0, maxc=6)  # one scope, two TTLs
+    new_reserve = b._reserve
+    prev = OldScript("reserve", LAYOUT_49_1)
+    b._reserve = prev
+    before = [_reserve(b, short) for _ in range(2)] + [_reserve(b, long)]  # in seconds
+    b._reserve = new_reserve
+    mine = _reserve(b, short)
+    b._reserve = prev  # a process of the layout before, still running: a long one in seconds beside it
+    beside = _reserve(b, long)
+    b._reserve = new_reserve
+    assert all(a.admitted for a in (*before, mine, beside)) and mine.in_flight == 4
+    scores = {_rid(a): b.client.zscore(long.inflight_key, _rid(a)) for a in (*before, mine, beside)}
+    assert scores[_rid(mine)] >= US_MIN and scores[_rid(mine)] == int(scores[_rid(mine)])
+    assert all(scores[_rid(a)] < US_MIN for a in (*before, beside))
+
+    time.sleep(1.2)  # the short ones are past their TTL, in either unit; the long ones are not
+    got = _reserve(b, long)
+    assert got.admitted and got.in_flight == 3  # the two long ones in seconds still hold their slots, and this one
+    assert sorted(got.expired_metas) == [json.dumps({"scope": short.inflight_key})] * 3
+    for a in (before[2], beside):  # still open: they complete, not expire
+        done = b.complete(CompleteOp(_rid(a), 10, 0, 10, "ok", 60, where=Where(t)))
+        assert done is not None and done.result["status"] == "ok"
+    assert b.inflight(long.inflight_key) == 1
+
+    # The sweep, in either unit: an abandoned one in seconds and one in microseconds; the long one stays.
+    idle_new = _reserve(b, short)
+    b._reserve = prev
+    idle_old = _reserve(b, short)
+    b._reserve = new_reserve
+    assert idle_new.admitted and idle_old.admitted
+    time.sleep(1.2)
+    assert len(b.sweep()) == 2 and b.sweep() == []
+    assert b.inflight(long.inflight_key) == 1
+    assert b.complete(CompleteOp(_rid(got), 1, 0, 1, "ok", 60, where=Where(t))).result["status"] == "ok"  # type: ignore[union-attr]

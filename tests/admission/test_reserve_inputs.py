@@ -66,7 +66,16 @@ def test_python_reads_the_same_names():
 def test_the_wire_order_is_the_tables():
     s = _scope(random.Random(1), "w")
     assert inputs.static_wire(s)[:3] == [s.traffic_class, str(s.max_concurrency), repr(s.own.rate)]
-    assert len(inputs.static_wire(s)) == len(inputs.STATIC)
+    # The LAZY numbers travel as one argument, in the table's order (the preamble splits them).
+    wire = inputs.static_wire(s)
+    assert len(wire) == len(inputs.STATIC) - len(inputs.LAZY) + 1
+    names = [n for n, _ in inputs.STATIC if n not in inputs.LAZY or n == inputs.LAZY_ORDER[0]]
+    v = inputs.of(s)
+    assert wire[names.index(inputs.LAZY_ORDER[0])].split("\t") == [inputs.wire(n, v[n]) for n in inputs.LAZY_ORDER]
+    # A scope that cannot borrow never writes a borrowed record: its middle is not sent.
+    assert wire[names.index("record_borrowed")] == (
+        "" if s.borrow is None or not s.borrow.depth > 0 else v["record_borrowed"]
+    )
 
 
 # ---- the same decision on generated states ---------------------------------------------------------

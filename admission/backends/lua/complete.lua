@@ -126,7 +126,7 @@ local first = nil
 if f[1] == 'open' then
   local exp = redis.call('ZSCORE', KEYS[2], rid)
   -- Past its TTL: settled at the full estimate; whoever expires it reports it.
-  if (not exp) or tonumber(exp) <= now then
+  if (not exp) or expiry_s(exp) <= now then
     redis.call('ZREM', KEYS[2], rid)
     first = expire_record(rk)
     f[1] = 'expired'

@@ -10,7 +10,7 @@ local now = clock()
 local out = {}
 for i, id in ipairs(ARGV) do
   local exp = redis.call('ZSCORE', KEYS[1], id)
-  if exp and tonumber(exp) <= now then
+  if exp and expiry_s(exp) <= now then
     redis.call('ZREM', KEYS[1], id)
     local m = expire_record(KEYS[i + 2])
     if m then out[#out + 1] = m end

@@ -192,13 +192,21 @@ else sv = redis.call('HMGET', K_own, 'l', 't', K_inflight) end
 local n_in = redis.call('ZCARD', K_inflight)
 local live, due_at = n_in, tonumber(sv[3])
 if n_in > 0 and not (due_at and due_at > now) then
-  live = redis.call('ZCOUNT', K_inflight, '(' .. now_str, '+inf')
-  if live < n_in then
-    local due = redis.call('ZRANGEBYSCORE', K_inflight, '-inf', now_str, 'LIMIT', 0, 16)
+  -- The earliest expiry (lib.lua: scores in microseconds; one in seconds, written before, sorts first).
+  local lo = redis.call('ZRANGE', K_inflight, 0, 0, 'WITHSCORES')[2]
+  due_at = expiry_s(lo)
+  if due_at <= now then
+    local now_us, mixed = sec .. string.sub(frac, 2), tonumber(lo) < US_MIN
+    live = live_in(K_inflight, now_str, now_us, mixed)
+    local due = {}
+    if mixed then due = redis.call('ZRANGEBYSCORE', K_inflight, '-inf', now_str, 'LIMIT', 0, 16) end
+    if #due < 16 then
+      for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_inflight, US_MIN, now_us, 'LIMIT', 0, 16 - #due)) do
+        due[#due + 1] = id
+      end
+    end
     for _, id in ipairs(due) do out[#out + 1] = id end
     due_at = 0  -- due ones stay until expire.lua settles them: read again next time
-  else
-    due_at = tonumber(redis.call('ZRANGE', K_inflight, 0, 0, 'WITHSCORES')[2])
   end
 end
 if live >= A_max_concurrency then return throttle('CONCURRENCY_LIMIT', A_retry_concurrency) end
@@ -375,9 +383,14 @@ if source == 'entitlement' and A_lender_charges then
   lent = lent .. K_lend .. '|' .. A_lend_rate_s .. '|' .. A_lend_depth_s .. '|' .. num(c - x)
 end
 
-local expires
-if string.find(A_ttl, '^%d+$') then expires = (sec + A_ttl) .. frac  -- whole seconds: no float to format
-else expires = num(now + tonumber(A_ttl)) end
+local expires, score
+if string.find(A_ttl, '^%d+$') then  -- whole seconds: no float to format
+  expires = (sec + A_ttl) .. frac
+  score = (sec + A_ttl) .. string.sub(frac, 2)
+else
+  expires = num(now + tonumber(A_ttl))
+  score = string.format('%.0f', math.ceil(tonumber(expires) * 1e6))  -- never before the expiry
+end
 -- The in-flight zset's lower bound (above) after this admission's ZADD.
 local due_s = expires
 if due_at and n_in > 0 and due_at < tonumber(expires) then due_s = num(due_at) end
@@ -435,7 +448,7 @@ redis.call('SET', K_record, 'open\t' .. ans .. '\t' .. static .. '\t' .. A_cost_
 -- admission (the hash had no bound for it: a new scope, a store written before issue 49.1 or one that
 -- lost its data) and stays listed (expire.lua no longer unlists an empty one), not once per reserve.
 if not sv[3] then redis.call('SADD', K_inflight_sets, K_inflight) end
-redis.call('ZADD', K_inflight, expires, A_rid)
+redis.call('ZADD', K_inflight, score, A_rid)
 out[1] = ans
 out[3] = live + 1  -- the scope's reservations in flight now: the live ones and this one
 local rq_after = nil

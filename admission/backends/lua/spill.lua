@@ -44,5 +44,7 @@ if lend_l then lent = '\t\t1|' .. KEYS[6] .. '|' .. ARGV[11] .. '|' .. ARGV[12] 
 redis.call('SET', KEYS[1], 'open\t' .. ans .. '\t' .. ARGV[15] .. '\t' .. ARGV[2] .. '\t' .. ARGV[3] .. lent,
   'EX', ARGV[14])
 redis.call('SADD', KEYS[5], KEYS[4])
-redis.call('ZADD', KEYS[4], expires, ARGV[1])
-return {ans, 0, redis.call('ZCOUNT', KEYS[4], '(' .. now_str, '+inf')}
+-- Scored in whole microseconds, counted in either unit (lib.lua: US_MIN).
+redis.call('ZADD', KEYS[4], string.format('%.0f', math.ceil(tonumber(expires) * 1e6)), ARGV[1])
+local t_us = string.gsub(now_str, '%.', '')
+return {ans, 0, live_in(KEYS[4], now_str, t_us, true)}
