@@ -115,28 +115,29 @@ class _Batch:
 
 
 def _stream(
-    events: list[Any], batch: _Batch, result: IngestResult, put: Callable[[Columns], None] | None = None
+    events: list[Any], batch: _Batch, result: IngestResult, write: Callable[[Sequence[Any]], None] | None = None
 ) -> None:
-    """Validate the batch chunk by chunk, handing each chunk's new events (by column) to `put` as it goes.
-    On PostgreSQL `put` stages them (telemetry.staging.Stage)."""
+    """Validate the batch chunk by chunk, writing each chunk's FIELDS-ordered new rows as it goes.
+    No queries in here: on PostgreSQL the connection is busy with the COPY."""
     for start in range(0, len(events), CHUNK):
         cols = _clean_chunk(events[start : start + CHUNK], start, batch.cat, result)
         if cols is not None:
             cols = batch.add(cols)
-            if put is not None:
-                put(cols)
+            if write is not None:
+                for row in zip(*(cols[f] for f in FIELDS), strict=True):
+                    write(row)
 
 
 def _store_staged(events: list[Any], batch: _Batch, result: IngestResult) -> dict:
     """PostgreSQL: one COPY into the stage, one statement out of it (telemetry.staging)."""
-    with stage_copy(FIELDS) as stage:
-        _stream(events, batch, result, stage.put)
+    with stage_copy(FIELDS) as write:
+        _stream(events, batch, result, write)
     if not batch.cols["event_id"]:
         return {}
     # The sums are numpy and C-level passes; the thread runs while this one waits on the server.
     with ThreadPoolExecutor(max_workers=1) as pool:
         summing = pool.submit(minute_deltas, batch.cols, batch.envelopes)
-        replays = move_staged(stage, batch.source, batch.now)
+        replays = move_staged(FIELDS, batch.source, batch.now)
         deltas = summing.result()
     if not replays:
         return deltas

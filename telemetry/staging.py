@@ -20,7 +20,7 @@ and the time the batch was received are one value each, bound once into the INSE
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -47,89 +47,13 @@ def _cols(names: Sequence[str]) -> str:
     return ", ".join(_qn(n) for n in names)
 
 
-# Always staged: the keys insert and the replay answer read them from the stage.
-ALWAYS_STAGED = ("event_id", "ts")
-
-
-def _one_value(col: list[Any]) -> bool:
-    """Every value equal to the first, and that value bindable once without changing what is stored:
-    not a float (0.0 == -0.0, and a float8 column keeps the sign)."""
-    first = col[0]
-    return type(first) is not float and col.count(first) == len(col)
-
-
-def _same(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b
-
-
-class Stage:
-    """A batch's cleaned columns into the stage by binary COPY, all but the ones that hold one value in
-    every row put so far: those are bound once into the move (the bench's batches: 8 of 22 columns;
-    psycopg's write_row and the server's COPY cost by the field). Decided on the first chunk; a later
-    chunk that breaks a column's one value ends the COPY, writes the value into the rows already staged
-    (UPDATE) and goes on with a COPY that carries the column."""
-
-    def __init__(self, cur: Any, names: Sequence[str], stack: ExitStack) -> None:
-        self.cur, self.names, self.stack = cur, names, stack
-        self.types = {n: AdmissionEvent._meta.get_field(n).db_type(connection) for n in names}
-        self.constants: dict[str, Any] | None = None  # None until the first chunk
-        self.staged: list[str] = list(names)
-        self._copy: ExitStack | None = None
-        self._write: Callable[[Sequence[Any]], None] | None = None
-
-    def _start(self) -> None:
-        copy = self._copy = self.stack.enter_context(ExitStack())  # an error inside fails the COPY
-        self.staged = [n for n in self.names if n not in (self.constants or {})]
-        cols = _cols(self.staged)
-        stream = copy.enter_context(self.cur.copy(f"COPY {STAGE} ({cols}) FROM STDIN (FORMAT BINARY)"))  # noqa: S608
-        stream.set_types([_copy_type(AdmissionEvent._meta.get_field(n)) for n in self.staged])  # type: ignore[arg-type]
-        self._write = stream.write_row
-
-    def _widen(self, names: list[str]) -> None:
-        """`names` vary after all: give the rows staged so far their one value, and stage them from here."""
-        assert self._copy is not None and self.constants is not None  # noqa: S101 - after the first chunk
-        self._copy.close()
-        sets = ", ".join(f"{_qn(n)} = {self.bound(n)}" for n in names)
-        self.cur.execute(f"UPDATE {STAGE} SET {sets}", self.params())  # noqa: S608 - model metadata
-        for n in names:
-            del self.constants[n]
-        self._start()
-
-    def put(self, cols: dict[str, list[Any]]) -> None:
-        """Stage a chunk's rows (columns by name, each as long as the others)."""
-        if not cols[self.names[0]]:
-            return
-        if self.constants is None:
-            self.constants = {n: cols[n][0] for n in self.names if n not in ALWAYS_STAGED and _one_value(cols[n])}
-            self._start()
-        else:
-            varied = [n for n, v in self.constants.items() if not (_one_value(c := cols[n]) and _same(c[0], v))]
-            if varied:
-                self._widen(varied)
-        write = self._write
-        assert write is not None  # noqa: S101 - _start ran
-        for row in zip(*(cols[n] for n in self.staged), strict=True):
-            write(row)
-
-    def bound(self, name: str) -> str:
-        """SQL for a constant column: its bound value, typed as the events table's column."""
-        return f"CAST(%(k_{name})s AS {self.types[name]})"
-
-    def params(self) -> dict[str, Any]:
-        return {f"k_{n}": v for n, v in (self.constants or {}).items()}
-
-    def select(self, alias: str) -> str:
-        """The stage's `names` in order, for INSERT … SELECT: staged columns read, constants bound."""
-        consts = self.constants or {}
-        return ", ".join(self.bound(n) if n in consts else f"{alias}.{_qn(n)}" for n in self.names)
-
-
 @contextmanager
-def stage_copy(names: Sequence[str]) -> Iterator[Stage]:
-    """An empty stage with the events table's `names` columns, and a binary COPY into it; yields the
-    Stage, whose `put` takes chunks. The server files the rows while the caller prepares the next ones."""
+def stage_copy(names: Sequence[str]) -> Iterator[Callable[[Sequence[Any]], None]]:
+    """An empty stage with the events table's `names` columns, and a binary COPY into it; yields
+    `write_row`. The server files the rows while the caller prepares the next ones."""
     table = _qn(AdmissionEvent._meta.db_table)
-    with _cursor() as cur, ExitStack() as stack:
+    fields = [AdmissionEvent._meta.get_field(n) for n in names]
+    with _cursor() as cur:
         # ON COMMIT DELETE ROWS keeps a finished batch from lingering; the DELETE covers several batches
         # in one caller's transaction. Not TRUNCATE: that gives the table a new file every batch
         # (measured 3.3-3.5 ms wall, 0.4 ms server CPU each; a DELETE of the empty stage 0.15 / 0.02)
@@ -138,16 +62,18 @@ def stage_copy(names: Sequence[str]) -> Iterator[Stage]:
             f"AS SELECT {_cols(names)} FROM {table} WITH NO DATA"
         )
         cur.execute(f"DELETE FROM {STAGE}")  # noqa: S608 - a module constant
-        yield Stage(cur, names, stack)
+        with cur.copy(f"COPY {STAGE} ({_cols(names)}) FROM STDIN (FORMAT BINARY)") as copy:  # noqa: S608
+            copy.set_types([_copy_type(f) for f in fields])  # type: ignore[arg-type]
+            yield copy.write_row
 
 
-def _move(sql: str, params: dict[str, Any]) -> list[str]:
+def _move(sql: str, source: str, received_at: datetime) -> list[str]:
     with _cursor() as cur:
-        cur.execute(sql, params)
+        cur.execute(sql, {"source": source, "received_at": received_at})
         return [r[0] for r in cur.fetchall()] if cur.description else []
 
 
-def move_staged(stage: Stage, source: str, received_at: datetime) -> list[str]:
+def move_staged(names: Sequence[str], source: str, received_at: datetime) -> list[str]:
     """Insert the staged events whose (source, event_id) is not stored yet, with their keys; returns
     the staged event_ids that were already stored (replays).
 
@@ -160,12 +86,14 @@ def move_staged(stage: Stage, source: str, received_at: datetime) -> list[str]:
 
     # identifiers from model metadata and this module's constants; values are bound
     events, keys = _qn(AdmissionEvent._meta.db_table), _qn(EventKey._meta.db_table)
-    names, params = stage.names, {"source": source, "received_at": received_at, **stage.params()}
+    staged = ", ".join(f"s.{_qn(n)}" for n in names)
     into_keys = f"INSERT INTO {keys} (source, event_id, ts) SELECT %(source)s, event_id, ts FROM {STAGE} {KEY_ORDER}"  # noqa: S608
-    into_events = f"INSERT INTO {events} (source, received_at, {_cols(names)}) SELECT %(source)s, %(received_at)s, {stage.select('s')}"
+    into_events = (
+        f"INSERT INTO {events} (source, received_at, {_cols(names)}) SELECT %(source)s, %(received_at)s, {staged}"
+    )
     try:
         with transaction.atomic():
-            _move(f"WITH new AS ({into_keys}) {into_events} FROM {STAGE} s", params)
+            _move(f"WITH new AS ({into_keys}) {into_events} FROM {STAGE} s", source, received_at)
         return []
     except UniqueViolation:
         pass
@@ -174,4 +102,4 @@ def move_staged(stage: Stage, source: str, received_at: datetime) -> list[str]:
         stored AS ({into_events} FROM {STAGE} s JOIN new n ON n.event_id = s.event_id)
         SELECT s.event_id FROM {STAGE} s LEFT JOIN new n ON n.event_id = s.event_id WHERE n.event_id IS NULL
     """  # noqa: S608
-    return _move(exact, params)
+    return _move(exact, source, received_at)

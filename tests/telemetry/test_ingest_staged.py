@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from telemetry.ingest import CHUNK, EVENT_COLUMNS, _store_portable, _store_staged
+from telemetry.ingest import EVENT_COLUMNS, _store_portable, _store_staged
 from telemetry.models import (
     ROLLUP_ADDITIVE,
     ROLLUP_KEY,
@@ -52,8 +52,8 @@ def _batches():
     return [first, replay, replay]
 
 
-def _run(store, batches=_batches):
-    results = [ingest_events(source="gw", events=b, store=store).as_dict() for b in batches()]
+def _run(store):
+    results = [ingest_events(source="gw", events=b, store=store).as_dict() for b in _batches()]
     state = {
         "events": list(AdmissionEvent.objects.order_by("event_id").values_list(*STORED)),
         "keys": list(EventKey.objects.order_by("event_id").values_list("source", "event_id", "ts")),
@@ -84,34 +84,6 @@ def test_staged_and_portable_paths_store_identical_rows_for_a_mixed_batch(fleet)
     assert sum(row[len(ROLLUP_KEY)] for row in staged["minutes"]) == 7  # `requests`: each stored event once
     r1 = dict(zip(STORED, staged["events"][1], strict=True))
     assert (str(r1["entitlement"]), r1["source_kind"], r1["in_flight"]) == (ENT, "entitlement", 3)
-
-
-def _one_value_then_another():
-    """A first chunk in which several columns hold one value each (the stage binds those once), then a
-    chunk where they vary or hold another value: the rows already staged must keep their first value."""
-    first = [event(i, in_flight=5, served_from="pool-a", status="ok") for i in range(CHUNK)]
-    second = [
-        event(CHUNK, in_flight=5, served_from="pool-a", status="ok", tenant="globex"),  # tenant: another one value
-        event(CHUNK + 1, in_flight=6, status="ok", tenant="globex", cached_prompt_tokens=3),
-        _done(CHUNK + 2, in_flight=None, tenant="globex", source_kind="borrowed", entitlement=ENT),
-    ]
-    return [first + second]
-
-
-@pytest.mark.postgres
-def test_columns_bound_once_then_varying_store_what_was_sent(fleet):
-    staged_results, staged = _run(_store_staged, _one_value_then_another)
-    portable_results, portable = _run(_store_portable, _one_value_then_another)
-
-    assert staged_results == portable_results == [{"accepted": CHUNK + 3, "duplicates": 0, "errors": []}]
-    assert staged == portable
-    rows = {e[1]: dict(zip(STORED, e, strict=True)) for e in staged["events"]}
-    assert (rows["r0"]["tenant"], rows["r0"]["in_flight"], rows["r0"]["served_from"]) == ("acme", 5, "pool-a")
-    assert (rows["r0"]["status"], rows["r0"]["cached_prompt_tokens"], rows["r0"]["entitlement"]) == ("ok", 0, None)
-    late = rows[f"r{CHUNK + 2}:complete"]
-    assert (late["tenant"], late["in_flight"], late["served_from"], str(late["entitlement"])) == (
-        "globex", None, None, ENT,
-    )  # fmt: skip
 
 
 @pytest.mark.postgres
