@@ -35,7 +35,7 @@ STAGE = "telemetry_ingest_stage"
 ON_CONFLICT = "ON CONFLICT (source, event_id) DO NOTHING"
 # Any one total order keeps writers from deadlocking; byte order ("C") is the cheapest to sort by: the
 # database's own collation (C.UTF-8, en_US…) goes through strcoll and sorts without abbreviated keys
-# (a batch's keys insert measured 4.1 → 3.1 ms per 1,000 events, the sort 0.8 → 0.4).
+# (the move statement 7.1 → 6.6 ms wall per 1,000 events, 10,000-event batches alternating; a bare sort 0.8 → 0.45).
 KEY_ORDER = 'ORDER BY event_id COLLATE "C"'
 
 
