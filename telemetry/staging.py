@@ -1,7 +1,7 @@
 """PostgreSQL ingest through one staging table: a batch's cleaned events are COPYed (binary) into a
 session temp table, then moved on set-based, in one statement:
 
-    keys:   INSERT INTO EventKey SELECT … FROM stage ORDER BY event_id ON CONFLICT DO NOTHING RETURNING event_id
+    keys:   INSERT INTO EventKey SELECT … FROM stage ORDER BY event_id COLLATE "C" ON CONFLICT DO NOTHING …
     events: INSERT INTO the events table SELECT … FROM stage JOIN (the keys just inserted)
     answer: the staged event_ids whose key was already stored (usually none)
 
@@ -9,7 +9,7 @@ session temp table, then moved on set-based, in one statement:
 
 Dedup is exact across the events' partitions and under concurrency: EventKey's primary key (source,
 event_id) decides, and a writer that meets another's uncommitted key waits for it to commit
-and then skips it. Keys are inserted in event_id order, so two writers of overlapping batches take
+and then skips it. Keys are inserted in event_id byte order, so two writers of overlapping batches take
 the index's row locks in one order and never deadlock. The events table only ever receives rows
 whose key this statement inserted, so the rollups (summed from the same rows) count each event once.
 
@@ -33,7 +33,10 @@ STAGE = "telemetry_ingest_stage"
 # The two protections of dedup under concurrency (tests/telemetry/test_concurrency.py takes each out):
 # a stored or concurrently inserted key is skipped, not an error; keys are locked in one order.
 ON_CONFLICT = "ON CONFLICT (source, event_id) DO NOTHING"
-KEY_ORDER = "ORDER BY event_id"
+# Any one total order keeps writers from deadlocking; byte order ("C") is the cheapest to sort by: the
+# database's own collation (C.UTF-8, en_US…) goes through strcoll and sorts without abbreviated keys
+# (the move statement 7.1 → 6.6 ms wall per 1,000 events, 10,000-event batches alternating; a bare sort 0.8 → 0.45).
+KEY_ORDER = 'ORDER BY event_id COLLATE "C"'
 
 
 def _qn(name: str) -> str:
