@@ -6,14 +6,11 @@ bounded (a hang guard, not a timing assertion), stopped at exit."""
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from tests.integrations import stack
@@ -38,36 +35,7 @@ def build() -> tuple[Path | None, str]:
     return BUILD / "front", ""
 
 
-class Started:
-    """A child in its own session, started once `ready()` holds (polled; a hang guard bounds the wait)."""
-
-    def __init__(self, cmd: list[str], *, env: dict[str, str], log: Path, ready) -> None:  # noqa: ANN001
-        self.log = log
-        self._out = open(log, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(cmd, env=env, cwd=stack.ROOT, stdout=self._out, stderr=subprocess.STDOUT,
-                                     start_new_session=True)  # fmt: skip
-        deadline = time.monotonic() + stack.START_GUARD_S
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            if ready():
-                return
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"{cmd[0]} {cmd[1:3]} did not start:\n{self.tail()}")
-
-    def tail(self, n: int = 60) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=20)
-        self._out.close()
+Started = stack.Child  # a worker or the front: ready when its sockets accept / its log says so
 
 
 def accepts(path: str) -> bool:

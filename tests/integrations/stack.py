@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,28 +38,23 @@ def need_litellm() -> None:
         raise RuntimeError(f"{LITELLM} is missing: `make gateways` installs LiteLLM from requirements-gateways.txt")
 
 
-class Proc:
-    """A child process in its own session; `url` answers `probe` (200) once started."""
+class Child:
+    """A child process in its own session, started once `ready()` holds (polled every `poll_s`; a hang
+    guard bounds the wait); on failure stopped, and its log's tail in the error."""
 
-    def __init__(self, cmd: list[str], *, env: dict[str, str], port: int, probe: str, log: Path,
-                 cwd: Path = ROOT) -> None:  # fmt: skip
-        self.port, self.url, self.log = port, f"http://127.0.0.1:{port}", log
+    def __init__(self, cmd: list[str], *, env: dict[str, str], log: Path, ready: Callable[[], bool],
+                 cwd: Path = ROOT, poll_s: float = 0.05, failed: str = "did not start") -> None:  # fmt: skip
+        self.log = log
         self._out = open(log, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=self._out, stderr=subprocess.STDOUT,
                                      start_new_session=True)  # fmt: skip
         deadline = time.monotonic() + START_GUARD_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                break
-            try:
-                with urllib.request.urlopen(self.url + probe, timeout=5) as r:  # noqa: S310 - loopback
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.25)
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if ready():
+                return
+            time.sleep(poll_s)
         self.stop()
-        raise RuntimeError(f"{cmd[0]} did not answer {probe} on {self.url}:\n{self.tail()}")
+        raise RuntimeError(f"{cmd[0]} {cmd[1:3]} {failed}:\n{self.tail()}")
 
     def tail(self, n: int = 60) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
@@ -75,6 +70,24 @@ class Proc:
                     os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=20)
         self._out.close()
+
+
+class Proc(Child):
+    """A child process in its own session; `url` answers `probe` (200) once started."""
+
+    def __init__(self, cmd: list[str], *, env: dict[str, str], port: int, probe: str, log: Path,
+                 cwd: Path = ROOT) -> None:  # fmt: skip
+        self.port, self.url = port, f"http://127.0.0.1:{port}"
+
+        def answers() -> bool:
+            try:
+                with urllib.request.urlopen(self.url + probe, timeout=5) as r:  # noqa: S310 - loopback
+                    return r.status == 200
+            except OSError:
+                return False
+
+        super().__init__(cmd, env=env, log=log, ready=answers, cwd=cwd, poll_s=0.25,
+                         failed=f"did not answer {probe} on {self.url}")  # fmt: skip
 
 
 def child_env(**extra: str) -> dict[str, str]:
